@@ -1,0 +1,104 @@
+# spillover-ops: every workflow a platform operator needs is a make target.
+# `make help` lists them.
+
+SHELL := /bin/bash
+PYTHON_BOOTSTRAP ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Kill switch / deploy knobs (override on the command line).
+NAMESPACE ?= clerum
+POLICY ?= spillover
+KUBECTL ?= kubectl
+MINIKUBE_PROFILE ?= minikube
+OVERLAY ?= dev
+TIMEOUT ?= 300
+
+# Harness knobs.
+MATRIX ?= harness/spillover_harness/matrices/spillover-default.yaml
+RESULTS ?= results
+STAGE ?= sim
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | sort | \
+	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create the virtualenv in .venv and install the project (+dev tools)
+
+.PHONY: lint
+lint: $(STAMP) ## ruff + mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+.PHONY: fmt
+fmt: $(STAMP) ## Format the code with ruff
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+.PHONY: test
+test: $(STAMP) controlplane ## The whole test suite (builds the local control plane on first use)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+.PHONY: unit
+unit: $(STAMP) ## Only the tests that need no control plane
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+# ---- the harness ------------------------------------------------------------
+
+.PHONY: demo
+demo: $(STAMP) ## Run the whole validation matrix on the embedded simulator, print the decision
+	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim
+
+.PHONY: bench
+bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
+	$(PYTHON) -m spillover_harness.bench
+
+# ---- the operator and the kill switch --------------------------------------
+
+.PHONY: deploy
+deploy: ## Apply CRD, RBAC and the operator to the current kube context (OVERLAY=dev|minikube)
+	$(KUBECTL) apply -k manifests/overlays/$(OVERLAY)
+
+.PHONY: deploy-minikube
+deploy-minikube: ## Build the operator image inside Minikube and deploy the minikube overlay
+	minikube -p $(MINIKUBE_PROFILE) image build -t spillover-operator:dev -f operator/Dockerfile .
+	$(KUBECTL) --context $(MINIKUBE_PROFILE) apply -k manifests/overlays/minikube
+
+.PHONY: undeploy
+undeploy: ## Remove the operator (the CRD and policies stay)
+	$(KUBECTL) delete -k manifests/overlays/$(OVERLAY) --ignore-not-found
+
+.PHONY: status
+status: $(STAMP) ## What is in effect: policy, WRC Deployment env, rollout
+	$(BIN)/spilloverctl -n $(NAMESPACE) status $(POLICY)
+
+.PHONY: kill-switch-engage
+kill-switch-engage: $(STAMP) ## Turn spillover OFF through the operator and wait for the rollout
+	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --wait --timeout $(TIMEOUT)
+
+.PHONY: kill-switch-engage-direct
+kill-switch-engage-direct: $(STAMP) ## Turn spillover OFF with the operator down (policy + Deployment patched directly)
+	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --direct --wait --timeout $(TIMEOUT)
+
+.PHONY: kill-switch-release
+kill-switch-release: $(STAMP) ## Turn spillover back ON and wait for the rollout
+	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --wait --timeout $(TIMEOUT)
+
+.PHONY: kill-switch-release-direct
+kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator down
+	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT)
+
+-include tests/controlplane/controlplane.mk

@@ -1,0 +1,1 @@
+"""spillover-ops validation harness: runs the spillover matrix and decides the default."""

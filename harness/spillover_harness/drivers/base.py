@@ -1,0 +1,37 @@
+"""The small interface between the runner and whatever actually executes a run."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from spillover_harness.matrix import Configuration, InputSpec
+from spillover_harness.records import RunRecord
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One cell of the matrix at one repetition, with everything a driver needs."""
+
+    run_id: str
+    stage: str
+    config: Configuration
+    recipe: str
+    input: InputSpec
+    repetition: int
+    seed: int
+    timeout_s: float
+    out_dir: Path  # results directory of the stage; drivers may keep per-run artifacts under it
+
+
+class Driver(Protocol):
+    """Runs a job and returns its record.
+
+    A driver never raises for a run that went wrong: a run it could not start
+    or observe becomes a record with outcome `harness_error` and a note. It
+    must stop promptly (returning `timed_out` or `aborted`) when `cancel` is set.
+    """
+
+    def run(self, job: RunJob, cancel: threading.Event) -> RunRecord: ...

@@ -1,0 +1,239 @@
+"""Run records: one JSON object per run, one line per object, schema 1 (SPEC section 3).
+
+The file is the harness's durable memory: every record is appended whole,
+flushed and fsynced as its run finishes, so an interrupted stage leaves a
+valid file and `--resume` can pick up exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+SCHEMA_VERSION = 1
+
+Stage = Literal["sim", "minikube", "dev"]
+Outcome = Literal["succeeded", "failed", "aborted", "timed_out", "harness_error"]
+SizeClass = Literal["small", "medium", "large"]
+
+STAGES: tuple[str, ...] = ("sim", "minikube", "dev")
+OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "aborted", "timed_out", "harness_error")
+
+
+class RunKey(NamedTuple):
+    """What makes a run unique within a stage's matrix (used by --resume)."""
+
+    stage: str
+    config: str
+    recipe: str
+    input: str
+    repetition: int
+
+
+class RunRecord(BaseModel):
+    """One run, as SPEC section 3 defines it. `None` always means "not measured"."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    schema_: Literal[1] = 1
+    run_id: str
+    stage: Stage
+    config: str
+    recipe: str
+    input: str
+    size_class: SizeClass
+    repetition: int
+    outcome: Outcome
+    hit_iteration_limit: bool | None = None
+    iterations: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_s: float | None = None
+    spillover_persisted: int | None = None
+    spillover_reads: int | None = None
+    status_report_bytes: int | None = None
+    quality_ok: bool | None = None
+    disk_clean: bool | None = None
+    logs_clean: bool | None = None
+    started_at: str
+    finished_at: str
+    notes: list[str] = []
+
+    @field_validator("repetition")
+    @classmethod
+    def _repetition_is_one_based(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("repetition is 1-based: it must be >= 1")
+        return value
+
+    @field_validator(
+        "iterations",
+        "input_tokens",
+        "output_tokens",
+        "spillover_persisted",
+        "spillover_reads",
+        "status_report_bytes",
+    )
+    @classmethod
+    def _count_not_negative(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("a count cannot be negative (use null for 'not measured')")
+        return value
+
+    @field_validator("duration_s")
+    @classmethod
+    def _duration_not_negative(cls, value: float | None) -> float | None:
+        if value is not None and value < 0:
+            raise ValueError("a duration cannot be negative (use null for 'not measured')")
+        return value
+
+    @field_validator("started_at", "finished_at")
+    @classmethod
+    def _rfc3339(cls, value: str) -> str:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ValueError(f"not an RFC 3339 timestamp: {value!r}") from exc
+        if parsed.tzinfo is None:
+            raise ValueError(f"RFC 3339 timestamps need a UTC offset or 'Z': {value!r}")
+        return value
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.stage, self.config, self.recipe, self.input, self.repetition)
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump()
+        data.pop("schema_")
+        return {"schema": SCHEMA_VERSION, **data}
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunRecord:
+        """Validate one decoded JSON object; raises RecordError naming every bad field."""
+        if not isinstance(data, dict):
+            raise RecordError(f"a record must be a JSON object, got {type(data).__name__}")
+        if "schema" not in data:
+            raise RecordError("missing field 'schema' (expected 1)")
+        body = dict(data)
+        body["schema_"] = body.pop("schema")
+        try:
+            return cls.model_validate(body)
+        except ValidationError as exc:
+            raise RecordError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "<record>"
+        loc = "schema" if loc == "schema_" else loc
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown field '{loc}'")
+        elif err["type"] == "missing":
+            parts.append(f"missing field '{loc}'")
+        else:
+            parts.append(f"field '{loc}': {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+class RecordError(ValueError):
+    """A record (or a line of a records file) that does not follow schema 1."""
+
+
+def now_rfc3339() -> str:
+    return datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def parse_line(line: str, *, path: Path | str = "<records>", lineno: int = 0) -> RunRecord:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}:{lineno}: not valid JSON: {exc.msg} at column {exc.colno}") from None
+    try:
+        return RunRecord.from_json(data)
+    except RecordError as exc:
+        raise RecordError(f"{path}:{lineno}: {exc}") from None
+
+
+def iter_records(path: Path) -> Iterator[RunRecord]:
+    """Yield the records of a JSONL file; a bad line raises RecordError naming it.
+
+    A last line without its newline is the trace of a write that was cut
+    short (the process was killed mid-append): it is reported, not trusted.
+    """
+    with path.open("r", encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            if not line.endswith("\n"):
+                raise RecordError(
+                    f"{path}:{lineno}: the last line is incomplete (a write was interrupted); "
+                    f"run the stage again with --resume to repair it"
+                )
+            yield parse_line(line, path=path, lineno=lineno)
+
+
+def read_records(path: Path) -> list[RunRecord]:
+    if not path.exists():
+        raise RecordError(f"{path}: no such records file")
+    return list(iter_records(path))
+
+
+class RecordLog:
+    """Append-only, crash-safe JSONL of run records.
+
+    Each record is one `os.write` of a whole line followed by fsync. On open,
+    a torn last line (from a kill mid-write) is moved aside to
+    `<file>.torn-<n>` rather than deleted, so nothing is ever lost.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.repaired_from: Path | None = None
+
+    def open(self) -> list[RunRecord]:
+        """Repair a torn tail if any, and return the records already there."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            self.path.touch()
+            _fsync_dir(self.path.parent)
+            return []
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            n = 1
+            while (aside := self.path.with_name(f"{self.path.name}.torn-{n}")).exists():
+                n += 1
+            aside.write_bytes(data[cut:])
+            with self.path.open("r+b") as handle:
+                handle.truncate(cut)
+                os.fsync(handle.fileno())
+            self.repaired_from = aside
+        return read_records(self.path)
+
+    def append(self, record: RunRecord) -> None:
+        line = (json.dumps(record.to_json(), sort_keys=False) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def extend(self, records: Iterable[RunRecord]) -> None:
+        for record in records:
+            self.append(record)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""spillover-ops operator: the SpilloverPolicy custom resource made real on the WRC Deployment."""

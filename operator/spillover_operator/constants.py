@@ -1,0 +1,43 @@
+"""Names shared by the operator, spilloverctl and the tests."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "spillover.clerum.io"
+VERSION: Final = "v1alpha1"
+PLURAL: Final = "spilloverpolicies"
+KIND: Final = "SpilloverPolicy"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+ENABLED_VAR: Final = "CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED"
+THRESHOLD_VAR: Final = "CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD"
+BUDGET_VAR: Final = "CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES"
+SPILLOVER_VARS: Final[tuple[str, str, str]] = (ENABLED_VAR, THRESHOLD_VAR, BUDGET_VAR)
+PASSTHROUGH_VAR: Final = "MCP_HOST_ENV_PASSTHROUGH"
+
+THRESHOLD_MIN: Final = 4096
+THRESHOLD_MAX: Final = 1048576
+BUDGET_MIN: Final = 1048576
+BUDGET_MAX: Final = 268435456
+
+# The mcp-host defaults (SPEC section 1), used only for display.
+THRESHOLD_DEFAULT: Final = 131072
+BUDGET_DEFAULT: Final = 16777216
+
+# A DNS-1123 subdomain (Deployment names) and label (container names).
+DNS1123_SUBDOMAIN: Final = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+DNS1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+# Reported by effective_env for a variable whose value comes from valueFrom.
+VALUE_FROM: Final = "<valueFrom>"
+
+# Finalizer and field manager the operator uses.
+FINALIZER: Final = "spillover.clerum.io/finalizer"
+FIELD_MANAGER: Final = "spillover-operator"
+
+# Condition types / reasons.
+COND_READY: Final = "Ready"
+COND_APPLIED: Final = "Applied"
