@@ -1,0 +1,465 @@
+"""The report of a stage: `report.md` (ready to paste into a pull request),
+`verdict.json` (= `Verdict.to_json()`) and PNG plots.
+
+Order of report.md: the decision and its reason first, the stage (with the
+simulator disclaimer for `sim`), the runs needed when the decision is
+inconclusive, a table per criterion, per-cell tables, the advisory
+statistics, then warnings, ignored records, the runs' notes and the plots.
+
+Records hold no tool-result content; the runs' `notes` are printed as given
+(verbatim, in code blocks), so the report never rewrites what the harness
+recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from spillover_harness.evaluate import (
+    CRITERIA,
+    CRITERION_TITLES,
+    CellEvidence,
+    CellSummary,
+    Verdict,
+)
+from spillover_harness.matrix import Matrix
+from spillover_harness.plots import atomic_write_bytes, write_plots
+from spillover_harness.records import RunRecord
+
+SIM_DISCLAIMER = (
+    "**These figures come from the embedded simulator, not from the platform.** "
+    "They show what the thresholds would do under the simulator's model of spillover; "
+    "they do not show that the platform passed. Only the `minikube` and `dev` stages "
+    "validate the real mcp-host."
+)
+
+STAGE_DESCRIPTIONS = {
+    "sim": "the embedded simulator (no cluster)",
+    "minikube": "Stage 1: a local Minikube profile",
+    "dev": "Stage 2: the shared dev cluster",
+}
+
+MAX_NOTES = 50  # distinct notes printed; the rest are counted
+
+_STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "❔ inconclusive"}
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    report_md: Path
+    verdict_json: Path
+    plots: list[Path]
+
+
+# -- formatting helpers ----------------------------------------------------------------
+
+
+def _cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = [_row(*header), "|" + "|".join("---" for _ in header) + "|"]
+    lines.extend(_row(*r) for r in rows)
+    return lines
+
+
+def _number(value: float | Fraction | None, digits: int = 2) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return f"{value.numerator:,}"
+    as_float = float(value)
+    if as_float.is_integer():
+        return f"{int(as_float):,}"
+    return f"{as_float:,.{digits}f}".rstrip("0").rstrip(".")
+
+
+def _ratio(num: int, den: int, empty: str = "n/a") -> str:
+    if den == 0:
+        return empty
+    return f"{num}/{den} ({100 * num / den:.1f}%)"
+
+
+def _fence(text: str) -> str:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+# -- per-criterion presentation --------------------------------------------------------
+
+
+def _evidence_values(key: str, ev: CellEvidence, baseline: str) -> tuple[str, str, str]:
+    """(configuration's figure, baseline's figure, limit) as text for one criterion."""
+    counts, bcounts = ev.counts, ev.baseline_counts or {}
+    if key == "success_rate":
+        return (
+            _ratio(counts["succeeded"], counts["valid"], "no valid run"),
+            _ratio(bcounts["succeeded"], bcounts["valid"], "no valid run"),
+            f">= {baseline}'s rate",
+        )
+    if key == "iteration_limit":
+
+        def hits(c: Mapping[str, int]) -> str:
+            unknown = f", {c['unknown']} unmeasured" if c["unknown"] else ""
+            return f"{c['hits']} hit(s) in {c['valid']} run(s){unknown}"
+
+        return (hits(counts), hits(bcounts), f"<= {bcounts['hits']} hit(s)")
+    if key == "input_tokens":
+        op = "<" if ev.size_class == "large" else "<="
+        return (_number(ev.value), _number(ev.baseline_value), f"{op} {_number(ev.limit)}")
+    if key == "summary_quality":
+        return (
+            _ratio(counts["quality_ok"], counts["known"], "none judged"),
+            _ratio(bcounts["quality_ok"], bcounts["known"], "none judged"),
+            f">= {baseline}'s rate",
+        )
+    # no_leak
+    extra = []
+    if counts["leaked"]:
+        extra.append(f"{counts['leaked']} leaked")
+    if counts["unchecked"]:
+        extra.append(f"{counts['unchecked']} unchecked")
+    tail = f" ({', '.join(extra)})" if extra else ""
+    return (f"{counts['clean']}/{counts['valid']} clean{tail}", "not judged", "all clean")
+
+
+def _criteria_section(verdict: Verdict) -> list[str]:
+    base = verdict.baseline
+    tolerance_pct = _number(verdict.tolerance * 100)
+    lines = ["## Criteria", ""]
+    for number, key in enumerate(CRITERIA, start=1):
+        lines.append(f"### {number}. {CRITERION_TITLES[key]} (`{key}`)")
+        lines.append("")
+        first = next(iter(verdict.configs.values()), None)
+        if first is not None:
+            lines.append(f"Rule: {first.criteria[key].rule}.")
+            if key == "input_tokens":
+                lines.append(
+                    f"Tolerance: {tolerance_pct}% above {base}'s median for small and medium "
+                    f"inputs; strictly below {base}'s median for large inputs."
+                )
+            lines.append("")
+        rows: list[list[object]] = []
+        for name, cv in verdict.configs.items():
+            crit = cv.criteria[key]
+            if not crit.cells:
+                rows.append(
+                    [name, "—", "—", "—", "—", "—", "—", "—", _STATUS[crit.status], crit.reason]
+                )
+            for ev in crit.cells:
+                value, baseline_value, limit = _evidence_values(key, ev, base)
+                n = f"{ev.n} / {ev.n_baseline}" if ev.n_baseline is not None else f"{ev.n}"
+                errors = (
+                    f"{ev.harness_errors} / {ev.harness_errors_baseline}"
+                    if ev.harness_errors_baseline is not None
+                    else f"{ev.harness_errors}"
+                )
+                rows.append(
+                    [
+                        name,
+                        ev.label,
+                        ev.size_class or "—",
+                        value,
+                        baseline_value,
+                        limit,
+                        n,
+                        errors,
+                        _STATUS[ev.status],
+                        ev.reason,
+                    ]
+                )
+        header = [
+            "configuration",
+            "recipe / input",
+            "size",
+            "value",
+            base,
+            "limit",
+            f"n (config / {base})" if key != "no_leak" else "n",
+            f"harness_error (config / {base})" if key != "no_leak" else "harness_error",
+            "status",
+            "evidence",
+        ]
+        lines.extend(_table(header, rows))
+        summary = "; ".join(
+            f"{name}: {_STATUS[cv.criteria[key].status]}" for name, cv in verdict.configs.items()
+        )
+        lines.extend(["", f"Result: {summary}.", ""])
+    return lines
+
+
+def _cells_section(verdict: Verdict) -> list[str]:
+    lines = [
+        "## Per-cell results",
+        "",
+        "Medians over the valid runs (harness_error left out) that measured the figure.",
+        "",
+    ]
+    header = [
+        "recipe / input",
+        "size",
+        "configuration",
+        "runs",
+        "succeeded",
+        "harness_error",
+        "limit hits",
+        "median input tokens",
+        "median output tokens",
+        "median iterations",
+        "median duration (s)",
+        "median persisted",
+        "median reads",
+        "quality ok",
+    ]
+    rows: list[list[object]] = []
+    for s in verdict.cells:
+        rows.append(_summary_row(s))
+    lines.extend(_table(header, rows))
+    lines.append("")
+    return lines
+
+
+def _summary_row(s: CellSummary) -> list[object]:
+    hits = f"{s.limit_hits}" + (f" (+{s.limit_unknown} unmeasured)" if s.limit_unknown else "")
+    quality = f"{s.quality_true}/{s.quality_known}" if s.quality_known else "not judged"
+    return [
+        f"{s.recipe}/{s.input}",
+        s.size_class,
+        s.config,
+        s.runs,
+        f"{s.succeeded}/{s.valid}",
+        s.harness_errors,
+        hits,
+        _number(s.median_input_tokens),
+        _number(s.median_output_tokens),
+        _number(s.median_iterations),
+        _number(s.median_duration_s),
+        _number(s.median_persisted),
+        _number(s.median_reads),
+        quality,
+    ]
+
+
+def _advisory_section(verdict: Verdict) -> list[str]:
+    adv = verdict.advisory
+    base = verdict.baseline
+    lines = [
+        "## Advisory statistics",
+        "",
+        "_Advisory only: these figures never change a status or the decision above._",
+        "",
+        f"Median input-token ratio (configuration / {base}) per cell with a "
+        f"{adv.confidence:.0%} percentile bootstrap confidence interval "
+        f"({adv.resamples:,} resamples, seed {adv.seed}).",
+        "",
+    ]
+    rows: list[list[object]] = []
+    for t in adv.token_ratios:
+        ratio = "n/a" if t.ratio is None else f"{t.ratio:.3f}"
+        ci = "n/a" if t.ci is None else f"[{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
+        limit = f"{'<' if t.strict else '<='} {t.limit:.2f}"
+        reading = t.reading
+        if t.reading == "close call":
+            reading += (
+                f": ~{t.runs_to_resolve} run(s) per side would likely settle it"
+                if t.runs_to_resolve is not None
+                else ": more runs would not settle it"
+            )
+        rows.append(
+            [
+                t.config,
+                f"{t.recipe}/{t.input}",
+                t.size_class,
+                ratio,
+                ci,
+                limit,
+                f"{t.n} / {t.n_baseline}",
+                reading,
+            ]
+        )
+    header = [
+        "configuration",
+        "recipe / input",
+        "size",
+        "median ratio",
+        "CI",
+        "limit",
+        f"n (config / {base})",
+        "reading",
+    ]
+    lines.extend(_table(header, rows))
+    lines.append("")
+    if adv.hints:
+        lines.append("Hints:")
+        lines.append("")
+        lines.extend(f"- {h}" for h in adv.hints)
+        lines.append("")
+    return lines
+
+
+def _notes_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
+    seen: dict[str, list[RunRecord]] = {}
+    total = 0
+    for r in records:
+        if r.stage != verdict.stage:
+            continue
+        for note in r.notes:
+            total += 1
+            seen.setdefault(note, []).append(r)
+    if not seen:
+        return []
+    lines = [
+        "## Notes from the runs",
+        "",
+        f"{total} note(s), {len(seen)} distinct, printed as the harness recorded them.",
+        "",
+    ]
+    for note, runs in list(seen.items())[:MAX_NOTES]:
+        who = ", ".join(f"`{r.run_id}`" for r in runs[:3])
+        more = f" and {len(runs) - 3} more" if len(runs) > 3 else ""
+        lines.append(f"{len(runs)} run(s) ({who}{more}):")
+        lines.append("")
+        fence = _fence(note)
+        lines.extend([f"{fence}text", note, fence, ""])
+    if len(seen) > MAX_NOTES:
+        lines.append(
+            f"{len(seen) - MAX_NOTES} more distinct note(s) not shown; see the records file."
+        )
+        lines.append("")
+    return lines
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+def render_markdown(
+    verdict: Verdict,
+    records: Sequence[RunRecord],
+    matrix: Matrix,
+    *,
+    plot_links: Sequence[str] = (),
+) -> str:
+    """report.md's text. `plot_links` are image paths relative to the report."""
+    base = verdict.baseline
+    stage = verdict.stage
+    lines: list[str] = [
+        f"# Spillover validation: decision `{verdict.decision}`",
+        "",
+        f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
+        "",
+    ]
+    if stage is None:
+        lines.append("**Stage:** none (no record to evaluate).")
+    else:
+        lines.append(f"**Stage:** `{stage}`: {STAGE_DESCRIPTIONS.get(stage, stage)}.")
+    lines.append("")
+    if stage == "sim":
+        lines.extend([f"> {SIM_DISCLAIMER}", ""])
+    errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
+    lines.extend(
+        [
+            f"Matrix `{verdict.matrix_name}`, every configuration judged against `{base}`. "
+            f"{verdict.records_evaluated:,} record(s) evaluated; harness_error runs "
+            f"(left out of every criterion): {errors}; "
+            f"{verdict.ignored_total:,} record(s) ignored.",
+            "",
+        ]
+    )
+    lines.extend(["## Configurations", ""])
+    header = ["configuration", "verdict", *CRITERIA, "runs", "harness_error"]
+    rows: list[list[object]] = []
+    for name, cv in verdict.configs.items():
+        rows.append(
+            [
+                name,
+                _STATUS[cv.verdict],
+                *(_STATUS[cv.criteria[k].status] for k in CRITERIA),
+                cv.runs,
+                cv.harness_errors,
+            ]
+        )
+    lines.extend(_table(header, rows))
+    chain = (
+        " → ".join(f"`{s.config}` passes: `{s.default}`" for s in matrix.decision.chain)
+        + f" → otherwise `{matrix.decision.fallback}`"
+    )
+    lines.extend(
+        [
+            "",
+            f"Decision chain: {chain}. An inconclusive configuration stops the chain.",
+            "",
+        ]
+    )
+    if verdict.runs_needed:
+        lines.extend(["## Runs needed", ""])
+        need_rows = []
+        for need in verdict.runs_needed:
+            ids = ", ".join(need.rerun_ids[:5]) + (" ..." if len(need.rerun_ids) > 5 else "")
+            need_rows.append(
+                [
+                    need.config,
+                    f"{need.recipe}/{need.input}",
+                    need.runs,
+                    ", ".join(need.criteria),
+                    need.reason,
+                    ids or "—",
+                ]
+            )
+        lines.extend(
+            _table(
+                ["configuration", "recipe / input", "runs", "criteria", "why", "runs to redo"],
+                need_rows,
+            )
+        )
+        lines.append("")
+    lines.extend(_criteria_section(verdict))
+    lines.extend(_cells_section(verdict))
+    lines.extend(_advisory_section(verdict))
+    if verdict.warnings:
+        lines.extend(["## Warnings", ""])
+        lines.extend(f"- {w}" for w in verdict.warnings)
+        lines.append("")
+    if verdict.ignored:
+        lines.extend(["## Ignored records", ""])
+        lines.extend(f"- {count} record(s): {why}" for why, count in verdict.ignored.items())
+        lines.append("")
+    lines.extend(_notes_section(verdict, records))
+    if plot_links:
+        lines.extend(["## Plots", ""])
+        if stage == "sim":
+            lines.extend(["Simulator figures (see the note at the top).", ""])
+        for link in plot_links:
+            name = Path(link).stem.replace("_", " ")
+            lines.extend([f"![{name}]({link})", ""])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_report(
+    verdict: Verdict, records: Sequence[RunRecord], matrix: Matrix, out_dir: Path
+) -> ReportPaths:
+    """Write report.md, verdict.json and plots/*.png under `out_dir`, each atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(records, matrix, verdict.stage, out_dir / "plots")
+    links = [p.relative_to(out_dir).as_posix() for p in plots]
+    report_md = out_dir / "report.md"
+    verdict_json = out_dir / "verdict.json"
+    atomic_write_bytes(
+        verdict_json,
+        (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+    )
+    text = render_markdown(verdict, records, matrix, plot_links=links)
+    atomic_write_bytes(report_md, text.encode("utf-8"))
+    return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

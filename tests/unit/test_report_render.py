@@ -1,0 +1,222 @@
+"""report.md, verdict.json and the PNG plots."""
+
+from __future__ import annotations
+
+import json
+import struct
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import matplotlib.image
+import pytest
+from spillover_harness.evaluate import Verdict, evaluate
+from spillover_harness.matrix import load_matrix
+from spillover_harness.records import RunRecord
+from spillover_harness.report import SIM_DISCLAIMER, render_markdown, write_report
+
+MATRIX = load_matrix(None)
+CELLS = [(r.name, i.name, i.size_class) for r, i in MATRIX.cells()]
+CONFIGS = [c.name for c in MATRIX.configurations]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_ids = count(1)
+
+Spec = dict[str, Any]
+CellKey = tuple[str, str, str]
+
+
+def rec(config: str, recipe: str, inp: str, *, stage: str = "sim", **fields: Any) -> RunRecord:
+    outcome = fields.pop("outcome", "succeeded")
+    measured: dict[str, Any] = (
+        {}
+        if outcome == "harness_error"
+        else {
+            "hit_iteration_limit": False,
+            "iterations": 5 + next(_ids) % 3,
+            "input_tokens": (1000 if config == "off" else 900) + next(_ids) % 50,
+            "output_tokens": 100,
+            "duration_s": 10.0 + next(_ids) % 7,
+            "spillover_persisted": 1,
+            "spillover_reads": 2,
+            "quality_ok": True,
+            "disk_clean": True,
+            "logs_clean": True,
+        }
+    )
+    measured.update(fields)
+    n = next(_ids)
+    return RunRecord(
+        run_id=f"run-{n}",
+        stage=stage,  # type: ignore[arg-type]
+        config=config,
+        recipe=recipe,
+        input=inp,
+        size_class=MATRIX.size_class(recipe, inp) or "small",  # type: ignore[arg-type]
+        repetition=n,
+        outcome=outcome,
+        started_at="2026-11-30T10:00:00+00:00",
+        finished_at="2026-11-30T10:01:00+00:00",
+        **measured,
+    )
+
+
+def dataset(
+    cells: dict[CellKey, list[Spec]] | None = None, *, n: int = 2, stage: str = "sim"
+) -> list[RunRecord]:
+    cells = cells or {}
+    out: list[RunRecord] = []
+    for cfg in CONFIGS:
+        for recipe, inp, _ in CELLS:
+            specs = cells.get((cfg, recipe, inp), [{} for _ in range(n)])
+            out.extend(rec(cfg, recipe, inp, stage=stage, **spec) for spec in specs)
+    return out
+
+
+def verdict(records: list[RunRecord]) -> Verdict:
+    return evaluate(records, MATRIX, resamples=100)
+
+
+# -- report.md --------------------------------------------------------------------------
+
+
+def test_sim_report_says_plainly_that_figures_come_from_the_simulator() -> None:
+    records = dataset(stage="sim")
+    text = render_markdown(verdict(records), records, MATRIX)
+    assert SIM_DISCLAIMER in text
+    assert "embedded simulator" in SIM_DISCLAIMER
+    assert "they do not show that the platform passed" in SIM_DISCLAIMER
+    # near the top: before the first table
+    assert text.index(SIM_DISCLAIMER) < text.index("## Configurations")
+    assert "**Stage:** `sim`" in text
+
+
+@pytest.mark.parametrize("stage", ["minikube", "dev"])
+def test_cluster_stage_reports_have_no_simulator_disclaimer(stage: str) -> None:
+    records = dataset(stage=stage)
+    text = render_markdown(verdict(records), records, MATRIX)
+    assert SIM_DISCLAIMER not in text
+    assert "simulator" not in text
+    assert f"**Stage:** `{stage}`" in text
+
+
+def test_decision_comes_first_then_criteria_then_cells_then_advisory() -> None:
+    records = dataset({("128KiB", "code-review", "large"): [{"input_tokens": 5000}] * 2})
+    v = verdict(records)
+    assert v.decision == "32768"
+    text = render_markdown(v, records, MATRIX)
+    assert text.splitlines()[0] == "# Spillover validation: decision `32768`"
+    assert text.index(v.decision_reason) < text.index("## Criteria")
+    order = [
+        "**Decision: `32768`.**",
+        "## Configurations",
+        "## Criteria",
+        "### 1. Success rate (`success_rate`)",
+        "### 2. Iteration limit (`iteration_limit`)",
+        "### 3. Median input tokens (`input_tokens`)",
+        "### 4. Summary quality (`summary_quality`)",
+        "### 5. Nothing on disk, nothing in the logs (`no_leak`)",
+        "## Per-cell results",
+        "## Advisory statistics",
+    ]
+    positions = [text.index(s) for s in order]
+    assert positions == sorted(positions)
+    assert "Tolerance: 10% above off's median" in text
+    # the failing cell shows its values, the baseline, the limit and the status
+    failing = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("| 128KiB | code-review/large | large | 5,000 |")
+    )
+    assert "< " in failing and "❌ fail" in failing
+    assert "never change a status or the decision" in text
+
+
+def test_per_cell_table_has_a_row_per_configuration_and_cell() -> None:
+    records = dataset({("32KiB", "summarize", "document"): [{}, {"outcome": "harness_error"}]})
+    text = render_markdown(verdict(records), records, MATRIX)
+    section = text[text.index("## Per-cell results") : text.index("## Advisory statistics")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "/" in line]
+    data_rows = [r for r in rows if not r.startswith("| recipe / input")]
+    assert len(data_rows) == len(CONFIGS) * len(CELLS)
+    row = next(r for r in data_rows if "| 32KiB |" in r and "summarize/document" in r)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == "2"  # runs
+    assert cells[4] == "1/1"  # succeeded / valid
+    assert cells[5] == "1"  # harness_error
+
+
+def test_inconclusive_report_lists_the_runs_needed() -> None:
+    records = dataset({("128KiB", "code-review", "medium"): [{"logs_clean": None}, {}]})
+    v = verdict(records)
+    assert v.decision == "inconclusive"
+    text = render_markdown(v, records, MATRIX)
+    assert "## Runs needed" in text
+    assert text.index("## Runs needed") < text.index("## Criteria")
+    assert v.runs_needed[0].rerun_ids[0] in text
+
+
+def test_notes_are_printed_as_given() -> None:
+    note = "driver said: a | b ``` c\nsecond line"
+    records = dataset({("128KiB", "code-review", "small"): [{"notes": [note]}, {}]})
+    text = render_markdown(verdict(records), records, MATRIX)
+    assert note in text
+    assert "````text\n" + note + "\n````" in text
+
+
+def test_ignored_records_and_warnings_are_reported() -> None:
+    records = [*dataset(), rec("64KiB", "code-review", "small")]
+    text = render_markdown(verdict(records), records, MATRIX)
+    assert "## Ignored records" in text
+    assert "configuration '64KiB' not in the matrix" in text
+
+
+# -- write_report -----------------------------------------------------------------------
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_write_report_writes_markdown_json_and_valid_pngs(tmp_path: Path) -> None:
+    records = dataset({("128KiB", "code-review", "small"): [{}, {"outcome": "harness_error"}]})
+    v = verdict(records)
+    out = tmp_path / "results" / "sim"
+    paths = write_report(v, records, MATRIX, out)
+    assert paths.report_md == out / "report.md"
+    assert paths.verdict_json == out / "verdict.json"
+    assert json.loads(paths.verdict_json.read_text(encoding="utf-8")) == json.loads(
+        json.dumps(v.to_json())
+    )
+    text = paths.report_md.read_text(encoding="utf-8")
+    assert text == render_markdown(
+        v, records, MATRIX, plot_links=[p.relative_to(out).as_posix() for p in paths.plots]
+    )
+    assert {p.name for p in paths.plots} == {"input_tokens.png", "iterations.png", "durations.png"}
+    for plot in paths.plots:
+        width, height = _png_size(plot)
+        assert width > 100 and height > 100
+        image = matplotlib.image.imread(plot)
+        assert image.shape[0] == height and image.shape[1] == width
+        assert f"]({plot.relative_to(out).as_posix()})" in text
+    leftovers = [p for p in out.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+    assert leftovers == []
+
+
+def test_write_report_without_records_still_writes_everything(tmp_path: Path) -> None:
+    v = verdict([])
+    paths = write_report(v, [], MATRIX, tmp_path)
+    assert "decision `inconclusive`" in paths.report_md.read_text(encoding="utf-8")
+    for plot in paths.plots:
+        _png_size(plot)
+
+
+def test_write_report_replaces_an_earlier_report(tmp_path: Path) -> None:
+    first = dataset()
+    write_report(verdict(first), first, MATRIX, tmp_path)
+    second = dataset({("128KiB", "code-review", "small"): [{"disk_clean": False}, {}]})
+    paths = write_report(verdict(second), second, MATRIX, tmp_path)
+    assert json.loads(paths.verdict_json.read_text(encoding="utf-8"))["decision"] == "32768"
