@@ -1,0 +1,172 @@
+"""The embedded simulator as a driver: one simulated step execution per job.
+
+Each run writes, under `job.out_dir/runs/<run_id>/`:
+- `output/`: the step's output directory (`review.md` or `summary.md` when the
+  step succeeded, `result.json` always; a broken mcp-host puts `.spill/` here);
+- `logs.jsonl`: every log line of the run (step, mcp-host, coordinator);
+- `status-report.json`: the body the step sent to the coordinator (`bodyBytes`).
+
+Then it checks the run like cluster mode does: `.spill` entries under the run
+directory after every iteration and at the end (`disk_clean`), the log lines read
+back from `logs.jsonl` scanned for the fixture's canaries (`logs_clean`), and the
+output judged by the quality checks (`quality_ok`).
+
+The inputs are one FixtureSet for the whole driver (the same inputs for every
+run, as on a real platform): the one given, else `build_fixtures(fixture_seed)`,
+else the fixtures of the default matrix's seed (what `spillover-harness fixtures
+export` writes by default). `job.seed` (the runner derives it from the cell and
+the repetition, not the configuration) seeds the scripted agent. A run is
+deterministic for (fixtures, job.seed, config env, recipe, input, repetition),
+apart from its timestamps.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import traceback
+from dataclasses import replace
+from pathlib import Path
+
+from spillover_harness.checks import find_spill_entries, judge_output, scan_logs_for_canaries
+from spillover_harness.drivers.base import RunJob
+from spillover_harness.fixtures import FixtureSet, build_fixtures, default_fixture_seed
+from spillover_harness.records import RunRecord, now_rfc3339
+from spillover_harness.sim.metrics import SpilloverMetrics
+from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
+
+__all__ = ["SimDriver", "SimFaults"]
+
+SIM_NOTE = "simulated: figures come from the simulator's model (docs/simulator.md)"
+MAX_NOTES_PER_CHECK = 5
+
+
+class SimDriver:
+    """Runs jobs on the embedded simulator. Thread-safe: one instance serves a stage."""
+
+    def __init__(
+        self,
+        faults: SimFaults = SimFaults(),  # noqa: B008 (frozen, immutable)
+        fixtures: FixtureSet | None = None,
+        *,
+        fixture_seed: int | None = None,
+        limits: StepLimits | None = None,
+        metrics: SpilloverMetrics | None = None,
+    ) -> None:
+        self.faults = faults
+        self.limits = limits if limits is not None else StepLimits()
+        self.metrics = metrics if metrics is not None else SpilloverMetrics()
+        self._fixtures = fixtures
+        self._fixture_seed = fixture_seed
+        self._lock = threading.Lock()
+
+    @property
+    def fixtures(self) -> FixtureSet:
+        """The driver's inputs, built on first use when none were given."""
+        with self._lock:
+            if self._fixtures is None:
+                seed = self._fixture_seed
+                if seed is None:
+                    seed = default_fixture_seed()
+                self._fixtures = build_fixtures(seed)
+            return self._fixtures
+
+    def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:
+        started = now_rfc3339()
+        try:
+            return self._run(job, cancel, started)
+        except Exception as exc:  # a broken run is a record, never a crash of the stage
+            last = traceback.extract_tb(exc.__traceback__)[-1:]
+            where = f" at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno}" if last else ""
+            return self._record(
+                job,
+                started,
+                outcome="harness_error",
+                notes=[f"simulator error: {type(exc).__name__}: {exc}{where}"],
+            )
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _record(self, job: RunJob, started: str, **fields: object) -> RunRecord:
+        data: dict[str, object] = {
+            "run_id": job.run_id,
+            "stage": job.stage,
+            "config": job.config.name,
+            "recipe": job.recipe,
+            "input": job.input.name,
+            "size_class": job.input.size_class,
+            "repetition": job.repetition,
+            "started_at": started,
+            "finished_at": now_rfc3339(),
+        }
+        data.update(fields)
+        return RunRecord.model_validate(data)
+
+    def _run(self, job: RunJob, cancel: threading.Event, started: str) -> RunRecord:
+        fixture = self.fixtures.get(job.recipe, job.input.name)
+        notes = [SIM_NOTE]
+        if fixture.size_class != job.input.size_class:
+            notes.append(
+                f"the matrix declares size class '{job.input.size_class}', the fixture is "
+                f"'{fixture.size_class}'"
+            )
+        run_dir = Path(job.out_dir) / "runs" / job.run_id
+        if run_dir.exists():  # a run done again (e.g. after an interrupted stage) starts clean
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        output_dir = run_dir / "output"
+        seen_during: list[Path] = []
+
+        def check_disk(_iteration: int) -> None:
+            if not seen_during:
+                seen_during.extend(find_spill_entries(run_dir))
+
+        logs_path = run_dir / "logs.jsonl"
+        with logs_path.open("w", encoding="utf-8") as stream:
+            run: StepRun = run_step(
+                fixture=fixture,
+                env=job.config.env,
+                seed=job.seed,
+                repetition=job.repetition,
+                run_id=job.run_id,
+                output_dir=output_dir,
+                faults=self.faults,
+                metrics=self.metrics,
+                limits=replace(self.limits, timeout_s=job.timeout_s),
+                cancel=cancel,
+                log_stream=stream,
+                on_iteration=check_disk,
+            )
+        (run_dir / "status-report.json").write_bytes(run.status_report)
+
+        spill_after = find_spill_entries(run_dir)
+        spill = sorted(set(seen_during) | set(spill_after))
+        for path in spill[:MAX_NOTES_PER_CHECK]:
+            notes.append(f"disk: spill entry {path.relative_to(run_dir).as_posix()}")
+        if len(spill) > MAX_NOTES_PER_CHECK:
+            notes.append(f"disk: {len(spill) - MAX_NOTES_PER_CHECK} more spill entries")
+        leaks = scan_logs_for_canaries(
+            logs_path.read_text(encoding="utf-8").splitlines(), fixture.canaries
+        )
+        notes += [f"logs: {leak}" for leak in leaks[:MAX_NOTES_PER_CHECK]]
+        if len(leaks) > MAX_NOTES_PER_CHECK:
+            notes.append(f"logs: {len(leaks) - MAX_NOTES_PER_CHECK} more lines with canaries")
+        notes += run.notes
+        quality = None if run.outcome == "aborted" else judge_output(run.output_text, fixture)
+        return self._record(
+            job,
+            started,
+            outcome=run.outcome,
+            hit_iteration_limit=run.hit_iteration_limit,
+            iterations=run.iterations,
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
+            duration_s=float(run.duration_s),
+            spillover_persisted=run.persisted,
+            spillover_reads=run.reads,
+            status_report_bytes=len(run.status_report),
+            quality_ok=quality,
+            disk_clean=not spill,
+            logs_clean=not leaks,
+            notes=notes,
+        )

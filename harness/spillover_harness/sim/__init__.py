@@ -1,0 +1,26 @@
+"""The embedded simulator: a model of the platform's workflow step with the mcp-host's
+spillover store (SPEC section 1), scripted seeded agents, and an HTTP front end
+(`spillover_harness.sim.server`). See docs/simulator.md."""
+
+from __future__ import annotations
+
+from spillover_harness.sim.config import SpilloverConfig, parse_spillover_env
+from spillover_harness.sim.metrics import PERSISTED_METRIC, READS_METRIC, SpilloverMetrics
+from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step, tokens
+from spillover_harness.sim.store import READ_TOOL, SpilloverStore, serialize_result
+
+__all__ = [
+    "PERSISTED_METRIC",
+    "READS_METRIC",
+    "READ_TOOL",
+    "SimFaults",
+    "SpilloverConfig",
+    "SpilloverMetrics",
+    "SpilloverStore",
+    "StepLimits",
+    "StepRun",
+    "parse_spillover_env",
+    "run_step",
+    "serialize_result",
+    "tokens",
+]

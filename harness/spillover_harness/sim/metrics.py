@@ -1,0 +1,64 @@
+"""The mcp-host's two spillover counters, in their own registry (one per mcp-host)."""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+PERSISTED_METRIC = "clerum_workflow_step_spillover_persisted_total"
+READS_METRIC = "clerum_workflow_step_spillover_reads_total"
+
+
+class SpilloverMetrics:
+    """`clerum_workflow_step_spillover_persisted_total{tool}` and
+    `clerum_workflow_step_spillover_reads_total{with_range}` ("true"/"false").
+
+    `reset()` models an mcp-host restart: a fresh process starts its counters
+    at zero (Prometheus sees a counter reset).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._build()
+
+    def _build(self) -> None:
+        self.registry = CollectorRegistry()
+        # prometheus_client appends `_total` to a counter's name.
+        self._persisted = Counter(
+            PERSISTED_METRIC.removesuffix("_total"),
+            "Tool results kept out of the prompt by workflow step spillover.",
+            ["tool"],
+            registry=self.registry,
+        )
+        self._reads = Counter(
+            READS_METRIC.removesuffix("_total"),
+            "Reads of spilled tool results through clerum__spillover_read.",
+            ["with_range"],
+            registry=self.registry,
+        )
+
+    def persisted(self, tool: str) -> None:
+        with self._lock:
+            self._persisted.labels(tool=tool).inc()
+
+    def read(self, with_range: bool) -> None:
+        with self._lock:
+            self._reads.labels(with_range="true" if with_range else "false").inc()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._build()
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of the current counters."""
+        with self._lock:
+            registry = self.registry
+        return generate_latest(registry)
+
+    def value(self, metric: str, **labels: str) -> float:
+        """The current value of one series (0.0 when it does not exist yet)."""
+        with self._lock:
+            registry = self.registry
+        value = registry.get_sample_value(metric, labels)
+        return 0.0 if value is None else value

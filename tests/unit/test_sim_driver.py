@@ -1,0 +1,137 @@
+"""SimDriver: one job -> one complete run record, with the leak checks of criterion 5."""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from pathlib import Path
+
+from spillover_harness.drivers.base import RunJob
+from spillover_harness.drivers.sim import SimDriver, SimFaults
+from spillover_harness.fixtures import FixtureSet, build_fixtures
+from spillover_harness.matrix import ENABLED_VAR, THRESHOLD_VAR, Configuration, InputSpec
+from spillover_harness.records import RunRecord
+
+SEED = 424242
+OFF = Configuration(name="off", env={ENABLED_VAR: "false"})
+DEFAULT = Configuration(name="128KiB", env={})
+KIB32 = Configuration(name="32KiB", env={THRESHOLD_VAR: "32768"})
+
+
+@cache
+def fixtures() -> FixtureSet:
+    return build_fixtures(SEED)
+
+
+def job(
+    out: Path,
+    config: Configuration = DEFAULT,
+    recipe: str = "code-review",
+    name: str = "large",
+    size_class: str = "large",
+    rep: int = 1,
+    timeout_s: float = 900.0,
+) -> RunJob:
+    return RunJob(
+        run_id=f"sim-{config.name}-{recipe}-{name}-r{rep}",
+        stage="sim",
+        config=config,
+        recipe=recipe,
+        input=InputSpec(name=name, size_class=size_class),  # type: ignore[arg-type]
+        repetition=rep,
+        seed=SEED + rep,
+        timeout_s=timeout_s,
+        out_dir=out,
+    )
+
+
+def run(driver: SimDriver, j: RunJob, cancel: threading.Event | None = None) -> RunRecord:
+    return driver.run(j, cancel or threading.Event())
+
+
+def test_a_run_fills_every_field_and_writes_its_directory(tmp_path: Path) -> None:
+    record = run(SimDriver(fixtures=fixtures()), job(tmp_path))
+    assert record.outcome == "succeeded" and record.stage == "sim"
+    for name, value in record.model_dump().items():
+        assert value is not None, name
+    assert record.spillover_persisted == 3 and record.spillover_reads
+    assert record.quality_ok and record.disk_clean and record.logs_clean
+    assert record.hit_iteration_limit is False
+    run_dir = tmp_path / "runs" / record.run_id
+    assert (run_dir / "output" / "review.md").is_file()
+    assert (run_dir / "output" / "result.json").is_file()
+    assert (run_dir / "status-report.json").stat().st_size == record.status_report_bytes
+    assert (run_dir / "logs.jsonl").read_text().count("LLM call started") == record.iterations
+    RunRecord.from_json(record.to_json())  # schema 1 round trip
+
+
+def test_off_run_measures_zero_spillover_not_null(tmp_path: Path) -> None:
+    record = run(
+        SimDriver(fixtures=fixtures()), job(tmp_path, OFF, "code-review", "small", "small")
+    )
+    assert record.spillover_persisted == 0 and record.spillover_reads == 0
+
+
+def test_spill_to_disk_fault_is_caught(tmp_path: Path) -> None:
+    driver = SimDriver(SimFaults(write_spill_to_disk=True), fixtures=fixtures())
+    record = run(driver, job(tmp_path))
+    assert record.disk_clean is False and record.logs_clean is True
+    assert any(n.startswith("disk: spill entry output/.spill") for n in record.notes)
+    off = run(driver, job(tmp_path, OFF))
+    assert off.disk_clean is True  # nothing spills with spillover off
+
+
+def test_log_results_fault_is_caught_without_repeating_the_content(tmp_path: Path) -> None:
+    driver = SimDriver(SimFaults(log_tool_results=True), fixtures=fixtures())
+    fixture = fixtures().get("code-review", "small")
+    record = run(driver, job(tmp_path, DEFAULT, "code-review", "small", "small"))
+    assert record.logs_clean is False and record.disk_clean is True
+    leak_notes = [n for n in record.notes if n.startswith("logs: ")]
+    assert leak_notes
+    for note in record.notes:
+        assert not any(c in note for c in fixture.canaries)
+
+
+def test_deterministic_for_the_same_job(tmp_path: Path) -> None:
+    driver = SimDriver(fixtures=fixtures())
+    a = run(driver, job(tmp_path / "a", KIB32, "summarize", "document", "medium", rep=2))
+    b = run(driver, job(tmp_path / "b", KIB32, "summarize", "document", "medium", rep=2))
+    skip = {"started_at", "finished_at"}
+    assert {k: v for k, v in a.model_dump().items() if k not in skip} == {
+        k: v for k, v in b.model_dump().items() if k not in skip
+    }
+
+
+def test_a_rerun_starts_from_a_clean_directory(tmp_path: Path) -> None:
+    broken = SimDriver(SimFaults(write_spill_to_disk=True), fixtures=fixtures())
+    assert run(broken, job(tmp_path)).disk_clean is False
+    again = run(SimDriver(fixtures=fixtures()), job(tmp_path))
+    assert again.disk_clean is True
+
+
+def test_unknown_input_is_a_harness_error_record(tmp_path: Path) -> None:
+    record = run(SimDriver(fixtures=fixtures()), job(tmp_path, name="huge"))
+    assert record.outcome == "harness_error"
+    assert record.input_tokens is None and record.quality_ok is None
+    assert any("huge" in n for n in record.notes)
+
+
+def test_cancel_and_timeout(tmp_path: Path) -> None:
+    driver = SimDriver(fixtures=fixtures())
+    cancel = threading.Event()
+    cancel.set()
+    aborted = run(driver, job(tmp_path, rep=1), cancel)
+    assert aborted.outcome == "aborted" and aborted.quality_ok is None
+    timed = run(driver, job(tmp_path, rep=2, timeout_s=2.0))
+    assert timed.outcome == "timed_out" and timed.quality_ok is False
+
+
+def test_size_class_mismatch_is_noted(tmp_path: Path) -> None:
+    record = run(SimDriver(fixtures=fixtures()), job(tmp_path, size_class="small"))
+    assert record.size_class == "small"
+    assert any("size class" in n for n in record.notes)
+
+
+def test_default_fixtures_come_from_the_fixture_seed(tmp_path: Path) -> None:
+    driver = SimDriver(fixture_seed=SEED)
+    assert driver.fixtures.get("summarize", "document") == fixtures().get("summarize", "document")
