@@ -1,0 +1,1 @@
+"""spilloverctl: the kill switch and status view for SpilloverPolicy (see docs/spilloverctl.md)."""

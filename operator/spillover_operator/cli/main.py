@@ -1,0 +1,347 @@
+"""spilloverctl: the kill switch and status view for the SpilloverPolicy operator.
+
+`run(argv)` is the testable entry point (returns the exit code); `main()` is the console
+script. Expected failures print one clear message and map to the exit codes listed in
+`errors.EXIT_CODES_HELP`; they never print a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any, TextIO
+
+import yaml
+
+from spillover_operator.constants import BUDGET_MAX, BUDGET_MIN, THRESHOLD_MAX, THRESHOLD_MIN
+
+from . import actions
+from .errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
+from .render import render, rendered_to_document
+
+DEFAULT_POLICY = "spillover"
+DEFAULT_TIMEOUT = 300.0
+
+_DESCRIPTION = """\
+The kill switch and status view for workflow step spillover (SpilloverPolicy,
+spillover.clerum.io/v1alpha1). The policy lives in the namespace of the workflow-recipe
+controller (WRC) Deployment; the operator writes its spec onto that Deployment's env.
+
+commands:
+  status   [POLICY]   what the policy says, what is in effect on the WRC Deployment
+                      (the three CLERUM_WORKFLOW_TOOL_SPILLOVER_* variables and whether
+                      MCP_HOST_ENV_PASSTHROUGH forwards them), rollout progress, and
+                      every mismatch between them (exit 1 if there is any)
+  kill     [POLICY]   engage the kill switch: spec.enabled=false (spillover OFF)
+  restore  [POLICY]   release the kill switch: spec.enabled=true (spillover ON)
+  set      [POLICY]   --threshold N / --unset-threshold, --budget N / --unset-budget
+  render   -f FILE    no cluster: validate a policy file and print the env and the
+                      Deployment patch it produces
+
+kill, restore and set change the policy and let the operator apply it. With --wait they
+return once the operator has observed the new generation with Ready=True and the
+Deployment rollout is complete (progress on stderr, --timeout SECONDS, default 300).
+With --direct (operator down) they ALSO patch the WRC Deployment themselves, so the
+operator finds nothing to change when it comes back; --wait then waits for the rollout
+only and reports whether the policy status is stale.
+
+POLICY defaults to 'spillover'. The namespace is -n, else the kubeconfig context's
+namespace, else 'clerum'."""
+
+_EPILOG = f"""\
+{EXIT_CODES_HELP}
+
+examples:
+  spilloverctl -n clerum status
+  spilloverctl -n clerum kill --wait --timeout 300
+  spilloverctl -n clerum kill --direct --wait        # the operator is down
+  spilloverctl -n clerum set --threshold 32768 --unset-budget --wait
+  spilloverctl render -f manifests/samples/default.yaml --deployment wrc.yaml
+
+sizes take bytes, or a KiB/MiB suffix: 32768, 32KiB, 16MiB."""
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*(|b|kib|ki|k|mib|mi|m)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kib": 1024, "ki": 1024, "k": 1024, "mib": 1 << 20, "mi": 1 << 20}
+_UNITS["m"] = 1 << 20
+
+
+def _size(flag: str, low: int, high: int) -> Any:
+    """An argparse type: a byte count within [low, high], checked before any API call."""
+
+    def parse(text: str) -> int:
+        match = _SIZE_RE.match(text)
+        if not match:
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a number of bytes ({low}..{high}, or with a KiB/MiB suffix), "
+                f"got {text!r}"
+            )
+        value = int(match.group(1)) * _UNITS[match.group(2).lower()]
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be between {low} and {high} bytes "
+                f"({_human(low)}..{_human(high)}), got {value}"
+            )
+        return value
+
+    return parse
+
+
+def _human(n: int) -> str:
+    if n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n % 1024 == 0:
+        return f"{n >> 10} KiB"
+    return f"{n} B"
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout takes seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--timeout must be more than 0 seconds, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spilloverctl",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _cluster_flags(parser, suppress=False)
+
+    # The same flags after the command (`spilloverctl status -n x`) override those before.
+    common = argparse.ArgumentParser(add_help=False)
+    _cluster_flags(common, suppress=True)
+
+    waiting = argparse.ArgumentParser(add_help=False)
+    waiting.add_argument(
+        "--direct",
+        action="store_true",
+        help="the operator is down: also patch the WRC Deployment directly (and record an "
+        "Event on the policy and the Deployment)",
+    )
+    waiting.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the change is in effect and the rollout is complete",
+    )
+    waiting.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=None,
+        metavar="SECONDS",
+        help=f"with --wait: give up after this many seconds (exit 3); default {DEFAULT_TIMEOUT:g}",
+    )
+
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    status = sub.add_parser(
+        "status",
+        parents=[common],
+        formatter_class=fmt,
+        help="policy, what is in effect on the WRC Deployment, rollout, mismatches",
+        description="Show the policy, the env in effect on the WRC Deployment container, "
+        "the rollout and every mismatch between them.\nExit 0 when consistent, 1 when a "
+        "mismatch or a not-ready state exists, 4 when the policy or Deployment is missing.",
+        epilog=EXIT_CODES_HELP,
+    )
+    _policy_arg(status)
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+    for name, text in (
+        ("kill", "engage the kill switch: set spec.enabled=false (spillover OFF)"),
+        ("restore", "release the kill switch: set spec.enabled=true (spillover ON)"),
+    ):
+        cmd = sub.add_parser(
+            name,
+            parents=[common, waiting],
+            formatter_class=fmt,
+            help=text,
+            description=text[0].upper() + text[1:] + ".",
+            epilog=EXIT_CODES_HELP,
+        )
+        _policy_arg(cmd)
+        cmd.set_defaults(command_parser=cmd)
+
+    set_cmd = sub.add_parser(
+        "set",
+        parents=[common, waiting],
+        formatter_class=fmt,
+        help="change thresholdBytes / budgetBytes (or unset them: the mcp-host default applies)",
+        description="Change spec.thresholdBytes and/or spec.budgetBytes. Values are checked "
+        "against the bounds before anything is sent to the cluster.",
+        epilog=EXIT_CODES_HELP,
+    )
+    _policy_arg(set_cmd)
+    set_cmd.set_defaults(command_parser=set_cmd)
+    threshold = set_cmd.add_mutually_exclusive_group()
+    threshold.add_argument(
+        "--threshold",
+        type=_size("--threshold", THRESHOLD_MIN, THRESHOLD_MAX),
+        metavar="BYTES",
+        help=f"spec.thresholdBytes, {THRESHOLD_MIN}..{THRESHOLD_MAX}",
+    )
+    threshold.add_argument(
+        "--unset-threshold",
+        action="store_true",
+        help="remove spec.thresholdBytes (the mcp-host default 131072 applies)",
+    )
+    budget = set_cmd.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--budget",
+        type=_size("--budget", BUDGET_MIN, BUDGET_MAX),
+        metavar="BYTES",
+        help=f"spec.budgetBytes, {BUDGET_MIN}..{BUDGET_MAX}",
+    )
+    budget.add_argument(
+        "--unset-budget",
+        action="store_true",
+        help="remove spec.budgetBytes (the mcp-host default 16777216 applies)",
+    )
+
+    render_cmd = sub.add_parser(
+        "render",
+        formatter_class=fmt,
+        help="no cluster: validate a policy file, print its env and Deployment patch",
+        description="Validate a SpilloverPolicy file and print the env it renders to and the "
+        "strategic merge patch it would send to the Deployment (given with --deployment, "
+        "or a minimal Deployment with an empty env). No cluster is contacted.\n"
+        "Exit 2 (with the field and the fix named) when a file is invalid.",
+        epilog=EXIT_CODES_HELP,
+    )
+    render_cmd.add_argument(
+        "-f", "--filename", required=True, metavar="POLICY.yaml", help="policy file ('-': stdin)"
+    )
+    render_cmd.add_argument(
+        "--deployment", metavar="DEPLOYMENT.yaml", help="the target Deployment's manifest"
+    )
+    render_cmd.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    return parser
+
+
+def _cluster_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=default,
+        help="namespace of the policy and the WRC (default: the context's, else clerum)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        default=default,
+        metavar="PATH",
+        help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--context", default=default, metavar="NAME", help="kubeconfig context (default: current)"
+    )
+
+
+def _policy_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "policy",
+        nargs="?",
+        default=DEFAULT_POLICY,
+        metavar="POLICY",
+        help=f"SpilloverPolicy name (default {DEFAULT_POLICY})",
+    )
+
+
+def _dump(document: Any, output: str) -> str:
+    if output == "json":
+        return json.dumps(document, indent=2) + "\n"
+    return "# null: the variable is absent (the mcp-host default applies)\n" + yaml.safe_dump(
+        document, sort_keys=False, default_flow_style=False
+    )
+
+
+def _dispatch(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, out: TextIO, err: TextIO
+) -> int:
+    if args.command is None:
+        parser.print_help(err)
+        return EXIT_USAGE
+
+    if args.command == "render":
+        rendered = render(args.filename, args.deployment)
+        out.write(_dump(rendered_to_document(rendered), args.output))
+        return EXIT_OK
+
+    change: actions.Change | None = None
+    if args.command in ("kill", "restore", "set"):
+        if args.timeout is not None and not args.wait:
+            args.command_parser.error("--timeout only applies together with --wait")
+        if args.command == "kill":
+            change = actions.KILL
+        elif args.command == "restore":
+            change = actions.RESTORE
+        else:
+            fields: dict[str, Any] = {}
+            if args.threshold is not None or args.unset_threshold:
+                fields["thresholdBytes"] = args.threshold
+            if args.budget is not None or args.unset_budget:
+                fields["budgetBytes"] = args.budget
+            if not fields:
+                args.command_parser.error(
+                    "nothing to set; give --threshold N or --unset-threshold, and/or "
+                    "--budget N or --unset-budget"
+                )
+            change = actions.set_change(fields)
+
+    # Imported here so `render` and `--help` work without touching kubeconfig machinery.
+    from .cluster import connect
+
+    cluster = connect(args.kubeconfig, args.context, args.namespace)
+    if args.command == "status":
+        return actions.cmd_status(cluster, args.policy, args.output, out)
+    assert change is not None
+    return actions.cmd_change(
+        cluster,
+        args.policy,
+        change,
+        direct=args.direct,
+        wait=args.wait,
+        timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT,
+        out=out,
+        err=err,
+    )
+
+
+def run(
+    argv: list[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Run spilloverctl with `argv` (default sys.argv[1:]); return the exit code."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        return _dispatch(parser, args, out, err)
+    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except CliError as exc:
+        err.write(f"spilloverctl: error: {exc.message}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.write(
+            "spilloverctl: interrupted; any change already sent to the cluster stays in place "
+            "(check with `spilloverctl status`)\n"
+        )
+        return EXIT_INTERRUPTED
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: exits with run()'s code."""
+    raise SystemExit(run(argv))
+
+
+if __name__ == "__main__":
+    main()

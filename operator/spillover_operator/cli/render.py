@@ -1,0 +1,203 @@
+"""`spilloverctl render`: what a policy file renders to, with no cluster.
+
+Every way a file can be wrong becomes a CliError (exit code 2) that names the file, the
+field and the fix.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from spillover_operator.constants import PASSTHROUGH_VAR
+from spillover_operator.envplan import (
+    EnvPlan,
+    TargetError,
+    effective_env,
+    merge_passthrough,
+    plan_apply,
+    render_env,
+    select_container,
+)
+from spillover_operator.policy import (
+    InvalidSpecError,
+    PolicySpec,
+    parse_policy_document,
+    spec_to_json,
+)
+
+from .errors import EXIT_USAGE, CliError
+
+_MINIMAL_CONTAINER = "workflow-recipe-controller"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    metadata: dict[str, Any]
+    spec: PolicySpec
+    deployment: dict[str, Any]
+    deployment_source: str
+    plan: EnvPlan
+
+
+def read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file", EXIT_USAGE) from None
+    except IsADirectoryError:
+        raise CliError(f"{path}: is a directory, expected a YAML file", EXIT_USAGE) from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not a text file (not UTF-8)", EXIT_USAGE) from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read: {exc.strerror or exc}", EXIT_USAGE) from None
+
+
+def load_one_document(text: str, source: str, what: str) -> Any:
+    """The single YAML document in `text`; CliError(2) if it is not YAML, empty or several."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = exc.problem or exc.context or "syntax error"
+        raise CliError(
+            f"{source}: not valid YAML{where}: {problem}. Check the indentation and quoting "
+            "around that spot.",
+            EXIT_USAGE,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"{source}: not valid YAML: {exc}", EXIT_USAGE) from None
+    if not docs:
+        raise CliError(
+            f"{source}: empty file; expected one {what} manifest "
+            "(see manifests/samples/ for examples)",
+            EXIT_USAGE,
+        )
+    if len(docs) > 1:
+        raise CliError(
+            f"{source}: holds {len(docs)} YAML documents; put exactly one {what} in the file",
+            EXIT_USAGE,
+        )
+    return docs[0]
+
+
+def load_policy(path: str) -> tuple[dict[str, Any], PolicySpec]:
+    source = "<stdin>" if path == "-" else path
+    doc = load_one_document(read_text(path), source, "SpilloverPolicy")
+    try:
+        return parse_policy_document(doc, source=source)
+    except InvalidSpecError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def load_deployment(path: str, spec: PolicySpec) -> dict[str, Any]:
+    source = "<stdin>" if path == "-" else path
+    doc = load_one_document(read_text(path), source, "Deployment")
+    if not isinstance(doc, Mapping):
+        raise CliError(
+            f"{source}: expected a Deployment mapping (apiVersion, kind, metadata, spec), "
+            f"got a {type(doc).__name__}",
+            EXIT_USAGE,
+        )
+    problems: list[str] = []
+    if doc.get("apiVersion") != "apps/v1":
+        problems.append(f"apiVersion: must be 'apps/v1', got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != "Deployment":
+        problems.append(f"kind: must be 'Deployment', got {doc.get('kind')!r}")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if name is not None and name != spec.deployment:
+        problems.append(
+            f"metadata.name: the policy targets Deployment {spec.deployment!r}, this file holds "
+            f"{name!r} (pass the target's manifest, or fix spec.target.deployment)"
+        )
+    dep_spec = doc.get("spec")
+    template = dep_spec.get("template") if isinstance(dep_spec, Mapping) else None
+    pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+    containers = pod_spec.get("containers") if isinstance(pod_spec, Mapping) else None
+    if not isinstance(containers, list) or not containers:
+        problems.append("spec.template.spec.containers: required, a non-empty list")
+    else:
+        for i, container in enumerate(containers):
+            if not isinstance(container, Mapping) or not isinstance(container.get("name"), str):
+                problems.append(f"spec.template.spec.containers[{i}]: needs a string `name`")
+                continue
+            env = container.get("env")
+            if env is not None and (
+                not isinstance(env, list)
+                or not all(isinstance(e, Mapping) and isinstance(e.get("name"), str) for e in env)
+            ):
+                problems.append(
+                    f"spec.template.spec.containers[{i}].env: must be a list of "
+                    "{name: ..., value: ...} entries"
+                )
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise CliError(f"{source}: invalid Deployment:\n{listed}", EXIT_USAGE)
+    return dict(doc)
+
+
+def minimal_deployment(spec: PolicySpec, namespace: str | None) -> dict[str, Any]:
+    """A Deployment whose target container has an empty env."""
+    metadata: dict[str, Any] = {"name": spec.deployment}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"name": spec.container or _MINIMAL_CONTAINER, "env": []}]}
+            }
+        },
+    }
+
+
+def render(policy_path: str, deployment_path: str | None) -> Rendered:
+    metadata, spec = load_policy(policy_path)
+    if deployment_path is None:
+        deployment = minimal_deployment(spec, metadata.get("namespace"))
+        source = "a minimal Deployment with an empty env (no --deployment given)"
+    else:
+        deployment = load_deployment(deployment_path, spec)
+        source = deployment_path
+    try:
+        plan = plan_apply(deployment, spec)
+    except TargetError as exc:
+        raise CliError(f"{deployment_path}: {exc}", EXIT_USAGE) from None
+    return Rendered(metadata, spec, deployment, source, plan)
+
+
+def rendered_to_document(rendered: Rendered) -> dict[str, Any]:
+    """The output of `render`, as one mapping (printed as YAML or JSON)."""
+    spec = rendered.spec
+    env: dict[str, str | None] = dict(render_env(spec))
+    current = effective_env(rendered.deployment, spec.container)
+    env[PASSTHROUGH_VAR] = merge_passthrough(current.get(PASSTHROUGH_VAR))
+    container = select_container(rendered.deployment, spec.container).get("name")
+    return {
+        "policy": {
+            "name": rendered.metadata.get("name"),
+            "namespace": rendered.metadata.get("namespace"),
+            "spec": spec_to_json(spec),
+        },
+        "env": env,
+        "deployment": {
+            "name": spec.deployment,
+            "container": container,
+            "source": rendered.deployment_source,
+        },
+        "changes": [
+            {"name": c.name, "before": c.before, "after": c.after} for c in rendered.plan.changes
+        ],
+        "patch": rendered.plan.patch,
+    }

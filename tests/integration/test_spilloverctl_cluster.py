@@ -1,0 +1,580 @@
+"""spilloverctl against a real Kubernetes API server (the local control plane: etcd,
+kube-apiserver, controller-manager, scheduler, kwok making pods Ready), with and
+without the real kopf operator running as a subprocess."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import pytest
+import yaml
+from controlplane.localcluster import LocalCluster
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient as _DynamicClient
+from spillover_operator import kube
+from spillover_operator.cli.errors import (
+    EXIT_API,
+    EXIT_NOT_CONSISTENT,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+)
+from spillover_operator.cli.main import run
+from spillover_operator.constants import (
+    BUDGET_VAR,
+    ENABLED_VAR,
+    PASSTHROUGH_VAR,
+    SPILLOVER_VARS,
+    THRESHOLD_VAR,
+)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILE = REPO / "manifests" / "crd" / "spilloverpolicies.yaml"
+WAIT = 120.0  # seconds: generous bound for a real rollout; tests never assert on timing
+
+T = TypeVar("T")
+# kubernetes ships py.typed but leaves the dynamic client unannotated.
+DynamicClient = cast(Callable[[client.ApiClient], Any], _DynamicClient)
+
+
+# ---- cluster helpers -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
+    api = control_plane.api_client()
+    try:
+        _install_crd(api)
+        yield api
+    finally:
+        api.close()
+
+
+def _install_crd(api: client.ApiClient) -> None:
+    doc = yaml.safe_load(CRD_FILE.read_text())
+    crds = DynamicClient(api).resources.get(
+        api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
+    )
+    try:
+        crds.create(body=doc)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = crds.get(name=doc["metadata"]["name"])
+        doc["metadata"]["resourceVersion"] = current.metadata.resourceVersion
+        crds.replace(body=doc)
+
+    def established() -> bool:
+        obj = crds.get(name=doc["metadata"]["name"]).to_dict()
+        conds = (obj.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+    eventually(established, "the SpilloverPolicy CRD to be Established")
+
+
+def eventually(probe: Callable[[], T | None], what: str, timeout: float = WAIT) -> T:
+    """Poll until `probe` returns something truthy; fail naming `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def create(api: client.ApiClient, doc: dict[str, Any]) -> dict[str, Any]:
+    resource = DynamicClient(api).resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    created: dict[str, Any] = resource.create(
+        body=doc, namespace=doc["metadata"].get("namespace")
+    ).to_dict()
+    return created
+
+
+def wrc(namespace: str, env: dict[str, str], replicas: int = 2) -> dict[str, Any]:
+    labels = {"app": "wrc"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "wrc", "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "controller",
+                            "image": "example.invalid/wrc:1",
+                            "env": [{"name": k, "value": v} for k, v in env.items()],
+                        },
+                        {"name": "sidecar", "image": "example.invalid/sidecar:1"},
+                    ]
+                },
+            },
+        },
+    }
+
+
+def policy_doc(namespace: str, spec: dict[str, Any], name: str = "spillover") -> dict[str, Any]:
+    return {
+        "apiVersion": "spillover.clerum.io/v1alpha1",
+        "kind": "SpilloverPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def deployment(api: client.ApiClient, namespace: str, name: str = "wrc") -> dict[str, Any]:
+    found = kube.read_deployment(client.AppsV1Api(api), namespace, name)
+    assert found is not None, f"Deployment {namespace}/{name} is gone"
+    return found
+
+
+def policy(api: client.ApiClient, namespace: str, name: str = "spillover") -> dict[str, Any]:
+    found = kube.read_policy(client.CustomObjectsApi(api), namespace, name)
+    assert found is not None, f"SpilloverPolicy {namespace}/{name} is gone"
+    return found
+
+
+def env_of(dep: dict[str, Any], container: str = "controller") -> dict[str, str | None]:
+    for c in dep["spec"]["template"]["spec"]["containers"]:
+        if c["name"] == container:
+            return {e["name"]: e.get("value") for e in c.get("env") or []}
+    raise AssertionError(f"no container {container}")
+
+
+def rolled_out(api: client.ApiClient, namespace: str) -> dict[str, Any] | None:
+    dep = deployment(api, namespace)
+    status = dep.get("status") or {}
+    want = dep["spec"].get("replicas", 1)
+    done = (
+        status.get("observedGeneration") == dep["metadata"]["generation"]
+        and status.get("updatedReplicas") == want
+        and status.get("availableReplicas") == want
+        and status.get("replicas") == want
+    )
+    return dep if done else None
+
+
+def events_for(api: client.ApiClient, namespace: str, name: str, reason: str) -> list[Any]:
+    items = (
+        client.CoreV1Api(api)
+        .list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name},reason={reason}"
+        )
+        .items
+    )
+    return list(items)
+
+
+def ready_for_generation(api: client.ApiClient, namespace: str) -> dict[str, Any] | None:
+    pol = policy(api, namespace)
+    status = pol.get("status") or {}
+    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    if (
+        status.get("observedGeneration") == pol["metadata"]["generation"]
+        and ready
+        and ready[0].get("status") == "True"
+    ):
+        return pol
+    return None
+
+
+def ctl(cluster: LocalCluster, namespace: str, *argv: str) -> tuple[int, str, str]:
+    """spilloverctl in-process, exactly as the console script runs it."""
+    out, err = io.StringIO(), io.StringIO()
+    code = run(
+        ["--kubeconfig", str(cluster.kubeconfig), "-n", namespace, *argv],
+        stdout=out,
+        stderr=err,
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+@contextmanager
+def operator(cluster: LocalCluster, namespace: str, log: Path) -> Iterator[None]:
+    """The real operator (`kopf run`) watching `namespace`, stopped on exit."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "SPILLOVER_METRICS_PORT": "0",
+    }
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kopf",
+                "run",
+                "-m",
+                "spillover_operator.main",
+                "--namespace",
+                namespace,
+                "--standalone",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+        )
+    try:
+        yield
+        assert proc.poll() is None, f"the operator exited early:\n{log.read_text()[-3000:]}"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+ALL_NAMES = ",".join(SPILLOVER_VARS)
+
+
+def setup_wrc(
+    api: client.ApiClient, namespace: str, env: dict[str, str], spec: dict[str, Any]
+) -> None:
+    create(api, wrc(namespace, env))
+    eventually(lambda: rolled_out(api, namespace), "the WRC Deployment to roll out")
+    create(api, policy_doc(namespace, spec))
+
+
+# ---- tests ---------------------------------------------------------------------------------
+
+
+def test_kill_direct_without_operator_patches_both_and_repeats_as_noop(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    setup_wrc(
+        admin,
+        namespace,
+        {"LOG_LEVEL": "info", PASSTHROUGH_VAR: "OPENAI_API_KEY", ENABLED_VAR: "true"},
+        {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": "wrc"}},
+    )
+    before = deployment(admin, namespace)
+
+    code, out, err = ctl(control_plane, namespace, "kill", "--direct")
+    assert code == EXIT_OK, err
+    assert "enabled=true -> enabled=false" in out
+    assert "patched directly" in out
+
+    pol = policy(admin, namespace)
+    assert pol["spec"]["enabled"] is False
+    assert pol["spec"]["thresholdBytes"] == 32768  # the rest of the spec untouched
+    dep = deployment(admin, namespace)
+    env = env_of(dep)
+    assert env[ENABLED_VAR] == "false"
+    assert env[THRESHOLD_VAR] == "32768"
+    assert BUDGET_VAR not in env
+    assert env[PASSTHROUGH_VAR] == f"OPENAI_API_KEY,{ALL_NAMES}"
+    assert env["LOG_LEVEL"] == "info"
+    assert env_of(dep, "sidecar") == {}
+    assert dep["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    assert events_for(admin, namespace, "spillover", "KillSwitchDirect")
+    assert events_for(admin, namespace, "wrc", "KillSwitchDirect")
+
+    code, out, err = ctl(control_plane, namespace, "kill", "--direct")
+    assert code == EXIT_OK, err
+    assert "already enabled=false" in out
+    assert "nothing to change" in out
+    again = deployment(admin, namespace)
+    assert again["metadata"]["generation"] == dep["metadata"]["generation"]
+    assert env_of(again) == env  # (resourceVersion moves: the rollout updates the status)
+    assert policy(admin, namespace)["metadata"]["generation"] == pol["metadata"]["generation"]
+
+    # --wait with --direct waits for the rollout only, and says the status is stale.
+    code, out, err = ctl(control_plane, namespace, "kill", "--direct", "--wait", "--timeout", "120")
+    assert code == EXIT_OK, err
+    assert "policy status: never written by the operator" in out
+    assert "rollout is complete" in out
+    assert rolled_out(admin, namespace)
+
+
+def test_operator_finds_nothing_to_change_after_a_direct_kill(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    setup_wrc(
+        admin,
+        namespace,
+        {PASSTHROUGH_VAR: ALL_NAMES, ENABLED_VAR: "true"},
+        {"enabled": True, "target": {"deployment": "wrc"}},
+    )
+    code, _, err = ctl(control_plane, namespace, "kill", "--direct", "--wait", "--timeout", "120")
+    assert code == EXIT_OK, err
+    dep = deployment(admin, namespace)
+
+    with operator(control_plane, namespace, tmp_path / "operator.log"):
+        pol = eventually(
+            lambda: ready_for_generation(admin, namespace), "the operator to report Ready"
+        )
+        assert pol["status"]["killSwitch"]["engagedAt"]
+        code, out, err = ctl(control_plane, namespace, "status")
+        assert code == EXIT_OK, out + err
+        assert "OK: spillover is OFF" in out
+
+    after = deployment(admin, namespace)
+    assert after["metadata"]["generation"] == dep["metadata"]["generation"]
+    assert env_of(after) == env_of(dep)
+
+
+def test_status_reports_the_mismatch_when_the_operator_is_not_running(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    setup_wrc(
+        admin,
+        namespace,
+        {PASSTHROUGH_VAR: "FOO"},
+        {"enabled": True, "target": {"deployment": "wrc"}},
+    )
+    with operator(control_plane, namespace, tmp_path / "operator.log"):
+        eventually(lambda: ready_for_generation(admin, namespace), "the operator to apply")
+        eventually(lambda: rolled_out(admin, namespace), "the operator's rollout")
+        code, out, err = ctl(control_plane, namespace, "status")
+        assert code == EXIT_OK, out + err
+
+    # The operator is down; the kill switch goes through the policy only.
+    code, out, err = ctl(control_plane, namespace, "kill")
+    assert code == EXIT_OK, err
+    generation = policy(admin, namespace)["metadata"]["generation"]
+
+    code, out, err = ctl(control_plane, namespace, "status")
+    assert code == EXIT_NOT_CONSISTENT
+    assert (
+        f"MISMATCH: policy says enabled=false, Deployment has {ENABLED_VAR}=true — the "
+        f"operator has not applied it yet (generation {generation}, observed "
+        f"{generation - 1}; is it running?)"
+    ) in out
+    assert f"PENDING: the operator has not processed generation {generation}" in out
+    assert out.rstrip().splitlines()[-1].startswith("NOT CONSISTENT")
+
+    code, out, _ = ctl(control_plane, namespace, "status", "-o", "json")
+    assert code == EXIT_NOT_CONSISTENT
+    doc = yaml.safe_load(out)
+    assert doc["consistent"] is False
+    assert doc["deployment"]["env"][ENABLED_VAR] == "true"
+    assert doc["deployment"]["expectedEnv"][ENABLED_VAR] == "false"
+
+
+def test_kill_wait_restore_and_set_through_the_running_operator(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    setup_wrc(
+        admin,
+        namespace,
+        {PASSTHROUGH_VAR: "A,B"},
+        {"target": {"deployment": "wrc", "container": "controller"}},
+    )
+    with operator(control_plane, namespace, tmp_path / "operator.log"):
+        code, out, err = ctl(
+            control_plane, namespace, "kill", "spillover", "--wait", "--timeout", "120"
+        )
+        assert code == EXIT_OK, out + err
+        assert "applied by the operator" in out
+        assert "rollout:" in err  # progress on stderr
+        dep = deployment(admin, namespace)
+        assert env_of(dep)[ENABLED_VAR] == "false"
+        assert env_of(dep)[PASSTHROUGH_VAR] == f"A,B,{ALL_NAMES}"
+        assert rolled_out(admin, namespace)  # --wait returned only after the rollout
+        code, out, err = ctl(control_plane, namespace, "status")
+        assert code == EXIT_OK, out + err
+
+        code, out, err = ctl(control_plane, namespace, "restore", "--wait", "--timeout", "120")
+        assert code == EXIT_OK, out + err
+        assert env_of(deployment(admin, namespace))[ENABLED_VAR] == "true"
+
+        code, out, err = ctl(
+            control_plane, namespace, "set", "--threshold", "32KiB", "--budget", "2MiB",
+            "--wait", "--timeout", "120",
+        )  # fmt: skip
+        assert code == EXIT_OK, out + err
+        env = env_of(deployment(admin, namespace))
+        assert (env[THRESHOLD_VAR], env[BUDGET_VAR]) == ("32768", "2097152")
+
+        code, out, err = ctl(
+            control_plane, namespace, "set", "--unset-threshold", "--wait", "--timeout", "120"
+        )
+        assert code == EXIT_OK, out + err
+        env = env_of(deployment(admin, namespace))
+        assert THRESHOLD_VAR not in env
+        assert env[BUDGET_VAR] == "2097152"
+        assert "thresholdBytes" not in policy(admin, namespace)["spec"]
+
+        # Nothing new to apply: no new generation, and --wait still returns at once.
+        generation = policy(admin, namespace)["metadata"]["generation"]
+        code, out, err = ctl(control_plane, namespace, "restore", "--wait", "--timeout", "120")
+        assert code == EXIT_OK, out + err
+        assert "already enabled=true" in out
+        assert policy(admin, namespace)["metadata"]["generation"] == generation
+
+
+def test_wait_without_an_operator_times_out_with_exit_3(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    setup_wrc(admin, namespace, {}, {"enabled": True, "target": {"deployment": "wrc"}})
+    code, _, err = ctl(control_plane, namespace, "kill", "--wait", "--timeout", "2")
+    assert code == EXIT_TIMEOUT
+    assert "timed out after 2s" in err
+    assert "is it running?" in err
+    assert "Traceback" not in err
+    assert policy(admin, namespace)["spec"]["enabled"] is False  # the change was made
+
+
+def test_not_found_is_exit_4(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    code, _, err = ctl(control_plane, namespace, "status", "nope")
+    assert code == EXIT_NOT_FOUND
+    assert f"SpilloverPolicy 'nope' not found in namespace '{namespace}'" in err
+
+    code, _, err = ctl(control_plane, namespace, "kill", "nope", "--direct")
+    assert code == EXIT_NOT_FOUND
+
+    # A policy whose Deployment does not exist: status says so, --direct writes nothing.
+    create(admin, policy_doc(namespace, {"enabled": True, "target": {"deployment": "wrc"}}))
+    generation = policy(admin, namespace)["metadata"]["generation"]
+    code, out, err = ctl(control_plane, namespace, "status")
+    assert code == EXIT_NOT_FOUND
+    assert "NOT FOUND" in out
+    code, _, err = ctl(control_plane, namespace, "kill", "--direct")
+    assert code == EXIT_NOT_FOUND
+    assert "Deployment 'wrc' not found" in err
+    pol = policy(admin, namespace)
+    assert pol["metadata"]["generation"] == generation
+    assert pol["spec"]["enabled"] is True
+
+    # The installed console script, as the Makefile runs it.
+    script = Path(sys.executable).parent / "spilloverctl"
+    proc = subprocess.run(
+        [str(script), "--kubeconfig", str(control_plane.kubeconfig), "-n", namespace, "restore",
+         "missing", "--wait", "--timeout", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == EXIT_NOT_FOUND
+    assert "SpilloverPolicy 'missing' not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_forbidden_names_the_permission_and_the_context(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    kubeconfig = control_plane.service_account_kubeconfig(namespace, "default")
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["--kubeconfig", str(kubeconfig), "status"], stdout=out, stderr=err)
+    assert code == EXIT_API
+    message = err.getvalue()
+    assert "forbidden" in message
+    assert "may not get spilloverpolicies.spillover.clerum.io" in message
+    assert f"namespace '{namespace}'" in message  # from the kubeconfig's context
+    assert str(kubeconfig) in message
+    assert "Traceback" not in message
+
+
+def test_direct_kill_with_rbac_but_no_event_permission(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    setup_wrc(admin, namespace, {}, {"enabled": True, "target": {"deployment": "wrc"}})
+    rbac = client.RbacAuthorizationV1Api(admin)
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="oncall"))
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="kill-switch"),
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=["spillover.clerum.io"],
+                    resources=["spilloverpolicies"],
+                    verbs=["get", "patch"],
+                ),
+                client.V1PolicyRule(
+                    api_groups=["apps"], resources=["deployments"], verbs=["get", "patch"]
+                ),
+            ],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="kill-switch"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="kill-switch"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name="oncall", namespace=namespace)
+            ],
+        ),
+    )
+    kubeconfig = control_plane.service_account_kubeconfig(namespace, "oncall")
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["--kubeconfig", str(kubeconfig), "kill", "--direct"], stdout=out, stderr=err)
+    assert code == EXIT_OK, err.getvalue()
+    assert "no Event recorded" in err.getvalue()
+    assert "may not create events" in err.getvalue()
+    assert env_of(deployment(admin, namespace))[ENABLED_VAR] == "false"
+    assert policy(admin, namespace)["spec"]["enabled"] is False
+
+
+def test_ctrl_c_while_waiting_is_exit_130(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    setup_wrc(admin, namespace, {}, {"enabled": True, "target": {"deployment": "wrc"}})
+    script = Path(sys.executable).parent / "spilloverctl"
+    proc = subprocess.Popen(
+        [str(script), "--kubeconfig", str(control_plane.kubeconfig), "-n", namespace, "kill",
+         "--wait", "--timeout", "300"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the first progress line: it is waiting now
+        assert first.startswith("["), first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert "interrupted" in err
+    assert "Traceback" not in err
+    assert "enabled=true -> enabled=false" in out
+
+
+def test_wait_stops_when_the_operator_refuses_the_policy(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    setup_wrc(admin, namespace, {}, {"enabled": True, "target": {"deployment": "wrc"}})
+    with operator(control_plane, namespace, tmp_path / "operator.log"):
+        eventually(lambda: ready_for_generation(admin, namespace), "the first policy")
+        create(
+            admin,
+            policy_doc(namespace, {"enabled": True, "target": {"deployment": "wrc"}}, "second"),
+        )
+        code, out, err = ctl(control_plane, namespace, "kill", "second", "--wait")
+        assert code == EXIT_NOT_CONSISTENT, out + err
+        assert "the operator refused generation 2: Ready=False reason=Conflict" in err
+        # The refused policy changed nothing.
+        assert env_of(deployment(admin, namespace))[ENABLED_VAR] == "true"

@@ -1,0 +1,191 @@
+"""spilloverctl argument handling: every usage error is exit 2 with a message naming the
+flag, before any cluster is contacted; kubeconfig problems are exit 5 naming the file."""
+
+from __future__ import annotations
+
+import io
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+from spillover_operator.cli.errors import EXIT_API, EXIT_OK, EXIT_USAGE
+from spillover_operator.cli.main import build_parser, run
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["set", "--threshold", "12"], "--threshold must be between 4096 and 1048576"),
+        (["set", "--threshold", "2MiB"], "--threshold must be between 4096 and 1048576"),
+        (["set", "--threshold", "lots"], "--threshold takes a number of bytes"),
+        (["set", "--threshold", "-5"], "--threshold takes a number of bytes"),
+        (["set", "--budget", "1000"], "--budget must be between 1048576 and 268435456"),
+        (["set", "--budget", "512MiB"], "--budget must be between 1048576 and 268435456"),
+        (["set", "--threshold", "32768", "--unset-threshold"], "not allowed with"),
+        (["set", "--budget", "16MiB", "--unset-budget"], "not allowed with"),
+        (["set"], "nothing to set"),
+        (["kill", "--timeout", "5"], "--timeout only applies together with --wait"),
+        (["kill", "--wait", "--timeout", "0"], "--timeout must be more than 0"),
+        (["kill", "--wait", "--timeout", "soon"], "--timeout takes seconds"),
+        (["status", "-o", "yaml"], "invalid choice"),
+        (["explode"], "invalid choice"),
+        (["render"], "-f/--filename"),
+    ],
+)
+def test_usage_errors_exit_2_and_name_the_flag(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A kubeconfig that does not exist: had the command got as far as the cluster, the
+    # exit code would be 5, not 2.
+    code, _, err = _run(["--kubeconfig", "/nonexistent/kubeconfig", *argv])
+    captured = capsys.readouterr()
+    assert code == EXIT_USAGE
+    assert needle in err + captured.err
+    assert "Traceback" not in err + captured.err
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    code, _, err = _run([])
+    assert code == EXIT_USAGE
+    assert "commands:" in err
+
+
+def test_help_documents_every_command_and_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = _run(["--help"])
+    text = capsys.readouterr().out
+    assert code == EXIT_OK
+    for word in ("status", "kill", "restore", "set", "render", "--direct", "--wait"):
+        assert word in text
+    for line in ("0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "130"):
+        assert f"\n  {line}" in text
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "value"),
+    [
+        ("threshold", "32768", 32768),
+        ("threshold", "32KiB", 32768),
+        ("threshold", "4096", 4096),
+        ("threshold", "1MiB", 1048576),
+        ("budget", "16MiB", 16777216),
+        ("budget", "268435456", 268435456),
+        ("budget", "1Mi", 1048576),
+    ],
+)
+def test_sizes_within_bounds_are_accepted(flag: str, text: str, value: int) -> None:
+    args = build_parser().parse_args(["set", f"--{flag}", text])
+    assert getattr(args, flag) == value
+
+
+def test_the_makefile_invocations_parse() -> None:
+    parser = build_parser()
+    for argv in (
+        ["-n", "clerum", "status", "spillover"],
+        ["-n", "clerum", "kill", "spillover", "--wait", "--timeout", "300"],
+        ["-n", "clerum", "kill", "spillover", "--direct", "--wait", "--timeout", "300"],
+        ["-n", "clerum", "restore", "spillover", "--wait", "--timeout", "300"],
+        ["-n", "clerum", "restore", "spillover", "--direct", "--wait", "--timeout", "300"],
+    ):
+        args = parser.parse_args(argv)
+        assert args.namespace == "clerum"
+        assert args.policy == "spillover"
+
+
+def test_flags_after_the_command_override_those_before() -> None:
+    args = build_parser().parse_args(["-n", "a", "status", "-n", "b", "--context", "c"])
+    assert (args.namespace, args.context) == ("b", "c")
+    args = build_parser().parse_args(["-n", "a", "status"])
+    assert (args.namespace, args.context, args.policy) == ("a", None, "spillover")
+
+
+def test_missing_kubeconfig_is_an_api_error_naming_the_file() -> None:
+    code, _, err = _run(["--kubeconfig", "/nonexistent/kubeconfig", "status"])
+    assert code == EXIT_API
+    assert "/nonexistent/kubeconfig" in err
+    assert "Traceback" not in err
+
+
+def _kubeconfig(tmp_path: Path, server: str, namespace: str | None = None) -> Path:
+    context: dict[str, str] = {"cluster": "c", "user": "u"}
+    if namespace:
+        context["namespace"] = namespace
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "ctx", "context": context}],
+        "current-context": "ctx",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_unknown_context_is_an_api_error_listing_the_contexts(tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path, "https://127.0.0.1:1")
+    code, _, err = _run(["--kubeconfig", str(path), "--context", "nope", "status"])
+    assert code == EXIT_API
+    assert "context 'nope' is not in kubeconfig" in err
+    assert "ctx" in err
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unreachable_api_server_names_context_and_kubeconfig(tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path, f"https://127.0.0.1:{_closed_port()}")
+    code, _, err = _run(["--kubeconfig", str(path), "kill"])
+    assert code == EXIT_API
+    assert "cannot reach the API server" in err
+    assert "context 'ctx'" in err and str(path) in err
+    assert "Traceback" not in err
+
+
+def test_namespace_comes_from_the_context_then_defaults_to_clerum(tmp_path: Path) -> None:
+    from spillover_operator.cli.cluster import connect
+
+    with_ns = _kubeconfig(tmp_path, "https://127.0.0.1:1", namespace="team-a")
+    assert connect(str(with_ns), None, None).namespace == "team-a"
+    assert connect(str(with_ns), None, "explicit").namespace == "explicit"
+    (tmp_path / "b").mkdir()
+    without = _kubeconfig(tmp_path / "b", "https://127.0.0.1:1")
+    assert connect(str(without), None, None).namespace == "clerum"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("garbage: [", "is not valid YAML"),
+        ("apiVersion: v1\nkind: Config\n", "current-context"),
+        ("apiVersion: v1\nkind: Config\ncontexts: 5\ncurrent-context: x\n", "malformed"),
+    ],
+)
+def test_broken_kubeconfig_is_an_api_error_not_a_traceback(
+    tmp_path: Path, text: str, needle: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    code, _, err = _run(["--kubeconfig", str(path), "status"])
+    assert code == EXIT_API
+    assert str(path) in err and needle in err
+    assert "Traceback" not in err
+
+
+def test_no_kubeconfig_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = _run(["status"])
+    assert code == EXIT_API
+    assert "does not exist; pass --kubeconfig PATH or set KUBECONFIG" in err
