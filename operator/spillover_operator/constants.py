@@ -26,9 +26,7 @@ THRESHOLD_DEFAULT: Final = 131072
 BUDGET_DEFAULT: Final = 16777216
 
 # A DNS-1123 subdomain (Deployment names) and label (container names).
-DNS1123_SUBDOMAIN: Final = (
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
+DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 # Reported by effective_env for a variable whose value comes from valueFrom.

@@ -1,0 +1,277 @@
+"""What a policy means for the WRC container's environment, as pure functions.
+
+Deployments are plain dicts in Kubernetes API JSON form (camelCase), as kopf bodies or
+`ApiClient().sanitize_for_serialization(obj)` give them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spillover_operator.constants import (
+    BUDGET_VAR,
+    ENABLED_VAR,
+    PASSTHROUGH_VAR,
+    SPILLOVER_VARS,
+    THRESHOLD_VAR,
+    VALUE_FROM,
+)
+from spillover_operator.policy import PolicySpec
+
+MANAGED_VARS: tuple[str, ...] = (*SPILLOVER_VARS, PASSTHROUGH_VAR)
+
+
+class TargetError(LookupError):
+    """The target Deployment or container does not exist (or has no containers)."""
+
+
+class UnmanageableTargetError(TargetError):
+    """The target container exists but cannot be changed safely (the passthrough list
+    comes from valueFrom)."""
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    """One variable the plan changes. `None` means absent."""
+
+    name: str
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class EnvPlan:
+    """The changes a policy needs and the strategic merge patch making them.
+
+    `patch` is None when the Deployment already matches (nothing to write).
+    """
+
+    changes: list[EnvChange]
+    patch: dict[str, Any] | None
+
+    @property
+    def noop(self) -> bool:
+        return self.patch is None
+
+
+def render_env(spec: PolicySpec) -> dict[str, str | None]:
+    """The value each spillover variable must have; None means it must be absent."""
+    return {
+        ENABLED_VAR: "true" if spec.enabled else "false",
+        THRESHOLD_VAR: None if spec.threshold_bytes is None else str(spec.threshold_bytes),
+        BUDGET_VAR: None if spec.budget_bytes is None else str(spec.budget_bytes),
+    }
+
+
+def _split_names(value: str | None) -> list[str]:
+    """The names of a comma-separated list: stripped, empty ones dropped, first kept."""
+    names: list[str] = []
+    if not value:
+        return names
+    for part in value.split(","):
+        name = part.strip()
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def passthrough_names(value: str | None) -> list[str]:
+    """The variable names an `MCP_HOST_ENV_PASSTHROUGH` value forwards, in order."""
+    return _split_names(value)
+
+
+def merge_passthrough(current: str | None, required: Sequence[str] = SPILLOVER_VARS) -> str:
+    """`current` with every name of `required` present.
+
+    Missing names are appended; the other names and their order are kept; whitespace
+    around names is dropped, duplicates collapse to their first occurrence and empty
+    entries are dropped.
+    """
+    names = _split_names(current)
+    for name in required:
+        if name not in names:
+            names.append(name)
+    return ",".join(names)
+
+
+def _containers(deployment: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    spec = deployment.get("spec") or {}
+    template = spec.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    containers = pod_spec.get("containers") or []
+    return [c for c in containers if isinstance(c, Mapping)]
+
+
+def _deployment_ref(deployment: Mapping[str, Any]) -> str:
+    meta = deployment.get("metadata") or {}
+    ns = meta.get("namespace")
+    name = meta.get("name", "<unnamed>")
+    return f"Deployment {ns}/{name}" if ns else f"Deployment {name}"
+
+
+def select_container(deployment: Mapping[str, Any], name: str | None) -> Mapping[str, Any]:
+    """The target container: `name`, or the first container when `name` is None."""
+    containers = _containers(deployment)
+    if not containers:
+        raise TargetError(f"{_deployment_ref(deployment)} has no containers")
+    if name is None:
+        return containers[0]
+    for container in containers:
+        if container.get("name") == name:
+            return container
+    existing = ", ".join(str(c.get("name")) for c in containers)
+    raise TargetError(
+        f"container {name!r} not found in {_deployment_ref(deployment)}; "
+        f"its containers are: {existing} (set spec.target.container to one of them, "
+        "or omit it to use the first)"
+    )
+
+
+def _env_entries(container: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The env entries by name; for a name listed twice the last wins (as in the pod)."""
+    entries: dict[str, Mapping[str, Any]] = {}
+    for entry in container.get("env") or []:
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            entries[entry["name"]] = entry
+    return entries
+
+
+def _entry_value(entry: Mapping[str, Any] | None) -> str | None:
+    if entry is None:
+        return None
+    if entry.get("valueFrom") is not None:
+        return VALUE_FROM
+    value = entry.get("value")
+    return "" if value is None else str(value)
+
+
+def effective_env(deployment: Mapping[str, Any], container: str | None) -> dict[str, str | None]:
+    """The three spillover variables and the passthrough list as set on the container.
+
+    None: absent; a variable set through valueFrom is reported as "<valueFrom>".
+    Raises TargetError when the container does not exist.
+    """
+    entries = _env_entries(select_container(deployment, container))
+    return {name: _entry_value(entries.get(name)) for name in MANAGED_VARS}
+
+
+def _build_patch(
+    deployment: Mapping[str, Any], container_name: str, env_patch: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The strategic merge patch: keyed by container name and env name.
+
+    `$setElementOrder` directives (as `kubectl apply` sends them) pin the order of the
+    containers and of the env list: existing entries keep their places, new ones are
+    appended. Without them the API server may move the patched entries ahead of the
+    others.
+    """
+    containers = _containers(deployment)
+    container = next(c for c in containers if c.get("name") == container_name)
+    removed = {item["name"] for item in env_patch if item.get("$patch") == "delete"}
+    order: list[str] = []
+    for entry in container.get("env") or []:
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if isinstance(name, str) and name not in removed and name not in order:
+            order.append(name)
+    for item in env_patch:
+        if item["name"] not in removed and item["name"] not in order:
+            order.append(item["name"])
+    # The API server requires the patch list in the order of `$setElementOrder`.
+    position = {name: index for index, name in enumerate(order)}
+    kept = sorted(
+        (item for item in env_patch if item["name"] in position),
+        key=lambda item: position[item["name"]],
+    )
+    deletes = [item for item in env_patch if item["name"] not in position]
+    container_patch: dict[str, Any] = {
+        "name": container_name,
+        "$setElementOrder/env": [{"name": name} for name in order],
+        "env": kept + deletes,
+    }
+    patch: dict[str, Any] = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "$setElementOrder/containers": [{"name": c.get("name")} for c in containers],
+                    "containers": [container_patch],
+                }
+            }
+        }
+    }
+    resource_version = (deployment.get("metadata") or {}).get("resourceVersion")
+    if resource_version:
+        # Optimistic concurrency: the API server answers 409 if the Deployment changed
+        # since this plan was made (re-read and re-plan).
+        patch["metadata"] = {"resourceVersion": str(resource_version)}
+    return patch
+
+
+def _plan(
+    deployment: Mapping[str, Any],
+    container_name: str | None,
+    desired: Mapping[str, str | None],
+    ensure_passthrough: bool,
+) -> EnvPlan:
+    container = select_container(deployment, container_name)
+    name = str(container.get("name"))
+    entries = _env_entries(container)
+    changes: list[EnvChange] = []
+    env_patch: list[dict[str, Any]] = []
+
+    for var, want in desired.items():
+        entry = entries.get(var)
+        have = _entry_value(entry)
+        if want is None:
+            if entry is not None:
+                changes.append(EnvChange(var, have, None))
+                env_patch.append({"name": var, "$patch": "delete"})
+            continue
+        if entry is not None and entry.get("valueFrom") is None and have == want:
+            continue
+        changes.append(EnvChange(var, have, want))
+        item: dict[str, Any] = {"name": var, "value": want}
+        if entry is not None and entry.get("valueFrom") is not None:
+            # Replacing a valueFrom entry: drop valueFrom, or the API server rejects an
+            # entry with both.
+            item["valueFrom"] = None
+        env_patch.append(item)
+
+    if ensure_passthrough:
+        entry = entries.get(PASSTHROUGH_VAR)
+        if entry is not None and entry.get("valueFrom") is not None:
+            raise UnmanageableTargetError(
+                f"{PASSTHROUGH_VAR} on container {name!r} of {_deployment_ref(deployment)} "
+                "is set through valueFrom, so the operator cannot add the spillover names "
+                "to it without losing the names it holds; set it as a literal value "
+                f"(value: ...) that lists {', '.join(SPILLOVER_VARS)}, or replace valueFrom "
+                "with a literal list"
+            )
+        have = _entry_value(entry)
+        present = passthrough_names(have)
+        if any(var not in present for var in SPILLOVER_VARS):
+            # Only when a name is missing: a complete list is left byte-for-byte.
+            want = merge_passthrough(have)
+            changes.append(EnvChange(PASSTHROUGH_VAR, have, want))
+            env_patch.append({"name": PASSTHROUGH_VAR, "value": want})
+
+    if not env_patch:
+        return EnvPlan(changes=[], patch=None)
+    return EnvPlan(changes=changes, patch=_build_patch(deployment, name, env_patch))
+
+
+def plan_apply(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
+    """The changes that make the target container match `spec`.
+
+    The three variables are set or removed as the spec says and the passthrough list
+    gets every missing spillover name. Nothing else is touched.
+    """
+    return _plan(deployment, spec.container, render_env(spec), ensure_passthrough=True)
+
+
+def plan_remove(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
+    """The changes that remove the three variables (the passthrough list is left alone)."""
+    return _plan(
+        deployment, spec.container, dict.fromkeys(SPILLOVER_VARS), ensure_passthrough=False
+    )

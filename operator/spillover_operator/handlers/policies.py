@@ -1,0 +1,84 @@
+"""Handlers for SpilloverPolicy objects and their target Deployments."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import kopf
+
+from spillover_operator import reconcile as domain
+from spillover_operator.handlers import metrics, runtime
+from spillover_operator.policy import InvalidSpecError, parse_spec
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+RETRY_DELAY = 30.0
+
+
+def index_entry(namespace: str | None, name: str | None, spec: Mapping[str, Any]) -> dict[Any, Any]:
+    """The index from (namespace, target Deployment) to the policies targeting it."""
+    try:
+        deployment = parse_spec(spec).deployment
+    except InvalidSpecError:
+        target = spec.get("target") if isinstance(spec, Mapping) else None
+        raw = target.get("deployment") if isinstance(target, Mapping) else None
+        if not isinstance(raw, str):
+            return {}
+        deployment = raw
+    return {(namespace, deployment): name}
+
+
+def reconcile(namespace: str, name: str, logger: Logger) -> None:
+    """Reconcile one policy; a refused change is retried by kopf."""
+    with runtime.RECONCILE_LOCK:
+        try:
+            result = domain.reconcile_policy(runtime.get_clients(), namespace, name)
+        except domain.ApplyFailedError as exc:
+            metrics.record_failure()
+            raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
+        except Exception:
+            metrics.record_failure()
+            raise
+    metrics.record(namespace, name, result)
+    if result.outcome in (domain.Outcome.IN_SYNC, domain.Outcome.GONE):
+        logger.debug("policy %s/%s: %s", namespace, name, result.outcome.value)
+    else:
+        logger.info("policy %s/%s: %s: %s", namespace, name, result.outcome.value, result.message)
+
+
+def finalize(body: Mapping[str, Any], logger: Logger) -> None:
+    """The policy is being deleted: apply onDelete, then let a waiting policy take over."""
+    meta = body.get("metadata") or {}
+    namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    with runtime.RECONCILE_LOCK:
+        try:
+            result = domain.finalize_policy(runtime.get_clients(), body)
+        except domain.ApplyFailedError as exc:
+            metrics.record_failure()
+            raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
+    metrics.forget(namespace, name)
+    logger.info(
+        "policy %s/%s deleted: %s: %s", namespace, name, result.outcome.value, result.message
+    )
+    if result.spec is not None:
+        others = domain.policies_targeting(
+            runtime.get_clients(), namespace, result.spec.deployment, exclude=name
+        )
+        for other in others:
+            reconcile(namespace, other, logger)
+
+
+def deployment_event(
+    event: Mapping[str, Any],
+    namespace: str | None,
+    name: str | None,
+    policies: Iterable[Any],
+    logger: Logger,
+) -> None:
+    """A target Deployment appeared, changed or went away: reconcile its policies."""
+    if namespace is None or name is None:
+        return
+    for policy in sorted({str(p) for p in policies}):
+        reconcile(namespace, policy, logger)

@@ -1,0 +1,294 @@
+"""The SpilloverPolicy spec: strict parsing and validation.
+
+The CRD schema enforces the same rules on the API server; this module is the
+operator's own check (a policy stored under an older, looser CRD still gets a clear
+`InvalidSpec` instead of being half-applied) and the validator behind
+`spilloverctl render`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from spillover_operator.constants import (
+    API_VERSION,
+    BUDGET_MAX,
+    BUDGET_MIN,
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    KIND,
+    THRESHOLD_MAX,
+    THRESHOLD_MIN,
+)
+
+OnDelete = Literal["Retain", "Remove"]
+ON_DELETE_VALUES: tuple[OnDelete, ...] = ("Retain", "Remove")
+
+SPEC_FIELDS = ("enabled", "thresholdBytes", "budgetBytes", "target", "onDelete")
+TARGET_FIELDS = ("deployment", "container")
+
+_SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN)
+_LABEL_RE = re.compile(DNS1123_LABEL)
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A validated SpilloverPolicy spec. `None` threshold/budget: the variable is absent."""
+
+    enabled: bool
+    threshold_bytes: int | None
+    budget_bytes: int | None
+    deployment: str
+    container: str | None
+    on_delete: OnDelete
+
+
+class InvalidSpecError(ValueError):
+    """A policy that cannot be applied. `problems` lists every problem, each naming its
+    field path (for example `spec.thresholdBytes: 100 is below the minimum 4096`)."""
+
+    def __init__(self, problems: list[str], *, source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        head = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            text = f"{head}invalid SpilloverPolicy: {self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            text = f"{head}invalid SpilloverPolicy ({len(self.problems)} problems):\n{lines}"
+        super().__init__(text)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _bounded_int(
+    spec: Mapping[str, Any], key: str, low: int, high: int, problems: list[str]
+) -> int | None:
+    if key not in spec or spec[key] is None:
+        return None
+    value = spec[key]
+    path = f"spec.{key}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        # YAML `4096.0` or "4096" are not integers: say so rather than guess.
+        problems.append(
+            f"{path}: must be an integer number of bytes ({low}..{high}), "
+            f"got {_type_name(value)} {_show(value)}"
+        )
+        return None
+    if value < low:
+        problems.append(f"{path}: {value} is below the minimum {low} (allowed {low}..{high})")
+        return None
+    if value > high:
+        problems.append(f"{path}: {value} is above the maximum {high} (allowed {low}..{high})")
+        return None
+    return value
+
+
+def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
+    """Validate a SpilloverPolicy `spec` (camelCase, as stored) and return it typed.
+
+    Raises InvalidSpecError listing every problem found.
+    """
+    problems: list[str] = []
+    if not isinstance(spec, Mapping):
+        raise InvalidSpecError([f"spec: must be a mapping, got {_type_name(spec)}"])
+
+    for key in spec:
+        if key not in SPEC_FIELDS:
+            problems.append(f"spec.{key}: unknown field (known fields: {', '.join(SPEC_FIELDS)})")
+
+    enabled = True
+    if "enabled" in spec and spec["enabled"] is not None:
+        raw = spec["enabled"]
+        if isinstance(raw, bool):
+            enabled = raw
+        else:
+            problems.append(
+                f"spec.enabled: must be a boolean (true or false, unquoted), "
+                f"got {_type_name(raw)} {_show(raw)}"
+            )
+
+    threshold = _bounded_int(spec, "thresholdBytes", THRESHOLD_MIN, THRESHOLD_MAX, problems)
+    budget = _bounded_int(spec, "budgetBytes", BUDGET_MIN, BUDGET_MAX, problems)
+
+    on_delete: OnDelete = "Retain"
+    if "onDelete" in spec and spec["onDelete"] is not None:
+        raw = spec["onDelete"]
+        if raw in ON_DELETE_VALUES and isinstance(raw, str):
+            on_delete = cast(OnDelete, raw)
+        else:
+            problems.append(
+                f"spec.onDelete: must be one of Retain, Remove, got {_type_name(raw)} {_show(raw)}"
+            )
+
+    deployment = ""
+    container: str | None = None
+    target = spec.get("target")
+    if target is None:
+        problems.append(
+            "spec.target: required; set spec.target.deployment to the name of the "
+            "workflow-recipe controller Deployment in the policy's namespace"
+        )
+    elif not isinstance(target, Mapping):
+        problems.append(
+            f"spec.target: must be a mapping with `deployment` (and optionally `container`), "
+            f"got {_type_name(target)}"
+        )
+    else:
+        for key in target:
+            if key not in TARGET_FIELDS:
+                problems.append(
+                    f"spec.target.{key}: unknown field (known fields: {', '.join(TARGET_FIELDS)})"
+                )
+        raw_dep = target.get("deployment")
+        if raw_dep is None or raw_dep == "":
+            problems.append(
+                "spec.target.deployment: required; the name of the Deployment to configure "
+                "(in the policy's namespace)"
+            )
+        elif not isinstance(raw_dep, str):
+            problems.append(
+                f"spec.target.deployment: must be a string, got {_type_name(raw_dep)} "
+                f"{_show(raw_dep)}"
+            )
+        elif len(raw_dep) > 253 or not _SUBDOMAIN_RE.match(raw_dep):
+            problems.append(
+                f"spec.target.deployment: {raw_dep!r} is not a valid Deployment name "
+                "(lowercase letters, digits, '-' and '.', starting and ending with a "
+                "letter or digit, at most 253 characters)"
+            )
+        else:
+            deployment = raw_dep
+        raw_cont = target.get("container")
+        if raw_cont is not None:
+            if not isinstance(raw_cont, str):
+                problems.append(
+                    f"spec.target.container: must be a string, got {_type_name(raw_cont)} "
+                    f"{_show(raw_cont)}"
+                )
+            elif len(raw_cont) > 63 or not _LABEL_RE.match(raw_cont):
+                problems.append(
+                    f"spec.target.container: {raw_cont!r} is not a valid container name "
+                    "(lowercase letters, digits and '-', starting and ending with a letter "
+                    "or digit, at most 63 characters); omit it to use the first container"
+                )
+            else:
+                container = raw_cont
+
+    if problems:
+        raise InvalidSpecError(problems)
+    return PolicySpec(
+        enabled=enabled,
+        threshold_bytes=threshold,
+        budget_bytes=budget,
+        deployment=deployment,
+        container=container,
+        on_delete=on_delete,
+    )
+
+
+def parse_policy_document(doc: Any, *, source: str) -> tuple[dict[str, Any], PolicySpec]:
+    """Validate a whole SpilloverPolicy manifest (already loaded from YAML/JSON).
+
+    Returns (metadata, spec). `source` (a file name, "<stdin>") prefixes the error.
+    """
+    if not isinstance(doc, Mapping):
+        raise InvalidSpecError(
+            [
+                f"document: expected a SpilloverPolicy mapping (apiVersion, kind, metadata, "
+                f"spec), got {_type_name(doc)}"
+            ],
+            source=source,
+        )
+    problems: list[str] = []
+    api_version = doc.get("apiVersion")
+    if api_version != API_VERSION:
+        problems.append(
+            f"apiVersion: must be {API_VERSION!r}, got "
+            + ("nothing" if api_version is None else _show(api_version))
+        )
+    kind = doc.get("kind")
+    if kind != KIND:
+        problems.append(
+            f"kind: must be {KIND!r}, got " + ("nothing" if kind is None else _show(kind))
+        )
+    for key in doc:
+        if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
+            problems.append(
+                f"{key}: unknown top-level field (expected apiVersion, kind, metadata, spec)"
+            )
+
+    metadata: dict[str, Any] = {}
+    raw_meta = doc.get("metadata")
+    if not isinstance(raw_meta, Mapping):
+        problems.append(
+            "metadata: required mapping with at least `name`, got "
+            + ("nothing" if raw_meta is None else _type_name(raw_meta))
+        )
+    else:
+        metadata = dict(raw_meta)
+        name = raw_meta.get("name")
+        if name is None or name == "":
+            problems.append("metadata.name: required; name the policy (for example `spillover`)")
+        elif not isinstance(name, str):
+            problems.append(f"metadata.name: must be a string, got {_type_name(name)}")
+        elif len(name) > 253 or not _SUBDOMAIN_RE.match(name):
+            problems.append(
+                f"metadata.name: {name!r} is not a valid name (lowercase letters, digits, "
+                "'-' and '.', starting and ending with a letter or digit)"
+            )
+        ns = raw_meta.get("namespace")
+        if ns is not None and (not isinstance(ns, str) or not _LABEL_RE.match(ns)):
+            problems.append(f"metadata.namespace: {_show(ns)} is not a valid namespace name")
+
+    spec: PolicySpec | None = None
+    raw_spec = doc.get("spec")
+    if raw_spec is None:
+        problems.append("spec: required; at least spec.target.deployment must be set")
+    else:
+        try:
+            spec = parse_spec(raw_spec)
+        except InvalidSpecError as exc:
+            problems.extend(exc.problems)
+
+    if problems or spec is None:
+        raise InvalidSpecError(problems, source=source)
+    return metadata, spec
+
+
+def spec_to_json(spec: PolicySpec) -> dict[str, Any]:
+    """The camelCase spec body of a SpilloverPolicy (unset fields omitted)."""
+    body: dict[str, Any] = {"enabled": spec.enabled}
+    if spec.threshold_bytes is not None:
+        body["thresholdBytes"] = spec.threshold_bytes
+    if spec.budget_bytes is not None:
+        body["budgetBytes"] = spec.budget_bytes
+    target: dict[str, Any] = {"deployment": spec.deployment}
+    if spec.container is not None:
+        target["container"] = spec.container
+    body["target"] = target
+    body["onDelete"] = spec.on_delete
+    return body

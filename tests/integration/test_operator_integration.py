@@ -1,0 +1,917 @@
+"""The real kopf operator against a real Kubernetes API server.
+
+Every test runs `kopf run -m spillover_operator.main` as a subprocess with the
+credentials of a ServiceAccount bound to the Role from manifests/base (moved into the
+test's namespace): passing tests also prove that Role is enough. The local control
+plane (tests/controlplane) has a real kube-controller-manager and kwok, so Deployments
+really roll out.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client import ApiException
+from prometheus_client.parser import text_string_to_metric_families
+from spillover_operator import kube
+from spillover_operator.constants import (
+    BUDGET_VAR,
+    ENABLED_VAR,
+    GROUP,
+    PASSTHROUGH_VAR,
+    PLURAL,
+    SPILLOVER_VARS,
+    THRESHOLD_VAR,
+    VERSION,
+)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILE = REPO / "manifests" / "crd" / "spilloverpolicies.yaml"
+BASE = REPO / "manifests" / "base"
+KOPF = Path(sys.executable).with_name("kopf")
+WRC = "workflow-recipe-controller"
+ALL_NAMES = ",".join(SPILLOVER_VARS)
+WAIT = 90.0
+
+T = TypeVar("T")
+
+
+def model(cls: Any, body: dict[str, Any]) -> Any:
+    """A kubernetes client model from an API JSON dict."""
+    built = cls.from_dict(body)
+    assert built is not None, f"could not build {cls.__name__}"
+    return built
+
+
+# ---------------------------------------------------------------- the operator process
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class OperatorProcess:
+    """`kopf run` for one namespace, as a child process (stopped by its own PID)."""
+
+    namespace: str
+    kubeconfig: Path
+    workdir: Path
+    resync_seconds: int = 300
+    proc: subprocess.Popen[bytes] | None = None
+    health_port: int = 0
+    metrics_port: int = 0
+    runs: int = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"operator-{self.runs}.log"
+
+    def start(self) -> None:
+        if not KOPF.exists():
+            pytest.fail(f"kopf not found at {KOPF}: install the project (`make install`)")
+        self.runs += 1
+        self.health_port, self.metrics_port = _free_port(), _free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env.update(
+            KUBECONFIG=str(self.kubeconfig),
+            SPILLOVER_METRICS_PORT=str(self.metrics_port),
+            SPILLOVER_RESYNC_SECONDS=str(self.resync_seconds),
+            PYTHONUNBUFFERED="1",
+        )
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    str(KOPF),
+                    "run",
+                    "--standalone",
+                    f"--namespace={self.namespace}",
+                    f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
+                    "-m",
+                    "spillover_operator.main",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+            )
+        wait_for("the operator's liveness endpoint", self.healthy, timeout=60, operator=self)
+
+    def healthy(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            pytest.fail(
+                f"the operator exited with {self.proc.returncode}:\n{self.log_tail()}",
+                pytrace=False,
+            )
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.health_port}/healthz", timeout=2
+            ) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no operator log)"
+        return "\n".join(text[-lines:])
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample on the operator's /metrics (0 if absent)."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as resp:
+            text = resp.read().decode()
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    total += sample.value
+        return total
+
+
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    *,
+    timeout: float = WAIT,
+    operator: OperatorProcess | None = None,
+) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` otherwise.
+    (An upper bound for slow machines, not a timing assertion.)"""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.2)
+    tail = f"\n--- operator log ---\n{operator.log_tail()}" if operator else ""
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{tail}")
+
+
+# ---------------------------------------------------------------- cluster helpers
+
+
+@dataclass
+class Cluster:
+    namespace: str
+    api: Any
+    control_plane: Any
+    workdir: Path
+    operators: list[OperatorProcess] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.apps = client.AppsV1Api(self.api)
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
+
+    # --- RBAC and the operator
+
+    def install_rbac(self, *, drop: tuple[str, str] | None = None) -> Path:
+        """The ServiceAccount, Role and RoleBinding of manifests/base, moved into this
+        namespace; `drop=(resource, verb)` removes one verb. Returns a kubeconfig with
+        the ServiceAccount's token."""
+        sa = yaml.safe_load((BASE / "serviceaccount.yaml").read_text())
+        role = yaml.safe_load((BASE / "role.yaml").read_text())
+        binding = yaml.safe_load((BASE / "rolebinding.yaml").read_text())
+        for obj in (sa, role, binding):
+            obj["metadata"]["namespace"] = self.namespace
+        binding["subjects"][0]["namespace"] = self.namespace
+        if drop is not None:
+            resource, verb = drop
+            for rule in role["rules"]:
+                if resource in rule["resources"]:
+                    assert verb in rule["verbs"], f"{verb} not granted on {resource}"
+                    rule["verbs"].remove(verb)
+        self.core.create_namespaced_service_account(
+            self.namespace, model(client.V1ServiceAccount, sa)
+        )
+        self.rbac.create_namespaced_role(self.namespace, model(client.V1Role, role))
+        self.rbac.create_namespaced_role_binding(
+            self.namespace, model(client.V1RoleBinding, binding)
+        )
+        return Path(
+            self.control_plane.service_account_kubeconfig(self.namespace, sa["metadata"]["name"])
+        )
+
+    def start_operator(self, *, drop: tuple[str, str] | None = None) -> OperatorProcess:
+        op = OperatorProcess(self.namespace, self.install_rbac(drop=drop), self.workdir)
+        self.operators.append(op)
+        op.start()
+        return op
+
+    # --- Deployments
+
+    def create_wrc(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = body or wrc_body()
+        self.apps.create_namespaced_deployment(self.namespace, model(client.V1Deployment, body))
+        return self.deployment(body["metadata"]["name"])
+
+    def deployment(self, name: str = WRC) -> dict[str, Any]:
+        dep = kube.read_deployment(self.apps, self.namespace, name)
+        assert dep is not None, f"Deployment {self.namespace}/{name} not found"
+        return dep
+
+    def patch_wrc_by_hand(self, patch: dict[str, Any], name: str = WRC) -> None:
+        self.apps.patch_namespaced_deployment(
+            name,
+            self.namespace,
+            patch,
+            _content_type="application/strategic-merge-patch+json",
+        )
+
+    # --- policies
+
+    def create_policy(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SpilloverPolicy",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        }
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
+        return self.policy(name)
+
+    def policy(self, name: str) -> dict[str, Any]:
+        obj = kube.read_policy(self.custom, self.namespace, name)
+        assert obj is not None, f"policy {self.namespace}/{name} not found"
+        return obj
+
+    def policy_gone(self, name: str) -> bool:
+        return kube.read_policy(self.custom, self.namespace, name) is None
+
+    def patch_policy(self, name: str, spec_patch: dict[str, Any]) -> dict[str, Any]:
+        return kube.patch_policy(self.custom, self.namespace, name, {"spec": spec_patch})
+
+    def delete_policy(self, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
+
+    def events(self, reason: str, kind: str | None = None) -> list[dict[str, Any]]:
+        raw: Any = self.core.list_namespaced_event(self.namespace, _preload_content=False)
+        items: list[dict[str, Any]] = json.loads(raw.data)["items"]
+        return [
+            e
+            for e in items
+            if e.get("reason") == reason
+            and (kind is None or e["involvedObject"].get("kind") == kind)
+        ]
+
+    # --- waiting
+
+    def wait_policy(
+        self, name: str, check: Callable[[dict[str, Any]], bool], what: str
+    ) -> dict[str, Any]:
+        op = self.operators[-1] if self.operators else None
+        last: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.policy(name)
+            return last if check(last) else None
+
+        try:
+            found: dict[str, Any] = wait_for(f"policy {name}: {what}", probe, operator=op)
+            return found
+        except pytest.fail.Exception as exc:
+            raise AssertionError(f"{exc}\nlast status: {json.dumps(last.get('status'))}") from None
+
+    def wait_ready(self, name: str) -> dict[str, Any]:
+        """Ready=True for the policy's current generation (applied and rolled out)."""
+        return self.wait_policy(name, is_ready, "Ready=True for its generation")
+
+    def wait_reason(self, name: str, reason: str) -> dict[str, Any]:
+        return self.wait_policy(
+            name,
+            lambda p: current(p) and condition(p, "Ready").get("reason") == reason,
+            f"Ready reason {reason}",
+        )
+
+
+def condition(policy: dict[str, Any], type_: str) -> dict[str, Any]:
+    for cond in (policy.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def current(policy: dict[str, Any]) -> bool:
+    status = policy.get("status") or {}
+    return bool(status.get("observedGeneration") == policy["metadata"]["generation"])
+
+
+def is_ready(policy: dict[str, Any]) -> bool:
+    return current(policy) and condition(policy, "Ready").get("status") == "True"
+
+
+def container_env(dep: dict[str, Any], container: str | None = None) -> list[dict[str, Any]]:
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    chosen = (
+        containers[0]
+        if container is None
+        else next(c for c in containers if c["name"] == container)
+    )
+    return list(chosen.get("env") or [])
+
+
+def env_map(dep: dict[str, Any], container: str | None = None) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container_env(dep, container)}
+
+
+def assert_untouched(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Nobody changed the Deployment's spec (its status moves with the rollout)."""
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert after["spec"] == before["spec"]
+
+
+def settled(dep: dict[str, Any]) -> bool:
+    """The Deployment controller is done with the current generation (no status writes
+    pending)."""
+    status = dep.get("status") or {}
+    conds = {c["type"]: c for c in status.get("conditions") or []}
+    progressing = conds.get("Progressing", {})
+    return bool(
+        status.get("observedGeneration") == dep["metadata"]["generation"]
+        and progressing.get("reason") == "NewReplicaSetAvailable"
+        and conds.get("Available", {}).get("status") == "True"
+    )
+
+
+def wrc_body(
+    *, name: str = WRC, replicas: int = 1, containers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    if containers is None:
+        containers = [
+            {
+                "name": "wrc",
+                "image": "registry.example/wrc:1.0",
+                "env": [
+                    {"name": "LOG_LEVEL", "value": "info"},
+                    {"name": PASSTHROUGH_VAR, "value": "OPENAI_BASE_URL"},
+                ],
+            }
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}},
+        },
+    }
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+def _install_crd(api: Any, doc: dict[str, Any]) -> None:
+    ext = client.ApiextensionsV1Api(api)
+    name = doc["metadata"]["name"]
+    try:
+        existing: Any = ext.read_custom_resource_definition(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        ext.create_custom_resource_definition(model(client.V1CustomResourceDefinition, doc))
+    else:
+        body = copy.deepcopy(doc)
+        body["metadata"]["resourceVersion"] = existing.metadata.resource_version
+        ext.replace_custom_resource_definition(name, model(client.V1CustomResourceDefinition, body))
+
+    def established() -> bool:
+        crd: Any = ext.read_custom_resource_definition(name)
+        conds = {c.type: c.status for c in (crd.status.conditions or [])}
+        return conds.get("Established") == "True"
+
+    wait_for(f"CRD {name} to be Established", established, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def crd(control_plane: Any) -> Iterator[dict[str, Any]]:
+    """The CRD from manifests/crd, installed once per session."""
+    doc = yaml.safe_load(CRD_FILE.read_text())
+    with control_plane.api_client() as api:
+        _install_crd(api, doc)
+    yield doc
+
+
+@pytest.fixture
+def cluster(
+    control_plane: Any, namespace: str, crd: dict[str, Any], tmp_path: Path
+) -> Iterator[Cluster]:
+    with control_plane.api_client() as api:
+        c = Cluster(namespace, api, control_plane, tmp_path)
+        try:
+            yield c
+        finally:
+            for op in c.operators:
+                op.stop()
+            # Let the namespace go: drop finalizers left by a stopped operator.
+            for item in kube.list_policies(c.custom, namespace):
+                if item["metadata"].get("finalizers"):
+                    kube.patch_policy(
+                        c.custom,
+                        namespace,
+                        item["metadata"]["name"],
+                        {"metadata": {"finalizers": None}},
+                    )
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_create_applies_and_reports_status_events_metrics(cluster: Cluster) -> None:
+    cluster.create_wrc(wrc_body(replicas=2))
+    op = cluster.start_operator()
+    cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+
+    policy = cluster.wait_ready("spillover")
+    dep = cluster.deployment()
+    env = env_map(dep)
+    assert env[ENABLED_VAR] == "true"
+    assert THRESHOLD_VAR not in env and BUDGET_VAR not in env
+    assert env[PASSTHROUGH_VAR] == f"OPENAI_BASE_URL,{ALL_NAMES}"
+    assert env["LOG_LEVEL"] == "info"
+
+    status = policy["status"]
+    assert status["effective"] == {"enabled": "true", "passthrough": f"OPENAI_BASE_URL,{ALL_NAMES}"}
+    assert status["target"] == {"deployment": WRC, "container": "wrc"}
+    assert condition(policy, "Applied")["status"] == "True"
+    assert condition(policy, "Ready")["reason"] == "RolloutComplete"
+    rollout = status["rollout"]
+    assert rollout["complete"] is True
+    assert rollout["desired"] == rollout["updated"] == rollout["available"] == 2
+    assert rollout["generation"] == dep["metadata"]["generation"]
+    assert "killSwitch" not in status
+    # The Deployment's own view agrees that the rollout finished.
+    assert dep["status"]["updatedReplicas"] == 2 and dep["status"]["availableReplicas"] == 2
+
+    # kopf watches the Deployment with an event handler only: it leaves no finalizer or
+    # annotation of its own there.
+    assert not dep["metadata"].get("finalizers")
+    annotations = dep["metadata"].get("annotations") or {}
+    assert not [k for k in annotations if "kopf" in k or k.startswith("spillover.clerum.io")]
+    managers = {m["manager"] for m in dep["metadata"].get("managedFields") or []}
+    assert "spillover-operator" in managers
+
+    applied = cluster.events("Applied")
+    assert {e["involvedObject"]["kind"] for e in applied} == {"SpilloverPolicy", "Deployment"}
+    assert op.metric("spillover_operator_policy_enabled", policy="spillover") == 1
+    assert op.metric("spillover_operator_reconcile_total", result="applied") >= 1
+
+
+def test_update_kill_and_restore(cluster: Cluster) -> None:
+    cluster.create_wrc()
+    op = cluster.start_operator()
+    cluster.create_policy("spillover", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.wait_ready("spillover")
+    gen = cluster.deployment()["metadata"]["generation"]
+    assert env_map(cluster.deployment())[THRESHOLD_VAR] == "32768"
+
+    # update: a budget, threshold unset
+    cluster.patch_policy("spillover", {"budgetBytes": 2097152, "thresholdBytes": None})
+    cluster.wait_ready("spillover")
+    dep = cluster.deployment()
+    env = env_map(dep)
+    assert env[BUDGET_VAR] == "2097152" and THRESHOLD_VAR not in env
+    assert dep["metadata"]["generation"] == gen + 1  # one change, one new generation
+
+    # kill
+    cluster.patch_policy("spillover", {"enabled": False})
+    policy = cluster.wait_ready("spillover")
+    dep = cluster.deployment()
+    assert env_map(dep)[ENABLED_VAR] == "false"
+    assert dep["metadata"]["generation"] == gen + 2
+    engaged = policy["status"]["killSwitch"]["engagedAt"]
+    assert engaged
+    assert policy["status"]["effective"]["enabled"] == "false"
+    assert op.metric("spillover_operator_policy_enabled", policy="spillover") == 0
+
+    # restore
+    cluster.patch_policy("spillover", {"enabled": True})
+    policy = cluster.wait_ready("spillover")
+    dep = cluster.deployment()
+    assert env_map(dep)[ENABLED_VAR] == "true"
+    assert dep["metadata"]["generation"] == gen + 3
+    assert "killSwitch" not in policy["status"]
+    assert env_map(dep)[PASSTHROUGH_VAR] == f"OPENAI_BASE_URL,{ALL_NAMES}"
+
+
+def test_drift_is_corrected(cluster: Cluster) -> None:
+    cluster.create_wrc()
+    op = cluster.start_operator()
+    cluster.create_policy("spillover", {"enabled": False, "target": {"deployment": WRC}})
+    cluster.wait_ready("spillover")
+
+    # Someone turns spillover back on by hand and drops the passthrough list.
+    cluster.patch_wrc_by_hand(
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "wrc",
+                                "env": [
+                                    {"name": ENABLED_VAR, "value": "true"},
+                                    {"name": PASSTHROUGH_VAR, "$patch": "delete"},
+                                ],
+                            }
+                        ]
+                    }
+                }
+            }
+        }
+    )
+
+    def restored() -> bool:
+        env = env_map(cluster.deployment())
+        return env.get(ENABLED_VAR) == "false" and env.get(PASSTHROUGH_VAR) == ALL_NAMES
+
+    wait_for("the operator to restore the env", restored, operator=op)
+    drift = wait_for(
+        "DriftCorrected Events on the policy and the Deployment",
+        lambda: len({e["involvedObject"]["kind"] for e in cluster.events("DriftCorrected")}) == 2,
+        operator=op,
+    )
+    assert drift
+    assert op.metric("spillover_operator_drift_corrections_total", policy="spillover") >= 1
+    cluster.wait_ready("spillover")
+
+
+def test_late_target_is_applied_when_it_appears(cluster: Cluster) -> None:
+    cluster.start_operator()
+    cluster.create_policy("spillover", {"thresholdBytes": 65536, "target": {"deployment": WRC}})
+    policy = cluster.wait_reason("spillover", "TargetNotFound")
+    assert condition(policy, "Applied")["status"] == "False"
+    assert WRC in condition(policy, "Ready")["message"]
+
+    cluster.create_wrc()
+    cluster.wait_ready("spillover")
+    assert env_map(cluster.deployment())[THRESHOLD_VAR] == "65536"
+
+
+def test_missing_container_is_target_not_found_naming_the_containers(cluster: Cluster) -> None:
+    before = cluster.create_wrc()
+    cluster.start_operator()
+    cluster.create_policy("spillover", {"target": {"deployment": WRC, "container": "nope"}})
+    policy = cluster.wait_reason("spillover", "TargetNotFound")
+    assert "'nope' not found" in condition(policy, "Ready")["message"]
+    assert "wrc" in condition(policy, "Ready")["message"]
+    assert_untouched(before, cluster.deployment())
+
+
+def test_conflict_touches_nothing_and_hands_over_on_delete(cluster: Cluster) -> None:
+    cluster.create_wrc()
+    cluster.start_operator()
+    cluster.create_policy("first", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.wait_ready("first")
+    cluster.create_policy("second", {"enabled": False, "target": {"deployment": WRC}})
+    policy = cluster.wait_reason("second", "Conflict")
+    assert "'first'" in condition(policy, "Ready")["message"]
+    assert condition(policy, "Applied")["status"] == "False"
+    env = env_map(cluster.deployment())
+    assert env[ENABLED_VAR] == "true" and env[THRESHOLD_VAR] == "32768"
+    assert cluster.policy("first")["status"]["observedGeneration"] == 1
+    assert is_ready(cluster.policy("first"))
+
+    # The older one goes (Retain): the waiting one takes over.
+    cluster.delete_policy("first")
+    wait_for("policy first to be deleted", lambda: cluster.policy_gone("first"))
+    cluster.wait_ready("second")
+    env = env_map(cluster.deployment())
+    assert env[ENABLED_VAR] == "false"
+    assert THRESHOLD_VAR not in env
+
+
+def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, Any]) -> None:
+    """An invalid spec cannot be created through the real CRD (the API server rejects
+    it), so reproduce how one really gets stored: a policy written while an older,
+    looser version of the same CRD was installed. The same resource (group, version,
+    plural) is re-installed without the bounds, the policy is created, the real CRD is
+    put back (stored objects are not re-validated), and only then does the operator
+    see it."""
+    before = cluster.create_wrc()
+    loose = copy.deepcopy(crd)
+    props = loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    threshold = props["spec"]["properties"]["thresholdBytes"]
+    threshold.pop("minimum")
+
+    def create() -> bool:
+        try:
+            cluster.create_policy(
+                "spillover", {"thresholdBytes": 100, "target": {"deployment": WRC}}
+            )
+        except ApiException as exc:
+            if exc.status == 422:  # the looser schema is not in effect yet
+                return False
+            raise
+        return True
+
+    try:
+        _install_crd(cluster.api, loose)
+        wait_for("the looser CRD to accept thresholdBytes=100", create, timeout=60)
+    finally:
+        _install_crd(cluster.api, crd)
+    # The real CRD is back: the same value is rejected again, naming the field.
+    rejection: list[str] = []
+
+    def rejected() -> bool:
+        try:
+            cluster.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                cluster.namespace,
+                PLURAL,
+                "spillover",
+                {"spec": {"thresholdBytes": 99}},
+                dry_run="All",
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as exc:
+            if exc.status == 422:
+                rejection.append(str(exc.body))
+                return True
+            raise
+        return False
+
+    wait_for("the real CRD to reject thresholdBytes=99 again", rejected, timeout=60)
+    assert "spec.thresholdBytes" in rejection[-1]
+
+    cluster.start_operator()
+    policy = cluster.wait_reason("spillover", "InvalidSpec")
+    message = condition(policy, "Ready")["message"]
+    assert "spec.thresholdBytes: 100 is below the minimum 4096" in message
+    assert condition(policy, "Applied")["reason"] == "InvalidSpec"
+    after = cluster.deployment()
+    assert_untouched(before, after)
+    assert ENABLED_VAR not in env_map(after)
+
+
+@pytest.mark.parametrize("on_delete", ["Retain", "Remove"])
+def test_delete_with_on_delete(cluster: Cluster, on_delete: str) -> None:
+    cluster.create_wrc()
+    op = cluster.start_operator()
+    cluster.create_policy(
+        "spillover",
+        {
+            "thresholdBytes": 32768,
+            "budgetBytes": 2097152,
+            "onDelete": on_delete,
+            "target": {"deployment": WRC},
+        },
+    )
+    cluster.wait_ready("spillover")
+    assert "spillover.clerum.io/finalizer" in cluster.policy("spillover")["metadata"]["finalizers"]
+    applied = cluster.deployment()
+
+    cluster.delete_policy("spillover")
+    wait_for("the policy to be deleted", lambda: cluster.policy_gone("spillover"), operator=op)
+    dep = cluster.deployment()
+    env = env_map(dep)
+    if on_delete == "Retain":
+        assert_untouched(applied, dep)
+        assert env[ENABLED_VAR] == "true" and env[THRESHOLD_VAR] == "32768"
+        assert not cluster.events("Removed")
+    else:
+        assert not set(SPILLOVER_VARS) & set(env)
+        assert env[PASSTHROUGH_VAR] == f"OPENAI_BASE_URL,{ALL_NAMES}"  # names stay
+        assert env["LOG_LEVEL"] == "info"
+        assert dep["metadata"]["generation"] == applied["metadata"]["generation"] + 1
+        kinds = {e["involvedObject"]["kind"] for e in cluster.events("Removed")}
+        assert "Deployment" in kinds
+
+
+def test_restart_writes_nothing(cluster: Cluster) -> None:
+    cluster.create_wrc()
+    op = cluster.start_operator()
+    cluster.create_policy("spillover", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.wait_ready("spillover")
+    # Let the rollout finish and its last status writes land (the Deployment's, then
+    # the operator's view of them in the policy status), so that any later write is one
+    # the restart caused.
+    wait_for("the Deployment to settle", lambda: settled(cluster.deployment()), operator=op)
+    dep_before = cluster.deployment()
+
+    def status_caught_up() -> bool:
+        rollout = cluster.policy("spillover")["status"]["rollout"]
+        return bool(
+            rollout["complete"]
+            and rollout["observedGeneration"] == dep_before["metadata"]["generation"]
+        )
+
+    wait_for("the policy status to report the finished rollout", status_caught_up, operator=op)
+    status_before = cluster.policy("spillover")["status"]
+    op.stop()
+
+    op.start()
+    # The restarted operator reconciled the policy (resume) and saw the Deployment
+    # (initial listing), and found nothing to change.
+    wait_for(
+        "the restarted operator to reconcile twice",
+        lambda: op.metric("spillover_operator_reconcile_total", result="in_sync") >= 2,
+        operator=op,
+    )
+    dep_after = cluster.deployment()
+    assert dep_after["metadata"]["resourceVersion"] == dep_before["metadata"]["resourceVersion"]
+    assert dep_after["metadata"]["generation"] == dep_before["metadata"]["generation"]
+    assert cluster.policy("spillover")["status"] == status_before
+    assert op.metric("spillover_operator_reconcile_total", result="applied") == 0
+
+
+def test_patch_semantics_multi_container_wrc(cluster: Cluster) -> None:
+    """Only the target container's three variables and passthrough list change; every
+    other container, env entry (values, valueFrom, order), envFrom and field is kept
+    byte-for-byte; one real change makes exactly one new generation."""
+    containers: list[dict[str, Any]] = [
+        {
+            "name": "proxy",
+            "image": "registry.example/proxy:2",
+            "env": [{"name": ENABLED_VAR, "value": "untouched"}],
+        },
+        {
+            "name": "controller",
+            "image": "registry.example/wrc:1.0",
+            "args": ["--recipes=/etc/recipes"],
+            "envFrom": [
+                {"configMapRef": {"name": "wrc-config"}},
+                {"secretRef": {"name": "wrc-secrets", "optional": True}, "prefix": "S_"},
+            ],
+            "env": [
+                {"name": "LOG_LEVEL", "value": "debug"},
+                {
+                    "name": THRESHOLD_VAR,
+                    "valueFrom": {"configMapKeyRef": {"name": "old", "key": "threshold"}},
+                },
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": BUDGET_VAR, "value": "9999999"},
+                {"name": PASSTHROUGH_VAR, "value": " OPENAI_BASE_URL ,LOG_LEVEL"},
+                {"name": "EMPTY", "value": ""},
+                {"name": "TRAILING", "value": "x, y ,"},
+            ],
+        },
+    ]
+    before = cluster.create_wrc(wrc_body(containers=containers))
+    cluster.start_operator()
+    cluster.create_policy(
+        "spillover",
+        {"thresholdBytes": 32768, "target": {"deployment": WRC, "container": "controller"}},
+    )
+    cluster.wait_ready("spillover")
+    after = cluster.deployment()
+
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    tpl_before, tpl_after = before["spec"]["template"], after["spec"]["template"]
+    assert tpl_after["spec"]["containers"][0] == tpl_before["spec"]["containers"][0]
+    ctl_before, ctl_after = (
+        tpl_before["spec"]["containers"][1],
+        tpl_after["spec"]["containers"][1],
+    )
+    assert {k: v for k, v in ctl_after.items() if k != "env"} == {
+        k: v for k, v in ctl_before.items() if k != "env"
+    }
+    assert ctl_after["env"] == [
+        {"name": "LOG_LEVEL", "value": "debug"},
+        {"name": THRESHOLD_VAR, "value": "32768"},
+        {
+            "name": "POD_NAME",
+            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+        },
+        {"name": PASSTHROUGH_VAR, "value": f"OPENAI_BASE_URL,LOG_LEVEL,{ALL_NAMES}"},
+        {"name": "EMPTY"},
+        {"name": "TRAILING", "value": "x, y ,"},
+        {"name": ENABLED_VAR, "value": "true"},
+    ]
+    assert {k: v for k, v in tpl_after["spec"].items() if k != "containers"} == {
+        k: v for k, v in tpl_before["spec"].items() if k != "containers"
+    }
+    assert {k: v for k, v in after["spec"].items() if k != "template"} == {
+        k: v for k, v in before["spec"].items() if k != "template"
+    }
+
+    # A complete passthrough list is never rewritten, whatever its spacing.
+    odd = f" {ENABLED_VAR} ,OPENAI_BASE_URL,{THRESHOLD_VAR},, {BUDGET_VAR}"
+    cluster.patch_wrc_by_hand(
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "controller", "env": [{"name": PASSTHROUGH_VAR, "value": odd}]}
+                        ]
+                    }
+                }
+            }
+        }
+    )
+    cluster.patch_policy("spillover", {"thresholdBytes": 65536})
+    cluster.wait_ready("spillover")
+    env = env_map(cluster.deployment(), "controller")
+    assert env[THRESHOLD_VAR] == "65536"
+    assert env[PASSTHROUGH_VAR] == odd
+
+
+def test_passthrough_from_value_from_is_not_supported(cluster: Cluster) -> None:
+    ref = {"configMapKeyRef": {"name": "wrc", "key": "passthrough"}}
+    before = cluster.create_wrc(
+        wrc_body(
+            containers=[
+                {
+                    "name": "wrc",
+                    "image": "wrc:1",
+                    "env": [{"name": PASSTHROUGH_VAR, "valueFrom": ref}],
+                }
+            ]
+        )
+    )
+    cluster.start_operator()
+    cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+    policy = cluster.wait_reason("spillover", "TargetNotSupported")
+    assert "valueFrom" in condition(policy, "Ready")["message"]
+    assert_untouched(before, cluster.deployment())
+
+
+def test_role_without_deployment_patch_fails_visibly(cluster: Cluster) -> None:
+    """The Role from manifests/base is exactly enough (every other test runs with it);
+    take away one verb the operator needs and it fails, says why, and changes nothing."""
+    before = cluster.create_wrc()
+    op = cluster.start_operator(drop=("deployments", "patch"))
+    cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+    policy = cluster.wait_reason("spillover", "ApplyFailed")
+    message = condition(policy, "Ready")["message"]
+    assert "403" in message and "forbidden" in message.lower()
+    assert_untouched(before, cluster.deployment())
+    assert op.metric("spillover_operator_reconcile_total", result="error") >= 1
+
+
+CRD_BAD_VALUES: list[tuple[dict[str, Any], str]] = [
+    ({"thresholdBytes": 4095, "target": {"deployment": WRC}}, "spec.thresholdBytes"),
+    ({"thresholdBytes": 1048577, "target": {"deployment": WRC}}, "spec.thresholdBytes"),
+    ({"thresholdBytes": "32768", "target": {"deployment": WRC}}, "spec.thresholdBytes"),
+    ({"budgetBytes": 1048575, "target": {"deployment": WRC}}, "spec.budgetBytes"),
+    ({"budgetBytes": 268435457, "target": {"deployment": WRC}}, "spec.budgetBytes"),
+    ({"enabled": "false", "target": {"deployment": WRC}}, "spec.enabled"),
+    ({"onDelete": "Delete", "target": {"deployment": WRC}}, "spec.onDelete"),
+    ({"enabled": True}, "spec.target"),
+    ({"target": {}}, "spec.target.deployment"),
+    ({"target": {"deployment": "Bad_Name"}}, "spec.target.deployment"),
+    ({"target": {"deployment": WRC, "container": "a.b"}}, "spec.target.container"),
+    ({"target": {"deployment": WRC}, "treshold": 5000}, "spec.treshold"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"), CRD_BAD_VALUES, ids=[f"{p}-{i}" for i, (_, p) in enumerate(CRD_BAD_VALUES)]
+)
+def test_crd_rejects_bad_values_naming_the_field(
+    cluster: Cluster, spec: dict[str, Any], path: str
+) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SpilloverPolicy",
+        "metadata": {"name": "bad", "namespace": cluster.namespace},
+        "spec": spec,
+    }
+    with pytest.raises(ApiException) as info:
+        cluster.custom.create_namespaced_custom_object(
+            GROUP, VERSION, cluster.namespace, PLURAL, body, field_validation="Strict"
+        )
+    assert info.value.status in (400, 422)
+    assert path in str(info.value.body)
+    assert cluster.policy_gone("bad")
