@@ -17,7 +17,7 @@ OVERLAY ?= dev
 TIMEOUT ?= 300
 
 # Harness knobs.
-MATRIX ?= harness/spillover_harness/matrices/spillover-default.yaml
+MATRIX ?= harness/matrices/spillover-default.yaml
 RESULTS ?= results
 STAGE ?= sim
 
@@ -60,7 +60,7 @@ unit: $(STAMP) ## Only the tests that need no control plane
 
 .PHONY: demo
 demo: $(STAMP) ## Run the whole validation matrix on the embedded simulator, print the decision
-	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim
+	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume
 
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records

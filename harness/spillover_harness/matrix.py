@@ -169,15 +169,25 @@ def parse_matrix(data: object, *, source: str = "<matrix>") -> Matrix:
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "<top level>"
+            loc = ".".join(str(p) for p in err["loc"])
+            value = err.get("input")
             if err["type"] == "extra_forbidden":
                 lines.append(f"{source}: unknown key '{loc}'")
             elif err["type"] == "missing":
                 lines.append(f"{source}: missing key '{loc}'")
             else:
                 msg = err["msg"].removeprefix("Value error, ")
-                lines.append(f"{source}: key '{loc}': {msg} (got {err.get('input')!r})")
+                # A cross-reference check runs on a whole mapping: its message
+                # already names the key, and echoing the mapping helps nobody.
+                got = "" if isinstance(value, dict | list) else f" (got {value!r})"
+                if isinstance(value, bool) and err["type"] != "bool_type":
+                    got += _YAML_BOOL_HINT
+                where = f"key '{loc}': " if loc else ""
+                lines.append(f"{source}: {where}{msg}{got}")
         raise MatrixError("\n".join(lines)) from None
+
+
+_YAML_BOOL_HINT = '; YAML reads a bare off/on/no/yes/true/false as a boolean: quote it, e.g. "off"'
 
 
 def load_matrix(path: Path | None = None) -> Matrix:
@@ -188,7 +198,11 @@ def load_matrix(path: Path | None = None) -> Matrix:
     if not path.exists():
         raise MatrixError(f"{path}: no such matrix file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(f"{path}: cannot read the matrix file: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise MatrixError(f"{path}: not valid YAML: {exc}") from None
     return parse_matrix(data, source=str(path))

@@ -8,6 +8,7 @@ valid file and `--resume` can pick up exactly where it stopped.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -89,6 +90,8 @@ class RunRecord(BaseModel):
     @field_validator("duration_s")
     @classmethod
     def _duration_not_negative(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("a duration must be a finite number (use null for 'not measured')")
         if value is not None and value < 0:
             raise ValueError("a duration cannot be negative (use null for 'not measured')")
         return value
@@ -120,6 +123,12 @@ class RunRecord(BaseModel):
             raise RecordError(f"a record must be a JSON object, got {type(data).__name__}")
         if "schema" not in data:
             raise RecordError("missing field 'schema' (expected 1)")
+        if type(data["schema"]) is not int or data["schema"] != SCHEMA_VERSION:
+            # checked here: the Literal[1] field would take `true` (True == 1)
+            raise RecordError(
+                f"field 'schema': this harness reads schema {SCHEMA_VERSION} "
+                f"(got {data['schema']!r})"
+            )
         body = dict(data)
         body["schema_"] = body.pop("schema")
         try:
@@ -138,7 +147,8 @@ def _describe(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"missing field '{loc}'")
         else:
-            parts.append(f"field '{loc}': {err['msg']} (got {err.get('input')!r})")
+            msg = err["msg"].removeprefix("Value error, ")
+            parts.append(f"field '{loc}': {msg} (got {err.get('input')!r})")
     return "; ".join(parts)
 
 
@@ -154,7 +164,9 @@ def parse_line(line: str, *, path: Path | str = "<records>", lineno: int = 0) ->
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise RecordError(f"{path}:{lineno}: not valid JSON: {exc.msg} at column {exc.colno}") from None
+        raise RecordError(
+            f"{path}:{lineno}: not valid JSON: {exc.msg} at column {exc.colno}"
+        ) from None
     try:
         return RunRecord.from_json(data)
     except RecordError as exc:
@@ -221,7 +233,9 @@ class RecordLog:
         line = (json.dumps(record.to_json(), sort_keys=False) + "\n").encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
+            view = memoryview(line)
+            while view:  # os.write may write less than asked (rare on files, legal)
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)

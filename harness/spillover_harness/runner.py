@@ -1,0 +1,618 @@
+"""Runs one stage of the matrix and records every run durably.
+
+Plan
+    Every (configuration, recipe, input, repetition) of the stage, in an order
+    that interleaves the configurations: repetition first, then cell, then the
+    configurations rotated by one per cell. The first records of a stage are
+    therefore never all `off`, and a stage cut short still compares the
+    configurations on the same cells (a drift of the platform over time hits
+    all configurations alike).
+
+Identity
+    `run_id` is `{stage}-{config}-{recipe}-{input}-r{rep}-{hash8}`: readable,
+    and the short hash of the exact names keeps it unique even when names
+    differ only by characters that are not kept in the readable part. Seeds are
+    derived from `matrix.seed`, the cell and the repetition, and NOT from the
+    configuration: the three configurations of a cell and repetition meet the
+    same scripted agent, so their differences come from the configuration alone.
+
+Durability
+    Each record is appended to `<out>/runs.jsonl` (one line, flushed and
+    fsynced) as its run finishes. `<out>/stage.json` names the matrix (name and
+    content hash), the stage and the driver that made the records; `--resume`
+    refuses a directory made by anything else, and without `--resume` a
+    directory that already holds records is refused: records are never
+    overwritten.
+
+Timeouts (a documented choice)
+    A run gets `run_timeout_s` (the job carries it; a driver may enforce it
+    itself). When it is over, the runner sets the run's cancel event and gives
+    the driver `cancel_grace_s` to stop. If the driver returns, the run is
+    recorded as `timed_out` (whatever the driver reported besides: its notes
+    are kept, a note says the harness stopped it). If the driver does not
+    return in time, the harness could not observe how the run ended, so the
+    record is `harness_error` (left out of every criterion, counted and
+    reported), not `timed_out`: a timeout must be something the system did,
+    not something the harness guessed. The stuck driver call is abandoned on
+    a daemon thread; it no longer counts against the concurrency, and a late
+    return is ignored (the run is already recorded).
+
+Interruption
+    When `cancel` is set (the CLI sets it on SIGINT/SIGTERM) the runner stops
+    starting runs, cancels the running ones and waits up to `cancel_grace_s`
+    for them. Runs that were cancelled by the interruption are NOT recorded
+    (their outcome says something about the harness, not about spillover);
+    `--resume` runs them again. Every record that finished before is on disk.
+
+Driver exceptions
+    A driver that raises instead of returning a record yields a
+    `harness_error` record whose note names the exception type (its message is
+    cut short: records never carry tool-result content).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import re
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spillover_harness.drivers.base import Driver, RunJob
+from spillover_harness.matrix import Matrix
+from spillover_harness.progress import Progress
+from spillover_harness.records import (
+    STAGES,
+    RecordError,
+    RecordLog,
+    RunKey,
+    RunRecord,
+    now_rfc3339,
+)
+
+RECORDS_FILE = "runs.jsonl"
+STAGE_FILE = "stage.json"
+STAGE_FILE_SCHEMA = 1
+DEFAULT_CANCEL_GRACE_S = 10.0
+_NOTE_MAX = 200
+_POLL_S = 0.05
+
+
+class ResultsDirError(Exception):
+    """The results directory cannot be used as asked; the message says why and the fix."""
+
+
+@dataclass
+class StageResult:
+    """What a call of `run_stage` did, and every record of the stage now on disk."""
+
+    stage: str
+    out_dir: Path
+    records_path: Path
+    planned: int
+    already_recorded: int
+    recorded_now: int
+    records: list[RunRecord]
+    interrupted: bool
+    wall_s: float
+    abandoned: list[str] = field(default_factory=list)  # run_ids of drivers that never returned
+    discarded: int = 0  # runs cancelled by the interruption (not recorded; resume reruns them)
+    repaired_from: Path | None = None  # where a torn last line was moved aside
+
+    @property
+    def missing(self) -> int:
+        """Planned runs with no record yet (nonzero only after an interruption)."""
+        return self.planned - len({r.key for r in self.records})
+
+    @property
+    def outcomes(self) -> Counter[str]:
+        return Counter(r.outcome for r in self.records)
+
+
+# ---------------------------------------------------------------------------------------
+# the plan
+
+
+def matrix_hash(matrix: Matrix) -> str:
+    """Content hash of a matrix, used to refuse resuming with another matrix.
+
+    Taken over the parsed matrix (so comments and formatting do not count),
+    without `concurrency`: how many runs go at once changes no record's meaning,
+    and `--concurrency` can override it anyway.
+    """
+    data = matrix.model_dump(mode="json")
+    data.pop("concurrency", None)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def run_id_for(key: RunKey) -> str:
+    """`{stage}-{config}-{recipe}-{input}-r{rep}-{hash8}`, stable for the same key."""
+    exact = "\x1f".join([key.stage, key.config, key.recipe, key.input, str(key.repetition)])
+    digest = hashlib.sha256(exact.encode("utf-8")).hexdigest()[:8]
+    parts = [_UNSAFE.sub("_", p) for p in (key.stage, key.config, key.recipe, key.input)]
+    return f"{'-'.join(parts)}-r{key.repetition}-{digest}"
+
+
+def seed_for(matrix: Matrix, recipe: str, input_name: str, repetition: int) -> int:
+    """A 32-bit seed from the matrix seed, the cell and the repetition (not the config)."""
+    text = f"{matrix.seed}\x1f{recipe}\x1f{input_name}\x1f{repetition}"
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big")
+
+
+def plan_jobs(matrix: Matrix, stage: str, out_dir: Path) -> list[RunJob]:
+    """Every run of the stage, configurations interleaved (see the module docstring)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r} (known: {', '.join(STAGES)})")
+    reps = matrix.repetitions.for_stage(stage)
+    configs = list(matrix.configurations)
+    n = len(configs)
+    jobs: list[RunJob] = []
+    for rep in range(1, reps + 1):
+        for cell_index, (recipe, spec) in enumerate(matrix.cells()):
+            offset = (cell_index + rep - 1) % n
+            for config in configs[offset:] + configs[:offset]:
+                key = RunKey(stage, config.name, recipe.name, spec.name, rep)
+                jobs.append(
+                    RunJob(
+                        run_id=run_id_for(key),
+                        stage=stage,
+                        config=config,
+                        recipe=recipe.name,
+                        input=spec,
+                        repetition=rep,
+                        seed=seed_for(matrix, recipe.name, spec.name, rep),
+                        timeout_s=matrix.run_timeout_s,
+                        out_dir=out_dir,
+                    )
+                )
+    return jobs
+
+
+def job_key(job: RunJob) -> RunKey:
+    return RunKey(job.stage, job.config.name, job.recipe, job.input.name, job.repetition)
+
+
+def cell_label(job: RunJob) -> str:
+    return f"{job.recipe}/{job.input.name} {job.config.name} r{job.repetition}"
+
+
+# ---------------------------------------------------------------------------------------
+# the results directory
+
+
+def stage_identity(
+    matrix: Matrix, stage: str, driver_identity: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "stage": stage,
+        "matrix_name": matrix.name,
+        "matrix_hash": matrix_hash(matrix),
+        "driver": dict(driver_identity or {}),
+    }
+
+
+def _describe_identity(ident: Mapping[str, Any]) -> str:
+    text = (
+        f"matrix '{ident.get('matrix_name')}' ({str(ident.get('matrix_hash'))[:19]}…), "
+        f"stage '{ident.get('stage')}'"
+    )
+    driver = ident.get("driver") or {}
+    if driver:
+        text += ", driver " + ", ".join(f"{k}={v}" for k, v in sorted(driver.items()))
+    return text
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _has_records(path: Path) -> bool:
+    if not path.exists():
+        return False
+    with path.open("rb") as handle:
+        return any(line.strip() for line in handle)
+
+
+def prepare_results_dir(
+    out_dir: Path,
+    identity: Mapping[str, Any],
+    *,
+    resume: bool,
+    matrix_source: str,
+    resume_hint: str,
+) -> None:
+    """Check that the stage may write into `out_dir`, and write `stage.json` if new.
+
+    Raises ResultsDirError with the reason and the fix.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ResultsDirError(f"{out_dir}: exists and is not a directory; pick another --out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records_path = out_dir / RECORDS_FILE
+    stage_path = out_dir / STAGE_FILE
+    has_records = _has_records(records_path)
+    if has_records and not resume:
+        raise ResultsDirError(
+            f"{records_path} already holds run records, and records are never overwritten.\n"
+            f"  To continue that stage:   {resume_hint}\n"
+            f"  To start a new one:       pass another --out directory, or move {out_dir} aside"
+        )
+    previous: dict[str, Any] | None = None
+    if stage_path.exists():
+        try:
+            loaded = json.loads(stage_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ResultsDirError(
+                f"{stage_path}: unreadable ({exc}); cannot tell which matrix made "
+                f"{records_path}. Pass another --out directory."
+            ) from None
+        if not isinstance(loaded, dict):
+            raise ResultsDirError(f"{stage_path}: not a JSON object; pass another --out directory")
+        previous = loaded
+    if has_records:
+        if previous is None:
+            raise ResultsDirError(
+                f"{records_path} holds records but {stage_path} is missing, so the harness "
+                f"cannot tell which matrix and stage made them. Pass another --out directory."
+            )
+        mine = dict(identity)
+        theirs = {k: previous.get(k) for k in mine}
+        if theirs != mine:
+            source = previous.get("matrix_source")
+            fix = (
+                f"  Resume with what made it (--matrix {source} --stage {previous.get('stage')}"
+                f"{_faults_hint(previous)}), or pass another --out directory."
+            )
+            raise ResultsDirError(
+                f"refusing to resume into {out_dir}: its records were made with\n"
+                f"    {_describe_identity(theirs)}\n"
+                f"  but this run uses\n"
+                f"    {_describe_identity(mine)}\n"
+                f"  Mixing them would compare runs of different matrices.\n{fix}"
+            )
+        return
+    _write_json_atomic(
+        stage_path,
+        {
+            "schema": STAGE_FILE_SCHEMA,
+            **identity,
+            "matrix_source": matrix_source,
+            "created_at": now_rfc3339(),
+        },
+    )
+
+
+def _faults_hint(previous: Mapping[str, Any]) -> str:
+    driver = previous.get("driver")
+    if not isinstance(driver, dict):
+        return ""
+    faults = driver.get("faults")
+    if not isinstance(faults, list):
+        return ""
+    return "".join(f" --fault {f}" for f in faults)
+
+
+def read_stage_file(out_dir: Path) -> dict[str, Any] | None:
+    path = out_dir / STAGE_FILE
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+# ---------------------------------------------------------------------------------------
+# running
+
+
+@dataclass
+class _Active:
+    job: RunJob
+    cancel: threading.Event
+    started_at: str
+    deadline: float
+    reason: str | None = None  # "timeout" or "stop" once the runner cancelled it
+    cancelled_at: float = 0.0
+
+
+def _short(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= _NOTE_MAX else first[: _NOTE_MAX - 1] + "…"
+
+
+def harness_error_record(job: RunJob, started_at: str, note: str) -> RunRecord:
+    """A record for a run the harness could not run or observe."""
+    return RunRecord.model_validate(
+        {
+            "run_id": job.run_id,
+            "stage": job.stage,
+            "config": job.config.name,
+            "recipe": job.recipe,
+            "input": job.input.name,
+            "size_class": job.input.size_class,
+            "repetition": job.repetition,
+            "outcome": "harness_error",
+            "started_at": started_at,
+            "finished_at": now_rfc3339(),
+            "notes": [note],
+        }
+    )
+
+
+def _settle(
+    active: _Active, result: RunRecord | BaseException, *, cancelled: bool, timeout_s: float
+) -> RunRecord:
+    """The record to keep for a run whose driver returned (or raised).
+
+    `cancelled`: the run's cancel event was already set when the driver returned.
+    """
+    job = active.job
+    timed_out = cancelled and active.reason == "timeout"
+    if isinstance(result, BaseException):
+        note = f"the driver raised {type(result).__name__}: {_short(str(result))}"
+        if timed_out:
+            note += f" (after the harness cancelled it at run_timeout_s={timeout_s:g}s)"
+        return harness_error_record(job, active.started_at, note)
+    if not isinstance(result, RunRecord):
+        return harness_error_record(
+            job,
+            active.started_at,
+            f"the driver returned {type(result).__name__}, not a RunRecord",
+        )
+    if result.key != job_key(job) or result.run_id != job.run_id:
+        return harness_error_record(
+            job,
+            active.started_at,
+            f"the driver returned a record for another run ({result.run_id})",
+        )
+    if timed_out and result.outcome != "harness_error":
+        notes = [
+            *result.notes,
+            f"the harness cancelled the run at run_timeout_s={timeout_s:g}s; "
+            f"the driver then reported '{result.outcome}'",
+        ]
+        return result.model_copy(update={"outcome": "timed_out", "notes": notes})
+    return result
+
+
+def run_stage(
+    matrix: Matrix,
+    stage: str,
+    driver: Driver,
+    out_dir: Path,
+    *,
+    resume: bool,
+    concurrency: int | None = None,
+    progress: bool = True,
+    cancel: threading.Event | None = None,
+    driver_identity: Mapping[str, Any] | None = None,
+    matrix_source: str = "<default>",
+    resume_hint: str | None = None,
+    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
+    progress_every: int | None = None,
+    quiet: bool = False,
+) -> StageResult:
+    """Run every planned job of `stage` not yet recorded in `out_dir`; see the module doc.
+
+    `progress`: a tqdm bar when stderr is a terminal (plain lines every
+    `progress_every` runs otherwise, or with `progress=False`); `quiet`: neither.
+    Raises ResultsDirError when the directory cannot be used as asked (records
+    there and no `resume`, records of another matrix/stage/driver, a records
+    file with a bad line); never because a run went wrong.
+    """
+    t0 = time.monotonic()
+    cancel = cancel if cancel is not None else threading.Event()
+    workers = concurrency if concurrency is not None else matrix.concurrency
+    if workers < 1:
+        raise ValueError(f"concurrency must be >= 1 (got {workers})")
+    identity = stage_identity(matrix, stage, driver_identity)
+    hint = resume_hint or f"add --resume (same --matrix, --stage {stage} and --out)"
+    prepare_results_dir(
+        out_dir, identity, resume=resume, matrix_source=matrix_source, resume_hint=hint
+    )
+    plan = plan_jobs(matrix, stage, out_dir)
+    planned_keys = {job_key(j) for j in plan}
+
+    log = RecordLog(out_dir / RECORDS_FILE)
+    try:
+        existing = log.open()
+    except RecordError as exc:
+        raise ResultsDirError(f"cannot resume: {exc}") from None
+    seen: set[RunKey] = set()
+    for rec in existing:
+        if rec.key not in planned_keys:
+            raise ResultsDirError(
+                f"{log.path}: record {rec.run_id} is not a run of this plan "
+                f"({rec.stage}/{rec.config}/{rec.recipe}/{rec.input} r{rec.repetition}); "
+                f"pass another --out directory"
+            )
+        if rec.key in seen:
+            raise ResultsDirError(
+                f"{log.path}: two records for the same run ({rec.run_id}); the harness "
+                f"never writes that, so the file was edited: fix it or pass another --out"
+            )
+        seen.add(rec.key)
+    pending = deque(j for j in plan if job_key(j) not in seen)
+
+    prog = Progress(
+        total=len(plan),
+        initial=len(seen),
+        label=stage,
+        bar=progress,
+        every=progress_every,
+        quiet=quiet,
+    )
+    if log.repaired_from is not None:
+        prog.message(
+            f"note: the last line of {log.path} was cut short by an interruption; "
+            f"it was moved aside to {log.repaired_from} and that run will run again"
+        )
+    if seen and pending:
+        prog.message(f"resuming: {len(seen)} runs already recorded, {len(pending)} to go")
+
+    # (run_id, what the driver returned or raised, was its cancel event set by then)
+    results: queue.Queue[tuple[str, RunRecord | BaseException, bool]] = queue.Queue()
+    active: dict[str, _Active] = {}
+    abandoned: list[str] = []
+    recorded_now = 0
+    discarded = 0
+    stop_at: float | None = None
+    timeout_s = matrix.run_timeout_s
+
+    def worker(job: RunJob, job_cancel: threading.Event) -> None:
+        try:
+            outcome: RunRecord | BaseException = driver.run(job, job_cancel)
+        except BaseException as exc:
+            outcome = exc
+        results.put((job.run_id, outcome, job_cancel.is_set()))
+
+    def record(rec: RunRecord, job: RunJob) -> None:
+        nonlocal recorded_now
+        log.append(rec)
+        recorded_now += 1
+        prog.finished(cell_label(job), rec.outcome)
+
+    try:
+        while pending or active:
+            now = time.monotonic()
+            if cancel.is_set() and stop_at is None:
+                stop_at = now
+                pending.clear()
+                for a in active.values():
+                    if a.reason is None:
+                        a.reason = "stop"
+                        a.cancelled_at = now
+                    a.cancel.set()
+            if stop_at is not None and (now - stop_at >= cancel_grace_s or _forced(cancel)):
+                break
+            while stop_at is None and pending and len(active) < workers:
+                job = pending.popleft()
+                job_cancel = threading.Event()
+                active[job.run_id] = _Active(
+                    job=job,
+                    cancel=job_cancel,
+                    started_at=now_rfc3339(),
+                    deadline=time.monotonic() + timeout_s,
+                )
+                prog.started(cell_label(job))
+                threading.Thread(
+                    target=worker,
+                    args=(job, job_cancel),
+                    name=f"run-{job.run_id}",
+                    daemon=True,  # a driver stuck past its grace must not block exit
+                ).start()
+            try:
+                run_id, result, cancelled = results.get(timeout=_POLL_S)
+            except queue.Empty:
+                pass
+            else:
+                done = active.pop(run_id, None)
+                if done is None:
+                    pass  # a late return of an abandoned run: it is already recorded
+                elif cancelled and done.reason == "stop":
+                    discarded += 1  # cut short by the interruption: --resume reruns it
+                else:
+                    settled = _settle(done, result, cancelled=cancelled, timeout_s=timeout_s)
+                    record(settled, done.job)
+            now = time.monotonic()
+            for run_id, a in list(active.items()):
+                if a.reason is None and now >= a.deadline:
+                    a.reason = "timeout"
+                    a.cancelled_at = now
+                    a.cancel.set()
+                elif a.reason == "timeout" and now - a.cancelled_at >= cancel_grace_s:
+                    del active[run_id]
+                    abandoned.append(run_id)
+                    record(
+                        harness_error_record(
+                            a.job,
+                            a.started_at,
+                            f"no outcome observed: the run passed run_timeout_s={timeout_s:g}s, "
+                            f"the harness cancelled it, and the driver did not stop within "
+                            f"{cancel_grace_s:g}s",
+                        ),
+                        a.job,
+                    )
+    finally:
+        for a in active.values():  # only left on an interruption (or an exception here)
+            a.cancel.set()
+            abandoned.append(a.job.run_id)
+        prog.close()
+
+    records = list(log.open())
+    return StageResult(
+        stage=stage,
+        out_dir=out_dir,
+        records_path=log.path,
+        planned=len(plan),
+        already_recorded=len(seen),
+        recorded_now=recorded_now,
+        records=records,
+        interrupted=stop_at is not None,
+        wall_s=time.monotonic() - t0,
+        abandoned=abandoned,
+        discarded=discarded + (len(active) if stop_at is not None else 0),
+        repaired_from=log.repaired_from,
+    )
+
+
+class StopRequest(threading.Event):
+    """A cancel event that also knows whether the user insisted (a second signal).
+
+    The first request stops the stage gracefully (running runs get
+    `cancel_grace_s` to stop); a second one ends the wait at once.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forced = threading.Event()
+        self.signal_name: str | None = None
+
+    def request(self, signal_name: str | None = None) -> None:
+        if self.is_set():
+            self.forced.set()
+        else:
+            self.signal_name = signal_name
+            self.set()
+
+
+def _forced(cancel: threading.Event) -> bool:
+    return isinstance(cancel, StopRequest) and cancel.forced.is_set()
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: StopRequest) -> Iterator[StopRequest]:
+    """Turn SIGINT/SIGTERM into stop requests while the block runs (main thread only)."""
+    import signal
+
+    def handler(signum: int, _frame: object) -> None:
+        stop.request(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,108 @@
+"""The CLI's surface: every subcommand explains itself, the exit codes are
+documented, and usage mistakes exit 2 with a clear message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from spillover_harness.cli import main
+
+SUBCOMMANDS = [[], ["run"], ["evaluate"], ["report"], ["fixtures"], ["fixtures", "export"]]
+
+
+@pytest.mark.parametrize("words", SUBCOMMANDS, ids=lambda w: " ".join(w) or "top")
+def test_every_subcommand_has_help(words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([*words, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: spillover-harness")
+    assert len(out.splitlines()) > 5
+
+
+def test_top_level_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for line in [
+        "0    a decision was reached",
+        "3    the verdict is inconclusive",
+        "2    bad input",
+        "130  interrupted",
+        "1    internal error",
+    ]:
+        assert line in out, line
+    for command in ["run", "evaluate", "report", "fixtures"]:
+        assert command in out
+
+
+def test_run_help_names_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    for option in [
+        "--stage",
+        "--matrix",
+        "--out",
+        "--resume",
+        "--concurrency",
+        "--no-progress",
+        "--fault",
+        "spill-to-disk",
+        "log-results",
+    ]:
+        assert option in out, option
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], "required"),
+        (["run", "--out", "x"], "--stage"),
+        (["run", "--stage", "prod", "--out", "x"], "invalid choice: 'prod'"),
+        (["run", "--stage", "sim", "--out", "x", "--concurrency", "0"], "must be >= 1"),
+        (["run", "--stage", "sim", "--out", "x", "--fault", "melt"], "invalid choice: 'melt'"),
+        (["evaluate"], "--records"),
+        (["evaluate", "--records", "r", "--format", "xml"], "invalid choice: 'xml'"),
+        (["fixtures", "export"], "DIR"),
+    ],
+)
+def test_usage_mistakes_exit_2(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stage", ["minikube", "dev"])
+def test_cluster_stages_are_not_available_yet(
+    stage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "--stage", stage, "--out", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"stage '{stage}' is not available yet" in err
+    assert "cluster-mode issue" in err and "--stage sim" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_matrix_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "m.yaml"
+    bad.write_text("name: x\ncolour: blue\n")
+    code = main(["run", "--stage", "sim", "--matrix", str(bad), "--out", str(tmp_path / "o")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: bad matrix: {bad}: ")
+    assert f"{bad}: unknown key 'colour'" in err and f"{bad}: missing key 'decision'" in err
+    assert "Traceback" not in err
+
+
+def test_console_script_is_installed() -> None:
+    exe = Path(sys.executable).parent / "spillover-harness"
+    proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "exit codes" in proc.stdout

@@ -1,0 +1,163 @@
+"""`spillover-harness run --stage sim` end to end with the real SimDriver, on a
+reduced copy of the default matrix (2 repetitions): decision printed, report
+written, faults caught, results directories refused when they must be."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from spillover_harness.cli import main
+from spillover_harness.matrix import load_matrix
+from spillover_harness.records import read_records
+from spillover_harness.runner import job_key, plan_jobs
+
+DECISIONS = {"131072", "32768", "false", "inconclusive"}
+CRITERIA = {"success_rate", "iteration_limit", "input_tokens", "summary_quality", "no_leak"}
+
+
+def small_matrix(directory: Path, *, reps: int = 2, seed: int | None = None) -> Path:
+    """The packaged default matrix with `sim: reps` (and optionally another seed)."""
+    text = (
+        resources.files("spillover_harness.matrices")
+        .joinpath("spillover-default.yaml")
+        .read_text(encoding="utf-8")
+    )
+    assert "  sim: 5\n" in text
+    text = text.replace("  sim: 5\n", f"  sim: {reps}\n")
+    if seed is not None:
+        text = text.replace("seed: 20261130", f"seed: {seed}")
+    path = directory / f"matrix-sim{reps}-{seed}.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def sim_args(matrix: Path, out: Path, *extra: str) -> list[str]:
+    return ["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out), *extra]
+
+
+def test_run_sim_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    matrix_path = small_matrix(tmp_path)
+    out = tmp_path / "results" / "sim"
+    code, stdout, stderr = run_cli(sim_args(matrix_path, out, "--no-progress"), capsys)
+
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["decision"] in DECISIONS
+    assert code == (3 if verdict["decision"] == "inconclusive" else 0)
+    lines = stdout.splitlines()
+    assert lines[-2].startswith(f"decision: {verdict['decision']}")
+    assert lines[-1] == f"report: {out / 'report.md'}"
+    assert f"records: {out / 'runs.jsonl'}" in lines
+    assert (out / "report.md").read_text().strip()
+    assert set(verdict["configs"]) == {"128KiB", "32KiB"}
+    for cfg in verdict["configs"].values():
+        assert set(cfg["criteria"]) == CRITERIA
+
+    records = read_records(out / "runs.jsonl")
+    matrix = load_matrix(matrix_path)
+    planned = {job_key(j) for j in plan_jobs(matrix, "sim", out)}
+    assert len(records) == 3 * 4 * 2 == len(planned)
+    assert {r.key for r in records} == planned
+    assert not [r for r in records if r.outcome == "harness_error"], [
+        r.notes for r in records if r.outcome == "harness_error"
+    ]
+    # configurations interleaved in the file, not all of `off` first
+    assert len({r.config for r in records[:6]}) >= 2
+    stage = json.loads((out / "stage.json").read_text())
+    assert stage["driver"] == {"kind": "sim", "faults": []}
+    assert stage["matrix_source"] == str(matrix_path)
+    # progress went to stderr as plain lines, never the records' content
+    assert "[sim] 24/24 runs" in stderr
+
+
+def test_the_default_matrix_decides_131072_on_the_simulator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The seed's matrix, unchanged but for the repetitions: the simulator's model
+    of the 128 KiB default passes against `off`."""
+    out = tmp_path / "sim"
+    code, stdout, _ = run_cli(
+        sim_args(small_matrix(tmp_path, reps=3), out, "--no-progress"), capsys
+    )
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["decision"] == "131072", verdict["decision_reason"]
+    assert code == 0
+    assert "decision: 131072 (128KiB passed)" in stdout.splitlines()
+
+
+@pytest.mark.parametrize("fault", ["spill-to-disk", "log-results"])
+def test_a_fault_makes_no_leak_fail(
+    fault: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / fault
+    code, stdout, stderr = run_cli(
+        sim_args(small_matrix(tmp_path), out, "--no-progress", "--fault", fault), capsys
+    )
+    verdict = json.loads((out / "verdict.json").read_text())
+    for name in ("128KiB", "32KiB"):
+        no_leak = verdict["configs"][name]["criteria"]["no_leak"]
+        assert no_leak["status"] == "fail", (name, no_leak)
+        assert verdict["configs"][name]["verdict"] == "fail"
+    assert verdict["decision"] == "false"
+    assert code == 0  # `false` is a decision, not an error
+    decision = next(line for line in stdout.splitlines() if line.startswith("decision: "))
+    assert decision.startswith("decision: false (128KiB failed: ")
+    assert decision.count("no_leak") == 2 and "; 32KiB failed: " in decision
+    assert f"faults injected into the simulator: {fault}" in stderr
+    assert json.loads((out / "stage.json").read_text())["driver"]["faults"] == [fault]
+
+
+def test_an_existing_results_dir_is_refused_without_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = small_matrix(tmp_path, reps=1)
+    out = tmp_path / "out"
+    first, _, _ = run_cli(sim_args(matrix, out, "--no-progress"), capsys)
+    assert first in (0, 3)
+    before = (out / "runs.jsonl").read_bytes()
+
+    code, stdout, stderr = run_cli(sim_args(matrix, out, "--no-progress"), capsys)
+    assert code == 2 and stdout == ""
+    assert "already holds run records" in stderr and "records are never overwritten" in stderr
+    assert "--resume" in stderr and "another --out" in stderr
+    assert (out / "runs.jsonl").read_bytes() == before
+
+    # resuming a complete stage runs nothing and reports again
+    code, stdout, _ = run_cli(sim_args(matrix, out, "--no-progress", "--resume"), capsys)
+    assert code == first and "(0 this time" in stdout
+    assert (out / "runs.jsonl").read_bytes() == before
+
+
+def test_resume_with_another_matrix_or_faults_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = small_matrix(tmp_path, reps=1)
+    out = tmp_path / "out"
+    run_cli(sim_args(matrix, out, "--no-progress"), capsys)
+    before = (out / "runs.jsonl").read_bytes()
+
+    other = small_matrix(tmp_path, reps=1, seed=42)
+    code, _, stderr = run_cli(sim_args(other, out, "--no-progress", "--resume"), capsys)
+    assert code == 2
+    assert "refusing to resume" in stderr and f"--matrix {matrix}" in stderr
+
+    code, _, stderr = run_cli(
+        sim_args(matrix, out, "--no-progress", "--resume", "--fault", "log-results"), capsys
+    )
+    assert code == 2 and "refusing to resume" in stderr and "faults=" in stderr
+    assert (out / "runs.jsonl").read_bytes() == before
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    code, _, stderr = run_cli(sim_args(small_matrix(tmp_path, reps=1), target), capsys)
+    assert code == 2 and "is not a directory" in stderr
