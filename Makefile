@@ -102,3 +102,7 @@ kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator
 	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT)
 
 -include tests/controlplane/controlplane.mk
+
+.PHONY: prometheus-install
+prometheus-install: ## Install Debian's prometheus (the collector tests start a real one)
+	bash tests/prometheus/install.sh

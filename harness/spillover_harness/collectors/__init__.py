@@ -1,0 +1,1 @@
+"""Collectors read a recorded field from the platform: Prometheus counters, log lines."""

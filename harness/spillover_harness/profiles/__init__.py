@@ -1,0 +1,1 @@
+"""Cluster profiles shipped with the harness (`minikube.yaml`, `dev.yaml`)."""

@@ -1,0 +1,255 @@
+"""A real Prometheus server for the tests: Debian's `prometheus` binary on loopback.
+
+`PrometheusServer` writes a config that scrapes the given targets at a
+sub-second interval, starts `prometheus` on 127.0.0.1:<free port> with its TSDB
+in a temporary directory, waits for `/-/ready`, and stops it by PID (SIGTERM,
+then SIGKILL if it does not exit). Installed by `tests/prometheus/install.sh`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+INSTALL_HINT = (
+    "the `prometheus` binary (Debian's prometheus package) is not installed or does not run; "
+    "install it with: bash tests/prometheus/install.sh (as root)"
+)
+
+
+class PrometheusMissing(RuntimeError):
+    """The binary is not there: the message names `prometheus` and the install script."""
+
+
+class PrometheusStartError(RuntimeError):
+    """Prometheus did not become ready; the message carries the tail of its log."""
+
+
+def find_prometheus() -> str:
+    """The path of a working `prometheus` binary, or PrometheusMissing."""
+    path = os.environ.get("PROMETHEUS_BIN") or shutil.which("prometheus")
+    if not path:
+        raise PrometheusMissing(INSTALL_HINT)
+    try:
+        subprocess.run(
+            [path, "--version"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PrometheusMissing(f"{INSTALL_HINT} ({path} --version failed: {exc})") from None
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _duration(seconds: float) -> str:
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def render_config(
+    targets: Sequence[str],
+    *,
+    scrape_interval_s: float,
+    job: str = "mcp-host",
+    labels: Mapping[str, str] | None = None,
+) -> str:
+    """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval."""
+    interval = _duration(scrape_interval_s)
+    config = {
+        "global": {
+            "scrape_interval": interval,
+            "scrape_timeout": interval,
+            "evaluation_interval": "10s",
+        },
+        "scrape_configs": [
+            {
+                "job_name": job,
+                "scrape_interval": interval,
+                "scrape_timeout": interval,
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": list(targets), "labels": dict(labels or {})}],
+            }
+        ],
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+class PrometheusServer:
+    """One Prometheus process. Use as a context manager, or start()/stop()."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        targets: Sequence[str],
+        *,
+        scrape_interval_s: float = 0.2,
+        job: str = "mcp-host",
+        labels: Mapping[str, str] | None = None,
+        binary: str | None = None,
+        port: int | None = None,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.targets = list(targets)
+        self.scrape_interval_s = scrape_interval_s
+        self.job = job
+        self.labels = dict(labels or {})
+        self.binary = binary or find_prometheus()
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.config_path = self.workdir / "prometheus.yml"
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "prometheus.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self, timeout_s: float = 60.0) -> PrometheusServer:
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(f"prometheus already running (pid {self.process.pid})")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            render_config(
+                self.targets,
+                scrape_interval_s=self.scrape_interval_s,
+                job=self.job,
+                labels=self.labels,
+            ),
+            encoding="utf-8",
+        )
+        log = self.log_path.open("ab")
+        try:
+            self.process = subprocess.Popen(
+                [
+                    self.binary,
+                    f"--config.file={self.config_path}",
+                    f"--storage.tsdb.path={self.data_dir}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=1h",
+                    "--log.level=warn",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+            )
+        finally:
+            log.close()
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise PrometheusStartError(
+                    f"prometheus exited with {self.process.returncode} before it was ready:\n"
+                    + self.log_tail()
+                )
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp,
+            ):
+                if resp.status == 200:
+                    return
+            time.sleep(0.1)
+        raise PrometheusStartError(
+            f"prometheus not ready on {self.url} after {timeout_s}s:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop this process by its PID: SIGTERM, then SIGKILL after `timeout_s`."""
+        proc = self.process
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=timeout_s)
+        self.process = None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def api(self, path: str, **params: str) -> object:
+        """GET an API path (`/api/v1/targets`) and return its `data`."""
+        query = urllib.parse.urlencode(params)
+        url = f"{self.url}{path}" + (f"?{query}" if query else "")
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            body = json.loads(resp.read().decode("utf-8"))
+        if body.get("status") != "success":
+            raise RuntimeError(f"{url}: {body}")
+        return body["data"]
+
+    def wait_for_targets_up(self, timeout_s: float = 30.0) -> None:
+        """Until every configured target has been scraped successfully at least once."""
+        deadline = time.monotonic() + timeout_s
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                data = self.api("/api/v1/targets")
+            except (OSError, urllib.error.URLError, RuntimeError) as exc:
+                last = exc
+            else:
+                assert isinstance(data, dict)
+                active = data.get("activeTargets", [])
+                last = [(t.get("scrapeUrl"), t.get("health"), t.get("lastError")) for t in active]
+                if len(active) == len(self.targets) and all(
+                    t.get("health") == "up" for t in active
+                ):
+                    return
+            time.sleep(self.scrape_interval_s / 2)
+        raise PrometheusStartError(f"targets not up after {timeout_s}s: {last}")
+
+    def __enter__(self) -> PrometheusServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
