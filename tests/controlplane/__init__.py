@@ -1,0 +1,1 @@
+"""The local Kubernetes control plane for the tests (see README.md in this folder)."""
