@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from controlplane.localcluster import (
     HOW_TO_BUILD,
     ControlPlaneError,

@@ -31,7 +31,7 @@ def _published_schema(api: client.ApiClient, deadline_s: float = 60.0) -> dict[s
         )
         try:
             response = api.call_api(method, url, header_params=headers, body=body)
-            response.read()
+            response.read()  # type: ignore[no-untyped-call]
         except ApiException as exc:
             last = f"HTTP {exc.status}"
         else:
@@ -39,7 +39,7 @@ def _published_schema(api: client.ApiClient, deadline_s: float = 60.0) -> dict[s
                 last = f"HTTP {response.status}"
                 time.sleep(0.5)
                 continue
-            data = json.loads(response.data)
+            data = json.loads(response.data or b"{}")
             schemas = data.get("components", {}).get("schemas", {})
             for name, schema in schemas.items():
                 if name.endswith(".SpilloverPolicy"):
