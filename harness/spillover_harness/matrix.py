@@ -14,10 +14,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-ENABLED_VAR = "CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED"
-THRESHOLD_VAR = "CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD"
-BUDGET_VAR = "CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES"
-SPILLOVER_VARS = (ENABLED_VAR, THRESHOLD_VAR, BUDGET_VAR)
+# The platform's variable names have one home, the operator's constants; re-exported here.
+from spillover_operator.constants import BUDGET_VAR as BUDGET_VAR
+from spillover_operator.constants import ENABLED_VAR as ENABLED_VAR
+from spillover_operator.constants import SPILLOVER_VARS as SPILLOVER_VARS
+from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
 
 DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
 

@@ -1,4 +1,4 @@
-"""Names shared by the operator, spilloverctl and the tests."""
+"""The platform's names and bounds, shared by the operator, spilloverctl and the harness."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ THRESHOLD_MAX: Final = 1048576
 BUDGET_MIN: Final = 1048576
 BUDGET_MAX: Final = 268435456
 
-# The mcp-host defaults (SPEC section 1), used only for display.
+# The mcp-host defaults (SPEC section 1): the operator only displays them; the
+# harness's simulator runs with them.
 THRESHOLD_DEFAULT: Final = 131072
 BUDGET_DEFAULT: Final = 16777216
 

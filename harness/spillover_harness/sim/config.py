@@ -18,13 +18,24 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spillover_harness.matrix import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
+# The platform's facts (names, defaults, bounds) have one home: the operator's constants.
+from spillover_operator.constants import (
+    BUDGET_DEFAULT as DEFAULT_BUDGET,
+)
+from spillover_operator.constants import (
+    BUDGET_MAX,
+    BUDGET_MIN,
+    BUDGET_VAR,
+    ENABLED_VAR,
+    THRESHOLD_MAX,
+    THRESHOLD_MIN,
+    THRESHOLD_VAR,
+)
+from spillover_operator.constants import (
+    THRESHOLD_DEFAULT as DEFAULT_THRESHOLD,
+)
 
 DEFAULT_ENABLED = True
-DEFAULT_THRESHOLD = 131_072
-DEFAULT_BUDGET = 16_777_216
-THRESHOLD_MIN, THRESHOLD_MAX = 4_096, 1_048_576
-BUDGET_MIN, BUDGET_MAX = 1_048_576, 268_435_456
 
 _DECIMAL = re.compile(r"[0-9]+")
 
