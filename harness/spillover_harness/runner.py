@@ -346,13 +346,7 @@ def harness_error_record(job: RunJob, started_at: str, note: str) -> RunRecord:
     """A record for a run the harness could not run or observe."""
     return RunRecord.model_validate(
         {
-            "run_id": job.run_id,
-            "stage": job.stage,
-            "config": job.config.name,
-            "recipe": job.recipe,
-            "input": job.input.name,
-            "size_class": job.input.size_class,
-            "repetition": job.repetition,
+            **job.identity(),
             "outcome": "harness_error",
             "started_at": started_at,
             "finished_at": now_rfc3339(),

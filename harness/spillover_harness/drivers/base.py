@@ -25,6 +25,18 @@ class RunJob:
     timeout_s: float
     out_dir: Path  # results directory of the stage; drivers may keep per-run artifacts under it
 
+    def identity(self) -> dict[str, object]:
+        """The record fields that say which run this is (every driver's record starts here)."""
+        return {
+            "run_id": self.run_id,
+            "stage": self.stage,
+            "config": self.config.name,
+            "recipe": self.recipe,
+            "input": self.input.name,
+            "size_class": self.input.size_class,
+            "repetition": self.repetition,
+        }
+
 
 class Driver(Protocol):
     """Runs a job and returns its record.

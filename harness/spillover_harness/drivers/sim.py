@@ -89,13 +89,7 @@ class SimDriver:
 
     def _record(self, job: RunJob, started: str, **fields: object) -> RunRecord:
         data: dict[str, object] = {
-            "run_id": job.run_id,
-            "stage": job.stage,
-            "config": job.config.name,
-            "recipe": job.recipe,
-            "input": job.input.name,
-            "size_class": job.input.size_class,
-            "repetition": job.repetition,
+            **job.identity(),
             "started_at": started,
             "finished_at": now_rfc3339(),
         }
