@@ -66,6 +66,10 @@ demo: $(STAMP) ## Run the whole validation matrix on the embedded simulator, pri
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 	$(PYTHON) -m spillover_harness.bench
 
+.PHONY: bench-killswitch
+bench-killswitch: $(STAMP) controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
+	$(PYTHON) bench/killswitch.py
+
 # ---- the operator and the kill switch --------------------------------------
 
 .PHONY: deploy
