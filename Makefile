@@ -70,6 +70,34 @@ bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 bench-killswitch: $(STAMP) controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
 	$(PYTHON) bench/killswitch.py
 
+# ---- cluster stages (docs/harness.md) ----------------------------------------
+# Stage 1 on a Minikube profile: the kube context is the profile's name.
+PROFILE_MINIKUBE ?= minikube
+PROFILE_DEV ?= dev
+DEV_CONTEXT ?=
+STAGE1_RESULTS ?= $(RESULTS)/minikube
+HARNESS_MATRIX ?=
+
+.PHONY: minikube-preflight
+minikube-preflight: $(STAMP) ## Preflight checklist for Stage 1 (MINIKUBE_PROFILE=name)
+	$(BIN)/spillover-harness preflight --stage minikube --profile $(PROFILE_MINIKUBE) \
+	  --context $(MINIKUBE_PROFILE) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
+
+.PHONY: validate-minikube
+validate-minikube: $(STAMP) ## Stage 1: preflight, the matrix through the operator, the report (MINIKUBE_PROFILE=name)
+	$(BIN)/spillover-harness run --stage minikube --profile $(PROFILE_MINIKUBE) \
+	  --context $(MINIKUBE_PROFILE) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
+	  --out $(RESULTS)/minikube --resume
+
+.PHONY: validate-dev
+validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted in STAGE1_RESULTS; OVERRIDE_STAGE1="reason")
+	$(BIN)/spillover-harness preflight --stage dev --profile $(PROFILE_DEV) \
+	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
+	$(BIN)/spillover-harness run --stage dev --profile $(PROFILE_DEV) \
+	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
+	  --stage1-results $(STAGE1_RESULTS) $(if $(OVERRIDE_STAGE1),--override-stage1 "$(OVERRIDE_STAGE1)") \
+	  --out $(RESULTS)/dev --resume
+
 # ---- the operator and the kill switch --------------------------------------
 
 .PHONY: deploy

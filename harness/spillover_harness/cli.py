@@ -26,6 +26,8 @@ EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
+EXIT_PREFLIGHT = 4
+EXIT_CLUSTER = 5
 EXIT_INTERRUPTED = 130
 
 DECISIONS = ("131072", "32768", "false")
@@ -36,8 +38,14 @@ exit codes (run, evaluate, report):
        output or verdict.json; `false` is a decision, not an error)
   {EXIT_INCONCLUSIVE}    the verdict is inconclusive (missing data or too few valid runs;
        the report says which runs are needed)
-  {EXIT_BAD_INPUT}    bad input: usage, matrix, records file, results directory refused,
-       stage not available
+  {EXIT_BAD_INPUT}    bad input: usage, matrix, profile, records file, results directory
+       refused
+  {EXIT_PREFLIGHT}    preflight failed (run --stage minikube, preflight): the checklist
+       names each failure and its fix
+  {EXIT_CLUSTER}    cluster stage stopped before or between runs: the cluster could not be
+       reached, a configuration could not be applied or verified through the
+       operator (no run was spent on it), or Stage 1 was not accepted for this
+       mcp-host version (dev); the policy was restored
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C / SIGTERM): finished runs are kept, rerun the
        same command with --resume
   {EXIT_INTERNAL}    internal error (a bug in the harness; the traceback is printed)
@@ -48,9 +56,9 @@ FAULTS = {
     "log-results": "log tool-result content",
 }
 
-CLUSTER_STAGE_UNAVAILABLE = (
-    "stage '{stage}' is not available yet: cluster mode comes with the cluster-mode issue. "
-    "Use --stage sim to run the matrix on the embedded simulator."
+CLUSTER_NEEDS_PROFILE = (
+    "stage '{stage}' runs on a cluster and needs --profile (a file, or the shipped "
+    "'minikube' / 'dev'); see docs/cluster-profile.md"
 )
 
 
@@ -102,7 +110,31 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         choices=("sim", "minikube", "dev"),
         help="sim: the embedded simulator (no cluster); minikube, dev: cluster stages "
-        "(not available yet)",
+        "(need --profile)",
+    )
+    _add_cluster_args(run)
+    run.add_argument(
+        "--stage1-results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="dev only: the Stage 1 (minikube) results directory whose accepted verdict "
+        "for the same mcp-host version lets Stage 2 start (default: results/minikube)",
+    )
+    run.add_argument(
+        "--override-stage1",
+        metavar="REASON",
+        default=None,
+        help="dev only: start without an accepted Stage 1 verdict; REASON is printed "
+        "and written into the report",
+    )
+    run.add_argument(
+        "--apply-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="cluster stages: how long to wait for the operator to apply a configuration "
+        "and the WRC to roll out (default 600)",
     )
     _add_matrix_arg(run)
     run.add_argument(
@@ -175,6 +207,24 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     rep.set_defaults(func=cmd_report)
 
+    pf = sub.add_parser(
+        "preflight",
+        formatter_class=_FMT,
+        help="check a cluster is ready for a stage (a checklist with the fix of each failure)",
+        description=(
+            "Check, and print as a checklist: the kube context (for minikube: the\n"
+            "context named by MINIKUBE_PROFILE), the SpilloverPolicy CRD, the operator\n"
+            "running, the policy Ready, the WRC Deployment and its passthrough list,\n"
+            "the recipes' endpoint, Prometheus scraping the mcp-host, the fixtures loaded."
+        ),
+        epilog=f"exit codes: {EXIT_OK} every check passed, {EXIT_PREFLIGHT} a check failed, "
+        f"{EXIT_BAD_INPUT} bad input",
+    )
+    pf.add_argument("--stage", required=True, choices=("minikube", "dev"))
+    _add_cluster_args(pf)
+    _add_matrix_arg(pf)
+    pf.set_defaults(func=cmd_preflight)
+
     fx = sub.add_parser(
         "fixtures",
         formatter_class=_FMT,
@@ -221,6 +271,23 @@ def _add_matrix_arg(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="matrix YAML (default: the packaged spillover-default.yaml)",
+    )
+
+
+def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE",
+        help="cluster profile YAML, or the shipped 'minikube' / 'dev' (docs/cluster-profile.md)",
+    )
+    p.add_argument("--kubeconfig", default=None, metavar="FILE", help="default: $KUBECONFIG")
+    p.add_argument(
+        "--context",
+        default=None,
+        metavar="NAME",
+        help="kube context (default: the profile's kube_context); for minikube, the "
+        "Minikube profile name",
     )
 
 
@@ -311,7 +378,12 @@ def _evaluate(records: list[RunRecord], matrix: Matrix) -> Verdict:
 
 
 def _write_report(
-    verdict: Verdict, records: list[RunRecord], matrix: Matrix, out_dir: Path
+    verdict: Verdict,
+    records: list[RunRecord],
+    matrix: Matrix,
+    out_dir: Path,
+    *,
+    stage_notes: Sequence[str] = (),
 ) -> Path:
     from spillover_harness.report import write_report
 
@@ -319,7 +391,7 @@ def _write_report(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"{out_dir}: cannot create the output directory: {exc}") from None
-    paths = write_report(verdict, records, matrix, out_dir)
+    paths = write_report(verdict, records, matrix, out_dir, stage_notes=stage_notes)
     return Path(paths.report_md)
 
 
@@ -335,7 +407,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from spillover_harness.runner import ResultsDirError, StopRequest, run_stage, stop_on_signals
 
     if args.stage != "sim":
-        raise BadInput(CLUSTER_STAGE_UNAVAILABLE.format(stage=args.stage))
+        return _cmd_run_cluster(args)
     matrix = _load_matrix(args.matrix)
     faults = sorted(set(args.fault))
 
@@ -405,6 +477,119 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"stage {args.stage}: {len(result.records)}/{result.planned} runs recorded "
         f"({result.recorded_now} this time, {result.wall_s:.1f}s; {counts})"
     )
+    print(f"records: {result.records_path}")
+    print(decision_line(verdict, matrix))
+    print(f"report: {report_md}")
+    return decision_exit_code(verdict.decision)
+
+
+def _load_profile(args: argparse.Namespace) -> Any:
+    from spillover_harness.profile import ProfileError, load_profile
+
+    if not args.profile:
+        raise BadInput(CLUSTER_NEEDS_PROFILE.format(stage=args.stage))
+    try:
+        return load_profile(args.profile)
+    except ProfileError as exc:
+        raise BadInput(f"bad profile: {exc}") from None
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from spillover_harness.cluster.kubeconn import Target
+    from spillover_harness.cluster.preflight import run_preflight
+    from spillover_harness.fixtures import build_fixtures
+
+    profile = _load_profile(args)
+    matrix = _load_matrix(args.matrix)
+    target = Target(args.kubeconfig, args.context)
+    result = run_preflight(profile, target, args.stage, matrix, build_fixtures(matrix.seed))
+    print(result.render())
+    return EXIT_OK if result.ok else EXIT_PREFLIGHT
+
+
+def _cmd_run_cluster(args: argparse.Namespace) -> int:
+    from spillover_harness.cluster.kubeconn import ClusterStageError, Target
+    from spillover_harness.cluster.stage import PreflightFailed, run_cluster_stage
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.runner import ResultsDirError, StageAbort, StopRequest, stop_on_signals
+
+    if args.fault:
+        raise BadInput("--fault is for --stage sim only (the simulated mcp-host)")
+    if args.concurrency not in (None, 1):
+        raise BadInput(
+            "cluster stages run one run at a time (one configuration on the cluster, counters "
+            "per mcp-host process): drop --concurrency"
+        )
+    if args.stage == "minikube" and (args.override_stage1 or args.stage1_results):
+        raise BadInput("--stage1-results / --override-stage1 are for --stage dev")
+    profile = _load_profile(args)
+    matrix = _load_matrix(args.matrix)
+    target = Target(args.kubeconfig, args.context)
+    resume_argv = [
+        "run",
+        "--stage",
+        args.stage,
+        "--profile",
+        str(args.profile),
+        *(["--kubeconfig", args.kubeconfig] if args.kubeconfig else []),
+        *(["--context", args.context] if args.context else []),
+        *(["--matrix", str(args.matrix)] if args.matrix else []),
+        "--out",
+        str(args.out),
+        "--resume",
+    ]
+    resume_cmd = _shell_command(resume_argv)
+    stop = StopRequest()
+    try:
+        with stop_on_signals(stop):
+            outcome = run_cluster_stage(
+                matrix=matrix,
+                stage=args.stage,
+                profile=profile,
+                target=target,
+                out_dir=args.out,
+                fixtures=build_fixtures(matrix.seed),
+                resume=args.resume,
+                cancel=stop,
+                log=_err,
+                progress=not args.no_progress,
+                stage1_results=args.stage1_results,
+                override_stage1=args.override_stage1,
+                apply_timeout_s=args.apply_timeout,
+                matrix_source=str(args.matrix) if args.matrix else "<default>",
+                resume_hint=resume_cmd,
+            )
+    except PreflightFailed:
+        _err("error: preflight failed; fix the items marked ✘ above, then run again")
+        return EXIT_PREFLIGHT
+    except ResultsDirError as exc:
+        raise BadInput(str(exc)) from None
+    except (ClusterStageError, StageAbort) as exc:
+        _err(f"error: stage {args.stage} stopped: {exc}")
+        _err(f"  the runs already recorded are kept; after the fix: {resume_cmd}")
+        return EXIT_CLUSTER
+    result = outcome.result
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(result.outcomes.items())) or "none"
+    if result.interrupted:
+        why = stop.signal_name or "a stop request"
+        _err(
+            f"interrupted by {why}: {len(result.records)} of {result.planned} runs are "
+            f"recorded in {result.records_path} ({counts}); {result.missing} still to run."
+        )
+        _err(f"  To finish the stage: {resume_cmd}")
+        return EXIT_INTERRUPTED
+    verdict = _evaluate(result.records, matrix)
+    report_md = _write_report(
+        verdict, result.records, matrix, args.out, stage_notes=outcome.stage_notes
+    )
+    print(
+        f"stage {args.stage}: {len(result.records)}/{result.planned} runs recorded "
+        f"({result.recorded_now} this time, {result.wall_s:.1f}s; {counts})"
+    )
+    print(f"mcp-host version: {outcome.version}")
+    for note in outcome.stage_notes:
+        if "override" in note.lower():
+            print(note.replace("**", ""))
     print(f"records: {result.records_path}")
     print(decision_line(verdict, matrix))
     print(f"report: {report_md}")

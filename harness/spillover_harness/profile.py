@@ -361,6 +361,8 @@ class HttpRun(_RunBase):
     run_id_path: JsonPathStr | None = None  # JSONPath of the platform's run id in the response
     poll_path: str = Field(pattern=r"^/")
     logs_path: str | None = Field(default=None, pattern=r"^/")
+    # POST this to ask the platform to stop a run (harness timeout or Ctrl-C); none: not asked
+    cancel_path: str | None = Field(default=None, pattern=r"^/")
 
     @field_validator("service")
     @classmethod
@@ -375,7 +377,7 @@ class HttpRun(_RunBase):
         _check_placeholders(v, RUN_PLACEHOLDERS)
         return v
 
-    @field_validator("poll_path", "logs_path")
+    @field_validator("poll_path", "logs_path", "cancel_path")
     @classmethod
     def _poll_placeholders(cls, v: str | None) -> str | None:
         if v is not None:
@@ -448,6 +450,9 @@ class FieldSources(_Strict):
     # RFC 3339 timestamps, used when no duration is given
     started_at: JsonPathStr | None = None
     finished_at: JsonPathStr | None = None
+    # the step's final output (review or summary) for the quality judges; when null
+    # or absent, the harness reads `disk.output_files` in the run's output directory
+    output_text: JsonPathStr | None = None
 
     def path(self, name: str) -> JsonPath | None:
         value = getattr(self, name)
@@ -527,6 +532,9 @@ class Pods(_Strict):
     coordinator: PodSelector = PodSelector(
         selector="app.kubernetes.io/name=workflow-coordinator", container=None
     )
+    # The platform creates an mcp-host pod per run: then the first run after a
+    # configuration change also checks that pod's environment.
+    mcp_host_per_run: bool = False
 
 
 class PrometheusSource(_Strict):
@@ -551,6 +559,9 @@ class DiskCheck(_Strict):
     pod: PodSelector = PodSelector(selector="app.kubernetes.io/name=mcp-host", container="mcp-host")
     spill_name: str = ".spill"  # an entry whose name is or ends with this
     poll_interval_s: float = Field(default=2.0, gt=0, le=300)
+    # The step's output files (relative to the output directory), read for the quality
+    # judges when `fields.output_text` gives nothing; the first that exists is used.
+    output_files: list[str] = ["review.md", "summary.md"]
 
     @field_validator("output_dir")
     @classmethod
@@ -559,6 +570,25 @@ class DiskCheck(_Strict):
             raise ValueError(f"the output directory must be an absolute path: {v!r}")
         _check_placeholders(v, DISK_PLACEHOLDERS)
         return v
+
+
+class FixturesCheck(_Strict):
+    """Where preflight finds the exported fixtures on the platform (`spillover-harness
+    fixtures export`): a directory in a pod (files checked by SHA-256) and/or a
+    ConfigMap (keys `<recipe>.<input>.sha256`). Neither set: preflight fails."""
+
+    dir: str | None = None
+    pod: PodSelector | None = None  # default: disk.pod
+    configmap: str | None = None
+
+
+class OperatorLocation(_Strict):
+    """Where preflight looks for the running operator (its Deployment or pods)."""
+
+    namespace: str = "spillover-system"
+    selector: Annotated[str, AfterValidator(_check_label_selector)] = (
+        "app.kubernetes.io/name=spillover-operator"
+    )
 
 
 class Profile(_Strict):
@@ -574,6 +604,12 @@ class Profile(_Strict):
     pods: Pods = Pods()
     prometheus: PrometheusSource = PrometheusSource()
     disk: DiskCheck = DiskCheck()
+    fixtures: FixturesCheck = FixturesCheck()
+    operator: OperatorLocation = OperatorLocation()
+    # The mcp-host version Stage 1 records; null = the imageID of a running mcp-host pod.
+    mcp_host_version: str | None = None
+    # A kubectl binary for port-forward (run.access: port-forward).
+    kubectl: str = "kubectl"
 
     @field_validator("namespace")
     @classmethod

@@ -351,8 +351,11 @@ def render_markdown(
     matrix: Matrix,
     *,
     plot_links: Sequence[str] = (),
+    stage_notes: Sequence[str] = (),
 ) -> str:
-    """report.md's text. `plot_links` are image paths relative to the report."""
+    """report.md's text. `plot_links` are image paths relative to the report;
+    `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
+    version validated, a Stage 1 override)."""
     base = verdict.baseline
     stage = verdict.stage
     lines: list[str] = [
@@ -366,6 +369,10 @@ def render_markdown(
     else:
         lines.append(f"**Stage:** `{stage}`: {STAGE_DESCRIPTIONS.get(stage, stage)}.")
     lines.append("")
+    for note in stage_notes:
+        lines.extend([f"- {note}"])
+    if stage_notes:
+        lines.append("")
     if stage == "sim":
         lines.extend([f"> {SIM_DISCLAIMER}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
@@ -448,7 +455,12 @@ def render_markdown(
 
 
 def write_report(
-    verdict: Verdict, records: Sequence[RunRecord], matrix: Matrix, out_dir: Path
+    verdict: Verdict,
+    records: Sequence[RunRecord],
+    matrix: Matrix,
+    out_dir: Path,
+    *,
+    stage_notes: Sequence[str] = (),
 ) -> ReportPaths:
     """Write report.md, verdict.json and plots/*.png under `out_dir`, each atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -460,6 +472,6 @@ def write_report(
         verdict_json,
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
-    text = render_markdown(verdict, records, matrix, plot_links=links)
+    text = render_markdown(verdict, records, matrix, plot_links=links, stage_notes=stage_notes)
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

@@ -61,7 +61,7 @@ import re
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,13 @@ _POLL_S = 0.05
 
 class ResultsDirError(Exception):
     """The results directory cannot be used as asked; the message says why and the fix."""
+
+
+class StageAbort(Exception):
+    """Raised by a driver when the stage must stop before spending more runs (e.g. a
+    cluster configuration could not be applied or verified). The run that raised it is
+    not recorded (it never ran); no new run starts; `run_stage` re-raises it once the
+    running ones have stopped. The records already written stay (resume later)."""
 
 
 @dataclass
@@ -407,6 +414,7 @@ def run_stage(
     cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
     progress_every: int | None = None,
     quiet: bool = False,
+    order: Callable[[list[RunJob]], list[RunJob]] | None = None,
 ) -> StageResult:
     """Run every planned job of `stage` not yet recorded in `out_dir`; see the module doc.
 
@@ -414,7 +422,12 @@ def run_stage(
     `progress_every` runs otherwise, or with `progress=False`); `quiet`: neither.
     Raises ResultsDirError when the directory cannot be used as asked (records
     there and no `resume`, records of another matrix/stage/driver, a records
-    file with a bad line); never because a run went wrong.
+    file with a bad line); never because a run went wrong. Raises StageAbort
+    when a driver raised it (after the running runs stopped).
+
+    `order`: reorders the runs still to do (cluster stages run them in
+    configuration blocks, see `cluster.plan.block_order`); the default keeps
+    the interleaved plan order.
     """
     t0 = time.monotonic()
     cancel = cancel if cancel is not None else threading.Event()
@@ -448,7 +461,14 @@ def run_stage(
                 f"never writes that, so the file was edited: fix it or pass another --out"
             )
         seen.add(rec.key)
-    pending = deque(j for j in plan if job_key(j) not in seen)
+    todo = [j for j in plan if job_key(j) not in seen]
+    if order is not None:
+        reordered = order(todo)
+        if sorted(j.run_id for j in reordered) != sorted(j.run_id for j in todo):
+            raise ValueError("order() must return the same runs it was given")
+        todo = reordered
+    pending = deque(todo)
+    abort: StageAbort | None = None
 
     prog = Progress(
         total=len(plan),
@@ -491,7 +511,7 @@ def run_stage(
     try:
         while pending or active:
             now = time.monotonic()
-            if cancel.is_set() and stop_at is None:
+            if (cancel.is_set() or abort is not None) and stop_at is None:
                 stop_at = now
                 pending.clear()
                 for a in active.values():
@@ -525,6 +545,8 @@ def run_stage(
                 done = active.pop(run_id, None)
                 if done is None:
                     pass  # a late return of an abandoned run: it is already recorded
+                elif isinstance(result, StageAbort):
+                    abort = abort or result  # not recorded: it never ran
                 elif cancelled and done.reason == "stop":
                     discarded += 1  # cut short by the interruption: --resume reruns it
                 else:
@@ -555,6 +577,8 @@ def run_stage(
             abandoned.append(a.job.run_id)
         prog.close()
 
+    if abort is not None:
+        raise abort
     records = list(log.open())
     return StageResult(
         stage=stage,

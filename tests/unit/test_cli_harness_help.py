@@ -80,14 +80,27 @@ def test_usage_mistakes_exit_2(
 
 
 @pytest.mark.parametrize("stage", ["minikube", "dev"])
-def test_cluster_stages_are_not_available_yet(
+def test_cluster_stages_need_a_profile(
     stage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(["run", "--stage", stage, "--out", str(tmp_path / "out")])
     assert code == 2
     err = capsys.readouterr().err
-    assert f"stage '{stage}' is not available yet" in err
-    assert "cluster-mode issue" in err and "--stage sim" in err
+    assert f"stage '{stage}' runs on a cluster and needs --profile" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cluster_stages_refuse_sim_only_and_concurrency_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "out")
+    base = ["run", "--stage", "minikube", "--profile", "minikube", "--out", out]
+    assert main([*base, "--fault", "log-results"]) == 2
+    assert "--fault is for --stage sim only" in capsys.readouterr().err
+    assert main([*base, "--concurrency", "2"]) == 2
+    assert "one run at a time" in capsys.readouterr().err
+    assert main([*base, "--override-stage1", "why"]) == 2
+    assert "are for --stage dev" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

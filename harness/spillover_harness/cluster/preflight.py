@@ -1,0 +1,387 @@
+"""Preflight: what must hold before a cluster stage spends runs, as a checklist.
+
+Each check gives ✔ or ✘ with a one-line detail, and each failure its fix. Checks
+that depend on a failed one are reported as ✘ "not checked: <what failed>".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+from spillover_operator.cli.assess import assess
+from spillover_operator.cli.cluster import Cluster
+from spillover_operator.cli.errors import CliError
+from spillover_operator.constants import COND_READY, GROUP, PASSTHROUGH_VAR, PLURAL, SPILLOVER_VARS
+from spillover_operator.envplan import TargetError, effective_env, passthrough_names
+
+from spillover_harness.cluster.kubeconn import (
+    ClusterStageError,
+    Target,
+    connect_profile,
+    context_for,
+)
+from spillover_harness.cluster.observe import exec_sh, pick_pod, running_pods
+from spillover_harness.cluster.starters import HttpStarter, StartError
+from spillover_harness.collectors.prometheus import PrometheusCollector
+from spillover_harness.fixtures import FixtureSet
+from spillover_harness.matrix import Matrix
+from spillover_harness.profile import HttpRun, Profile
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def lines(self) -> list[str]:
+        mark = "✔" if self.ok else "✘"
+        out = [f"{mark} {self.name}: {self.detail}"]
+        if not self.ok and self.fix:
+            out.append(f"    fix: {self.fix}")
+        return out
+
+
+@dataclass
+class PreflightResult:
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def render(self) -> str:
+        lines = [line for c in self.checks for line in c.lines()]
+        failed = [c.name for c in self.checks if not c.ok]
+        lines.append("preflight passed" if not failed else f"preflight FAILED: {', '.join(failed)}")
+        return "\n".join(lines)
+
+
+def _digest_files(fixtures: FixtureSet) -> dict[str, str]:
+    """relative path under the export dir -> sha256 (as `fixtures export` writes them)."""
+    out: dict[str, str] = {}
+    for fixture in fixtures:
+        for rel, text in fixture.files.items():
+            path = f"{fixture.recipe}/{fixture.input_name}/{rel}"
+            out[path] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return out
+
+
+def run_preflight(
+    profile: Profile,
+    target: Target,
+    stage: str,
+    matrix: Matrix,
+    fixtures: FixtureSet,
+) -> PreflightResult:
+    checks: list[Check] = []
+    add = checks.append
+    context = context_for(profile, target)
+
+    # 1. kube context / minikube profile
+    try:
+        cluster = connect_profile(profile, target)
+    except ClusterStageError as exc:
+        add(
+            Check(
+                "kube context",
+                False,
+                str(exc),
+                "start the cluster (`minikube start -p PROFILE`) or pass --context/--kubeconfig",
+            )
+        )
+        return PreflightResult(checks)
+    ctx_ok = True
+    if stage == "minikube" and context is not None and cluster.context != context:
+        ctx_ok = False
+    if stage == "minikube" and context is None:
+        ctx_ok = False
+    add(
+        Check(
+            "kube context",
+            ctx_ok and _reachable(cluster),
+            f"{cluster.where}"
+            + ("" if ctx_ok else " (stage minikube needs the context named by MINIKUBE_PROFILE)"),
+            "MINIKUBE_PROFILE=<profile>: `minikube start -p <profile>` then pass "
+            "--context <profile> (make ... MINIKUBE_PROFILE=<profile>)",
+        )
+    )
+    if not checks[-1].ok:
+        return PreflightResult(checks)
+
+    ns = profile.namespace
+    core = client.CoreV1Api(cluster.api_client)
+    apps = client.AppsV1Api(cluster.api_client)
+
+    # 2. CRD
+    crd_ok = _crd_installed(cluster)
+    add(
+        Check(
+            "SpilloverPolicy CRD",
+            crd_ok,
+            f"{PLURAL}.{GROUP} is {'served' if crd_ok else 'NOT installed'}",
+            "kubectl apply -k manifests/crd (cluster-admin), or `make deploy`",
+        )
+    )
+
+    # 3. operator
+    add(_operator_check(core, apps, profile.operator.namespace, profile.operator.selector))
+
+    # 4. policy Ready
+    policy = None
+    if crd_ok:
+        try:
+            policy = cluster.get_policy(profile.policy)
+        except CliError as exc:
+            add(
+                Check(
+                    "policy",
+                    False,
+                    exc.message,
+                    f"kubectl apply -f manifests/samples/default.yaml -n {ns}",
+                )
+            )
+    else:
+        add(Check("policy", False, "not checked: the CRD is missing", "install the CRD first"))
+    if policy is not None:
+        report = assess(policy, cluster.find_deployment(profile.wrc.deployment))
+        ready = report.condition(COND_READY)
+        current = report.observed_generation == report.generation
+        ok = bool(ready and ready.get("status") == "True" and current)
+        add(
+            Check(
+                "policy",
+                ok,
+                f"SpilloverPolicy {ns}/{profile.policy}: Ready="
+                f"{ready.get('status') if ready else 'unknown'}"
+                f"{'' if not ready else ' (' + str(ready.get('reason')) + ')'}, generation "
+                f"{report.generation}, observed {report.observed_generation}",
+                f"`spilloverctl -n {ns} status {profile.policy}` says why; "
+                "is the operator running?",
+            )
+        )
+
+    # 5. WRC and passthrough
+    try:
+        dep = cluster.get_deployment(profile.wrc.deployment)
+        env = effective_env(dep, profile.wrc.container)
+        names = passthrough_names(env.get(PASSTHROUGH_VAR))
+        missing = [v for v in SPILLOVER_VARS if v not in names]
+        add(
+            Check(
+                "WRC passthrough",
+                not missing,
+                f"Deployment {ns}/{profile.wrc.deployment} {PASSTHROUGH_VAR} "
+                + (
+                    "forwards the three spillover variables"
+                    if not missing
+                    else f"lacks {', '.join(missing)}"
+                ),
+                "the operator appends them when it applies the policy: check the policy "
+                "targets this "
+                "Deployment and the operator is running (`spilloverctl status`)",
+            )
+        )
+    except (CliError, TargetError) as exc:
+        msg = exc.message if isinstance(exc, CliError) else str(exc)
+        add(
+            Check(
+                "WRC passthrough", False, msg, "set wrc.deployment / wrc.container in the profile"
+            )
+        )
+
+    # 6. recipes reachable
+    add(_recipes_check(profile, target, cluster, core))
+
+    # 7. Prometheus
+    ok, message = PrometheusCollector.from_profile(profile.prometheus).probe()
+    add(
+        Check(
+            "Prometheus",
+            ok,
+            message,
+            f"port-forward Prometheus to {profile.prometheus.url} and check it scrapes "
+            "the mcp-host "
+            f"({profile.prometheus.selector}); see docs/cluster-profile.md",
+        )
+    )
+
+    # 8. fixtures
+    add(_fixtures_check(profile, core, fixtures, matrix))
+    return PreflightResult(checks)
+
+
+def _reachable(cluster: Cluster) -> bool:
+    try:
+        client.VersionApi(cluster.api_client).get_code(_request_timeout=10)
+    except Exception:
+        return False
+    return True
+
+
+def _crd_installed(cluster: Cluster) -> bool:
+    try:
+        client.ApiextensionsV1Api(cluster.api_client).read_custom_resource_definition(
+            f"{PLURAL}.{GROUP}", _request_timeout=10
+        )
+        return True
+    except Exception:
+        # No permission to read CRDs: fall back to listing the resource in the namespace.
+        try:
+            cluster.custom.list_namespaced_custom_object(
+                GROUP, "v1alpha1", cluster.namespace, PLURAL, _request_timeout=10
+            )
+            return True
+        except Exception:
+            return False
+
+
+def _operator_check(
+    core: client.CoreV1Api, apps_api: client.AppsV1Api, namespace: str, selector: str
+) -> Check:
+    apps: Any = apps_api
+    fix = (
+        f"deploy it (`make deploy` / `make deploy-minikube`) and check "
+        f"`kubectl -n {namespace} get pods -l {selector}`"
+    )
+    try:
+        deps = apps.list_namespaced_deployment(namespace, label_selector=selector).items
+        pods = running_pods(core, namespace, selector)
+    except Exception as exc:
+        return Check(
+            "operator", False, f"cannot look in namespace {namespace}: {type(exc).__name__}", fix
+        )
+    available = [d for d in deps if (d.status.available_replicas or 0) >= 1]
+    ready = [
+        p
+        for p in pods
+        if any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
+    ]
+    if available or ready:
+        what = available[0].metadata.name if available else ready[0].metadata.name
+        return Check("operator", True, f"{namespace}/{what} is running")
+    return Check(
+        "operator", False, f"no available operator ({selector}) in namespace {namespace}", fix
+    )
+
+
+def _recipes_check(
+    profile: Profile, target: Target, cluster: Cluster, core: client.CoreV1Api
+) -> Check:
+    run = profile.run
+    if isinstance(run, HttpRun):
+        starter = HttpStarter(profile, target, cluster)
+        try:
+            # any HTTP answer means the endpoint is there: a 404 for an unknown run is fine
+            status = starter.probe()
+        except StartError as exc:
+            return Check(
+                "recipes",
+                False,
+                f"execute endpoint svc/{run.service}:{run.port} ({run.access}) unreachable: {exc}",
+                "check the Service and its pods, and the profile's run.service/run.port",
+            )
+        finally:
+            starter.close()
+        ok = status < 500
+        return Check(
+            "recipes",
+            ok,
+            f"execute endpoint svc/{run.service}:{run.port} answers "
+            f"(HTTP {status} for an unknown run)",
+            "the WRC answers with a server error: look at its logs",
+        )
+    try:
+        cluster.custom.list_namespaced_custom_object(
+            run.group, run.version, profile.namespace, run.plural, limit=1, _request_timeout=10
+        )
+    except Exception as exc:
+        return Check(
+            "recipes",
+            False,
+            f"{run.kind} ({run.api_version}) not served: {type(exc).__name__}",
+            "install the platform's recipe CRD, or fix run.api_version/plural in the profile",
+        )
+    return Check(
+        "recipes", True, f"{run.kind} ({run.api_version}) is served in {profile.namespace}"
+    )
+
+
+_SHA = 'cd "$1" 2>/dev/null || { echo MISSING; exit 0; }; find . -type f -exec sha256sum {} +'
+
+
+def _fixtures_check(
+    profile: Profile, core: client.CoreV1Api, fixtures: FixtureSet, matrix: Matrix
+) -> Check:
+    cfg = profile.fixtures
+    fix = (
+        f"`spillover-harness fixtures export DIR --seed {matrix.seed}` and load DIR "
+        "into the recipes "
+        "(fixtures.dir / fixtures.configmap in the profile say where)"
+    )
+    want = _digest_files(fixtures)
+    if cfg.dir is None and cfg.configmap is None:
+        return Check(
+            "fixtures",
+            False,
+            "the profile says nowhere to find them (fixtures.dir or fixtures.configmap)",
+            fix,
+        )
+    problems: list[str] = []
+    if cfg.dir is not None:
+        where = pick_pod(core, profile.namespace, cfg.pod or profile.disk.pod)
+        if isinstance(where, str):
+            problems.append(where)
+        else:
+            pod, container = where
+            try:
+                out = exec_sh(core, profile.namespace, pod, container, _SHA, cfg.dir)
+            except Exception as exc:
+                problems.append(f"exec in {pod} failed: {type(exc).__name__}")
+            else:
+                if out.strip() == "MISSING":
+                    problems.append(f"{cfg.dir} does not exist in pod {pod}")
+                else:
+                    have = {}
+                    for line in out.splitlines():
+                        parts = line.split(None, 1)
+                        if len(parts) == 2:
+                            have[parts[1].strip().removeprefix("./")] = parts[0]
+                    bad = sorted(p for p, h in want.items() if have.get(p) != h)
+                    if bad:
+                        problems.append(
+                            f"{len(bad)} of {len(want)} files missing or different under {cfg.dir} "
+                            f"in pod {pod} (e.g. {bad[0]})"
+                        )
+    if cfg.configmap is not None:
+        try:
+            cm = core.read_namespaced_config_map(cfg.configmap, profile.namespace)
+            data = cm.data or {}
+            for f in fixtures:
+                key = f"{f.recipe}.{f.input_name}.sha256"
+                digest = hashlib.sha256(
+                    "".join(
+                        f"{p}\n{want[f'{f.recipe}/{f.input_name}/{p}']}\n" for p in sorted(f.files)
+                    ).encode()
+                ).hexdigest()
+                if data.get(key) != digest:
+                    problems.append(f"ConfigMap {cfg.configmap}: {key} missing or different")
+        except Exception as exc:
+            problems.append(f"ConfigMap {cfg.configmap}: {type(exc).__name__}")
+    if problems:
+        return Check("fixtures", False, "; ".join(problems), fix)
+    return Check(
+        "fixtures", True, f"the {len(want)} fixture files of seed {matrix.seed} are loaded"
+    )
+
+
+def failing_names(result: PreflightResult) -> list[str]:
+    return [c.name for c in result.checks if not c.ok]
+
+
+Printer = Callable[[str], None]
