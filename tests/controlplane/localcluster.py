@@ -37,7 +37,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -375,6 +375,61 @@ def _terminate(pid: int, executable: str | None, timeout: float = 10.0) -> None:
     raise ControlPlaneError(f"process {pid} ({executable}) survived SIGKILL")
 
 
+# --------------------------------------------------------------------------- kwok's server
+
+
+EXEC_WORKDIR = "/tmp"
+
+
+def kwok_server_config(
+    pod_log: Path,
+    *,
+    exec_on_host: bool = False,
+    port_forwards: Mapping[int, int] | None = None,
+) -> str:
+    """kwok's server objects, as YAML documents (JSON is YAML: values are dumped as JSON).
+
+    - ClusterLogs `all-pods`: every container of every pod logs `pod_log` (always).
+    - ClusterExec `exec-on-host` (only with `exec_on_host`): exec in any pod runs the
+      command on this host, in EXEC_WORKDIR, as the user running kwok.
+    - ClusterPortForward `forward-to-host` (only with `port_forwards`): pod port ->
+      127.0.0.1:<host port>.
+    """
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "all-pods"},
+            "spec": {"selector": {}, "logs": [{"logsFile": str(pod_log), "follow": False}]},
+        }
+    ]
+    if exec_on_host:
+        docs.append(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterExec",
+                "metadata": {"name": "exec-on-host"},
+                "spec": {"selector": {}, "execs": [{"local": {"workDir": EXEC_WORKDIR}}]},
+            }
+        )
+    if port_forwards:
+        docs.append(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterPortForward",
+                "metadata": {"name": "forward-to-host"},
+                "spec": {
+                    "selector": {},
+                    "forwards": [
+                        {"ports": [pod], "target": {"port": host, "address": "127.0.0.1"}}
+                        for pod, host in sorted(port_forwards.items())
+                    ],
+                },
+            }
+        )
+    return "---\n".join(json.dumps(doc, indent=2) + "\n" for doc in docs)
+
+
 # --------------------------------------------------------------------------- the cluster
 
 
@@ -384,6 +439,16 @@ class LocalCluster:
     `workdir` receives certificates (pki/), kubeconfigs, etcd's data, one log per
     component (logs/) and state.json (PIDs and ports). `bin_dir` defaults to the one
     build.sh names for the current sources.
+
+    Opt-in kwok server features (written into `<workdir>/kwok/server.yaml`; off by
+    default):
+
+    - `exec_on_host=True`: a `ClusterExec` for every pod: `kubectl exec` (the API's
+      pods/exec) runs the command **on this host, as the user running the tests (root
+      here)**, in /tmp. Only for tests on a loopback-only, throw-away cluster.
+    - `port_forwards={pod_port: host_port}`: a `ClusterPortForward` for every pod:
+      `kubectl port-forward` (pods/portforward) to `pod_port` of any pod reaches
+      127.0.0.1:`host_port` on this host.
     """
 
     def __init__(
@@ -394,8 +459,18 @@ class LocalCluster:
         nodes: int = 1,
         detached: bool = False,
         start_timeout: float = 90.0,
+        exec_on_host: bool = False,
+        port_forwards: Mapping[int, int] | None = None,
     ) -> None:
         self.workdir = Path(workdir).resolve()
+        self.exec_on_host = exec_on_host
+        self.port_forwards = dict(port_forwards or {})
+        for pod_port, host_port in self.port_forwards.items():
+            for what, port in (("pod port", pod_port), ("host port", host_port)):
+                if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+                    raise ControlPlaneError(
+                        f"port_forwards: {what} {port!r} is not a TCP port (1..65535)"
+                    )
         self.bin_dir = Path(bin_dir).resolve() if bin_dir is not None else None
         self.node_names = [f"kwok-node-{i}" for i in range(nodes)]
         self.detached = detached
@@ -422,6 +497,12 @@ class LocalCluster:
     @property
     def ca_file(self) -> Path:
         return self.workdir / "pki" / "ca.crt"
+
+    @property
+    def kwok_server_config(self) -> Path:
+        """kwok's server objects: ClusterLogs, and ClusterExec / ClusterPortForward when
+        enabled (see the class doc)."""
+        return self.workdir / "kwok" / "server.yaml"
 
     @property
     def kwok_pod_log(self) -> Path:
@@ -641,19 +722,15 @@ class LocalCluster:
                 user=comp,
                 client=self._certs[comp],
             )
-        # kwok: stages (committed, from upstream) + the server's ClusterLogs (generated).
+        # kwok: stages (committed, from upstream) + the server's config (generated).
         (self.workdir / "kwok").mkdir(exist_ok=True)
         self.kwok_pod_log.write_text("")
-        (self.workdir / "kwok" / "server.yaml").write_text(
-            "apiVersion: kwok.x-k8s.io/v1alpha1\n"
-            "kind: ClusterLogs\n"
-            "metadata:\n"
-            "  name: all-pods\n"
-            "spec:\n"
-            "  selector: {}\n"
-            "  logs:\n"
-            f"  - logsFile: {json.dumps(str(self.kwok_pod_log))}\n"
-            "    follow: false\n"
+        self.kwok_server_config.write_text(
+            kwok_server_config(
+                self.kwok_pod_log,
+                exec_on_host=self.exec_on_host,
+                port_forwards=self.port_forwards,
+            )
         )
         (self.workdir / "home").mkdir(exist_ok=True)
 

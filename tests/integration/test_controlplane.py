@@ -9,15 +9,16 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from controlplane.localcluster import LocalCluster, _pid_alive
+from controlplane.localcluster import LocalCluster, _pid_alive, find_bin_dir
+from k8s_helpers import wait_for as _wait_for
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from pod_streams import exec_in_pod, http_get_through_port_forward, serve_text_on_loopback
 
 pytestmark = pytest.mark.integration
 
@@ -25,19 +26,8 @@ T = TypeVar("T")
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = probe()
-        except ApiException as exc:
-            last = exc
-        else:
-            if value:
-                return value
-            last = value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    """k8s_helpers.wait_for, with an API error counting as "not yet"."""
+    return _wait_for(what, probe, timeout=timeout, retry_on=(ApiException,))
 
 
 def deployment(name: str, replicas: int = 2, containers: list[Any] | None = None) -> Any:
@@ -363,3 +353,61 @@ def test_cli_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert not any(_pid_alive(pid) for pid in pids.values()), pids
     assert not (workdir / "state.json").exists()
+
+
+def _running_pod(api: Any, namespace: str, name: str) -> str:
+    apps = client.AppsV1Api(api)
+    apps.create_namespaced_deployment(namespace, deployment(name, replicas=1))
+    wait_for("1 available replica", lambda: _available(apps, name, namespace, 1))
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"app={name}")
+    return str(pods.items[0].metadata.name)
+
+
+@pytest.fixture(scope="module")
+def host_http() -> Iterator[tuple[int, str]]:
+    """A tiny HTTP server on 127.0.0.1 answering every GET with a marker text."""
+    marker = "hello from the host's loopback"
+    with serve_text_on_loopback(marker) as port:
+        yield port, marker
+
+
+def test_exec_and_port_forward_reach_the_host_when_enabled(
+    tmp_path: Path, host_http: tuple[int, str]
+) -> None:
+    """LocalCluster(exec_on_host=True, port_forwards={8080: port}): kwok's ClusterExec
+    and ClusterPortForward, through the API server's pods/exec and pods/portforward."""
+    port, marker = host_http
+    cluster = LocalCluster(
+        tmp_path / "exec-cluster", find_bin_dir(), exec_on_host=True, port_forwards={8080: port}
+    )
+    with cluster, cluster.api_client() as api:
+        config_text = cluster.kwok_server_config.read_text()
+        assert "ClusterExec" in config_text and "ClusterPortForward" in config_text
+        namespace = cluster.create_namespace("exec")
+        pod = _running_pod(api, namespace, "exec")
+        core = client.CoreV1Api(api)
+
+        result = exec_in_pod(core, namespace, pod, ["sh", "-c", "echo exec-works; pwd"])
+        assert result.error is None, result.error
+        assert result.stdout.splitlines() == ["exec-works", "/tmp"]  # ran on the host, in /tmp
+
+        assert http_get_through_port_forward(core, namespace, pod, 8080) == marker
+
+
+def test_exec_and_port_forward_are_unavailable_by_default(
+    control_plane: LocalCluster, admin: Any, namespace: str, host_http: tuple[int, str]
+) -> None:
+    """The session cluster is built without the opt-ins: kwok has no exec and no
+    forward for any pod, and says so through the API server."""
+    config_text = control_plane.kwok_server_config.read_text()
+    assert "ClusterExec" not in config_text and "ClusterPortForward" not in config_text
+    pod = _running_pod(admin, namespace, "noexec")
+    core = client.CoreV1Api(admin)
+
+    result = exec_in_pod(core, namespace, pod, ["echo", "exec-works"])
+    assert result.stdout == ""
+    assert result.error is not None
+    assert "no exec found for container" in result.error, result.error
+
+    with pytest.raises(OSError):
+        http_get_through_port_forward(core, namespace, pod, 8080)

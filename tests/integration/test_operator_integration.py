@@ -11,23 +11,32 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
+from k8s_helpers import (
+    CRD_FILE,
+    condition,
+    container_manifest,
+    current,
+    deployment_manifest,
+    env_map,
+    install_crd,
+    is_ready,
+    model,
+    policy_gone,
+    policy_manifest,
+    read_deployment,
+    read_policy,
+    wait_for,
+)
+from kopf_operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client import ApiException
-from prometheus_client.parser import text_string_to_metric_families
 from spillover_operator import kube
 from spillover_operator.constants import (
     BUDGET_VAR,
@@ -42,145 +51,10 @@ from spillover_operator.constants import (
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "manifests" / "crd" / "spilloverpolicies.yaml"
-BASE = REPO / "manifests" / "base"
-KOPF = Path(sys.executable).with_name("kopf")
+BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
 WRC = "workflow-recipe-controller"
 ALL_NAMES = ",".join(SPILLOVER_VARS)
 WAIT = 90.0
-
-T = TypeVar("T")
-
-
-def model(cls: Any, body: dict[str, Any]) -> Any:
-    """A kubernetes client model from an API JSON dict."""
-    built = cls.from_dict(body)
-    assert built is not None, f"could not build {cls.__name__}"
-    return built
-
-
-# ---------------------------------------------------------------- the operator process
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class OperatorProcess:
-    """`kopf run` for one namespace, as a child process (stopped by its own PID)."""
-
-    namespace: str
-    kubeconfig: Path
-    workdir: Path
-    resync_seconds: int = 300
-    proc: subprocess.Popen[bytes] | None = None
-    health_port: int = 0
-    metrics_port: int = 0
-    runs: int = 0
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"operator-{self.runs}.log"
-
-    def start(self) -> None:
-        if not KOPF.exists():
-            pytest.fail(f"kopf not found at {KOPF}: install the project (`make install`)")
-        self.runs += 1
-        self.health_port, self.metrics_port = _free_port(), _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        env.update(
-            KUBECONFIG=str(self.kubeconfig),
-            SPILLOVER_METRICS_PORT=str(self.metrics_port),
-            SPILLOVER_RESYNC_SECONDS=str(self.resync_seconds),
-            PYTHONUNBUFFERED="1",
-        )
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [
-                    str(KOPF),
-                    "run",
-                    "--standalone",
-                    f"--namespace={self.namespace}",
-                    f"--liveness=http://127.0.0.1:{self.health_port}/healthz",
-                    "-m",
-                    "spillover_operator.main",
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-            )
-        wait_for("the operator's liveness endpoint", self.healthy, timeout=60, operator=self)
-
-    def healthy(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            pytest.fail(
-                f"the operator exited with {self.proc.returncode}:\n{self.log_tail()}",
-                pytrace=False,
-            )
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.health_port}/healthz", timeout=2
-            ) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no operator log)"
-        return "\n".join(text[-lines:])
-
-    def metric(self, name: str, **labels: str) -> float:
-        """The value of one sample on the operator's /metrics (0 if absent)."""
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
-        ) as resp:
-            text = resp.read().decode()
-        total = 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(
-                    sample.labels.get(k) == v for k, v in labels.items()
-                ):
-                    total += sample.value
-        return total
-
-
-def wait_for(
-    what: str,
-    probe: Callable[[], T | None],
-    *,
-    timeout: float = WAIT,
-    operator: OperatorProcess | None = None,
-) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` otherwise.
-    (An upper bound for slow machines, not a timing assertion.)"""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    tail = f"\n--- operator log ---\n{operator.log_tail()}" if operator else ""
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{tail}")
 
 
 # ---------------------------------------------------------------- cluster helpers
@@ -230,10 +104,11 @@ class Cluster:
         )
 
     def start_operator(self, *, drop: tuple[str, str] | None = None) -> OperatorProcess:
-        op = OperatorProcess(self.namespace, self.install_rbac(drop=drop), self.workdir)
+        op = OperatorProcess(
+            self.namespace, self.install_rbac(drop=drop), self.workdir, resync_seconds=300
+        )
         self.operators.append(op)
-        op.start()
-        return op
+        return op.start()
 
     # --- Deployments
 
@@ -243,9 +118,7 @@ class Cluster:
         return self.deployment(body["metadata"]["name"])
 
     def deployment(self, name: str = WRC) -> dict[str, Any]:
-        dep = kube.read_deployment(self.apps, self.namespace, name)
-        assert dep is not None, f"Deployment {self.namespace}/{name} not found"
-        return dep
+        return read_deployment(self.api, self.namespace, name)
 
     def patch_wrc_by_hand(self, patch: dict[str, Any], name: str = WRC) -> None:
         self.apps.patch_namespaced_deployment(
@@ -258,22 +131,15 @@ class Cluster:
     # --- policies
 
     def create_policy(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "SpilloverPolicy",
-            "metadata": {"name": name, "namespace": self.namespace},
-            "spec": spec,
-        }
+        body = policy_manifest(self.namespace, spec, name)
         self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, body)
         return self.policy(name)
 
     def policy(self, name: str) -> dict[str, Any]:
-        obj = kube.read_policy(self.custom, self.namespace, name)
-        assert obj is not None, f"policy {self.namespace}/{name} not found"
-        return obj
+        return read_policy(self.api, self.namespace, name)
 
     def policy_gone(self, name: str) -> bool:
-        return kube.read_policy(self.custom, self.namespace, name) is None
+        return policy_gone(self.api, self.namespace, name)
 
     def patch_policy(self, name: str, spec_patch: dict[str, Any]) -> dict[str, Any]:
         return kube.patch_policy(self.custom, self.namespace, name, {"spec": spec_patch})
@@ -322,36 +188,6 @@ class Cluster:
         )
 
 
-def condition(policy: dict[str, Any], type_: str) -> dict[str, Any]:
-    for cond in (policy.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == type_:
-            return dict(cond)
-    return {}
-
-
-def current(policy: dict[str, Any]) -> bool:
-    status = policy.get("status") or {}
-    return bool(status.get("observedGeneration") == policy["metadata"]["generation"])
-
-
-def is_ready(policy: dict[str, Any]) -> bool:
-    return current(policy) and condition(policy, "Ready").get("status") == "True"
-
-
-def container_env(dep: dict[str, Any], container: str | None = None) -> list[dict[str, Any]]:
-    containers = dep["spec"]["template"]["spec"]["containers"]
-    chosen = (
-        containers[0]
-        if container is None
-        else next(c for c in containers if c["name"] == container)
-    )
-    return list(chosen.get("env") or [])
-
-
-def env_map(dep: dict[str, Any], container: str | None = None) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container_env(dep, container)}
-
-
 def assert_untouched(before: dict[str, Any], after: dict[str, Any]) -> None:
     """Nobody changed the Deployment's spec (its status moves with the rollout)."""
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
@@ -375,51 +211,12 @@ def wrc_body(
     *, name: str = WRC, replicas: int = 1, containers: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     if containers is None:
-        containers = [
-            {
-                "name": "wrc",
-                "image": "registry.example/wrc:1.0",
-                "env": [
-                    {"name": "LOG_LEVEL", "value": "info"},
-                    {"name": PASSTHROUGH_VAR, "value": "OPENAI_BASE_URL"},
-                ],
-            }
-        ]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}},
-        },
-    }
+        env = {"LOG_LEVEL": "info", PASSTHROUGH_VAR: "OPENAI_BASE_URL"}
+        containers = [container_manifest("wrc", "registry.example/wrc:1.0", env)]
+    return deployment_manifest(name, containers, replicas=replicas)
 
 
 # ---------------------------------------------------------------- fixtures
-
-
-def _install_crd(api: Any, doc: dict[str, Any]) -> None:
-    ext = client.ApiextensionsV1Api(api)
-    name = doc["metadata"]["name"]
-    try:
-        existing: Any = ext.read_custom_resource_definition(name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        ext.create_custom_resource_definition(model(client.V1CustomResourceDefinition, doc))
-    else:
-        body = copy.deepcopy(doc)
-        body["metadata"]["resourceVersion"] = existing.metadata.resource_version
-        ext.replace_custom_resource_definition(name, model(client.V1CustomResourceDefinition, body))
-
-    def established() -> bool:
-        crd: Any = ext.read_custom_resource_definition(name)
-        conds = {c.type: c.status for c in (crd.status.conditions or [])}
-        return conds.get("Established") == "True"
-
-    wait_for(f"CRD {name} to be Established", established, timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -427,7 +224,7 @@ def crd(control_plane: Any) -> Iterator[dict[str, Any]]:
     """The CRD from manifests/crd, installed once per session."""
     doc = yaml.safe_load(CRD_FILE.read_text())
     with control_plane.api_client() as api:
-        _install_crd(api, doc)
+        install_crd(api, doc)
     yield doc
 
 
@@ -645,10 +442,10 @@ def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, 
         return True
 
     try:
-        _install_crd(cluster.api, loose)
+        install_crd(cluster.api, loose)
         wait_for("the looser CRD to accept thresholdBytes=100", create, timeout=60)
     finally:
-        _install_crd(cluster.api, crd)
+        install_crd(cluster.api, crd)
     # The real CRD is back: the same value is rejected again, naming the field.
     rejection: list[str] = []
 

@@ -5,23 +5,30 @@ without the real kopf operator running as a subprocess."""
 from __future__ import annotations
 
 import io
-import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import pytest
 import yaml
 from controlplane.localcluster import LocalCluster
+from k8s_helpers import (
+    container_manifest,
+    create_object,
+    deployment_manifest,
+    env_map,
+    install_crd,
+    is_ready,
+    policy_manifest,
+    read_deployment,
+    read_policy,
+    wait_for,
+)
+from kopf_operator import running_operator
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient as _DynamicClient
-from spillover_operator import kube
 from spillover_operator.cli.errors import (
     EXIT_API,
     EXIT_NOT_CONSISTENT,
@@ -40,14 +47,6 @@ from spillover_operator.constants import (
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "manifests" / "crd" / "spilloverpolicies.yaml"
-WAIT = 120.0  # seconds: generous bound for a real rollout; tests never assert on timing
-
-T = TypeVar("T")
-# kubernetes ships py.typed but leaves the dynamic client unannotated.
-DynamicClient = cast(Callable[[client.ApiClient], Any], _DynamicClient)
-
 
 # ---- cluster helpers -----------------------------------------------------------------------
 
@@ -56,106 +55,32 @@ DynamicClient = cast(Callable[[client.ApiClient], Any], _DynamicClient)
 def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
     api = control_plane.api_client()
     try:
-        _install_crd(api)
+        install_crd(api)
         yield api
     finally:
         api.close()
 
 
-def _install_crd(api: client.ApiClient) -> None:
-    doc = yaml.safe_load(CRD_FILE.read_text())
-    crds = DynamicClient(api).resources.get(
-        api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition"
-    )
-    try:
-        crds.create(body=doc)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current = crds.get(name=doc["metadata"]["name"])
-        doc["metadata"]["resourceVersion"] = current.metadata.resourceVersion
-        crds.replace(body=doc)
-
-    def established() -> bool:
-        obj = crds.get(name=doc["metadata"]["name"]).to_dict()
-        conds = (obj.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-
-    eventually(established, "the SpilloverPolicy CRD to be Established")
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = WAIT) -> T:
-    """Poll until `probe` returns something truthy; fail naming `what` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.2)
-
-
-def create(api: client.ApiClient, doc: dict[str, Any]) -> dict[str, Any]:
-    resource = DynamicClient(api).resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-    created: dict[str, Any] = resource.create(
-        body=doc, namespace=doc["metadata"].get("namespace")
-    ).to_dict()
-    return created
-
-
 def wrc(namespace: str, env: dict[str, str], replicas: int = 2) -> dict[str, Any]:
-    labels = {"app": "wrc"}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "wrc", "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "controller",
-                            "image": "example.invalid/wrc:1",
-                            "env": [{"name": k, "value": v} for k, v in env.items()],
-                        },
-                        {"name": "sidecar", "image": "example.invalid/sidecar:1"},
-                    ]
-                },
-            },
-        },
-    }
-
-
-def policy_doc(namespace: str, spec: dict[str, Any], name: str = "spillover") -> dict[str, Any]:
-    return {
-        "apiVersion": "spillover.clerum.io/v1alpha1",
-        "kind": "SpilloverPolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
+    containers = [
+        container_manifest("controller", "example.invalid/wrc:1", env),
+        container_manifest("sidecar", "example.invalid/sidecar:1"),
+    ]
+    return deployment_manifest(
+        "wrc", containers, namespace=namespace, labels={"app": "wrc"}, replicas=replicas
+    )
 
 
 def deployment(api: client.ApiClient, namespace: str, name: str = "wrc") -> dict[str, Any]:
-    found = kube.read_deployment(client.AppsV1Api(api), namespace, name)
-    assert found is not None, f"Deployment {namespace}/{name} is gone"
-    return found
+    return read_deployment(api, namespace, name)
 
 
 def policy(api: client.ApiClient, namespace: str, name: str = "spillover") -> dict[str, Any]:
-    found = kube.read_policy(client.CustomObjectsApi(api), namespace, name)
-    assert found is not None, f"SpilloverPolicy {namespace}/{name} is gone"
-    return found
+    return read_policy(api, namespace, name)
 
 
-def env_of(dep: dict[str, Any], container: str = "controller") -> dict[str, str | None]:
-    for c in dep["spec"]["template"]["spec"]["containers"]:
-        if c["name"] == container:
-            return {e["name"]: e.get("value") for e in c.get("env") or []}
-    raise AssertionError(f"no container {container}")
+def env_of(dep: dict[str, Any], container: str = "controller") -> dict[str, Any]:
+    return env_map(dep, container)
 
 
 def rolled_out(api: client.ApiClient, namespace: str) -> dict[str, Any] | None:
@@ -184,15 +109,7 @@ def events_for(api: client.ApiClient, namespace: str, name: str, reason: str) ->
 
 def ready_for_generation(api: client.ApiClient, namespace: str) -> dict[str, Any] | None:
     pol = policy(api, namespace)
-    status = pol.get("status") or {}
-    ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-    if (
-        status.get("observedGeneration") == pol["metadata"]["generation"]
-        and ready
-        and ready[0].get("status") == "True"
-    ):
-        return pol
-    return None
+    return pol if is_ready(pol) else None
 
 
 def ctl(cluster: LocalCluster, namespace: str, *argv: str) -> tuple[int, str, str]:
@@ -206,43 +123,10 @@ def ctl(cluster: LocalCluster, namespace: str, *argv: str) -> tuple[int, str, st
     return code, out.getvalue(), err.getvalue()
 
 
-@contextmanager
-def operator(cluster: LocalCluster, namespace: str, log: Path) -> Iterator[None]:
-    """The real operator (`kopf run`) watching `namespace`, stopped on exit."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "SPILLOVER_METRICS_PORT": "0",
-    }
-    with log.open("ab") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kopf",
-                "run",
-                "-m",
-                "spillover_operator.main",
-                "--namespace",
-                namespace,
-                "--standalone",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-        )
-    try:
-        yield
-        assert proc.poll() is None, f"the operator exited early:\n{log.read_text()[-3000:]}"
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+def operator(cluster: LocalCluster, namespace: str, log_dir: Path) -> Any:
+    """The real operator (`kopf run`) watching `namespace` with the admin kubeconfig,
+    stopped on exit (kopf_operator.running_operator)."""
+    return running_operator(cluster.kubeconfig, namespace, log_dir)
 
 
 ALL_NAMES = ",".join(SPILLOVER_VARS)
@@ -251,9 +135,9 @@ ALL_NAMES = ",".join(SPILLOVER_VARS)
 def setup_wrc(
     api: client.ApiClient, namespace: str, env: dict[str, str], spec: dict[str, Any]
 ) -> None:
-    create(api, wrc(namespace, env))
-    eventually(lambda: rolled_out(api, namespace), "the WRC Deployment to roll out")
-    create(api, policy_doc(namespace, spec))
+    create_object(api, wrc(namespace, env))
+    wait_for("the WRC Deployment to roll out", lambda: rolled_out(api, namespace))
+    create_object(api, policy_manifest(namespace, spec))
 
 
 # ---- tests ---------------------------------------------------------------------------------
@@ -320,9 +204,9 @@ def test_operator_finds_nothing_to_change_after_a_direct_kill(
     assert code == EXIT_OK, err
     dep = deployment(admin, namespace)
 
-    with operator(control_plane, namespace, tmp_path / "operator.log"):
-        pol = eventually(
-            lambda: ready_for_generation(admin, namespace), "the operator to report Ready"
+    with operator(control_plane, namespace, tmp_path):
+        pol = wait_for(
+            "the operator to report Ready", lambda: ready_for_generation(admin, namespace)
         )
         assert pol["status"]["killSwitch"]["engagedAt"]
         code, out, err = ctl(control_plane, namespace, "status")
@@ -343,9 +227,9 @@ def test_status_reports_the_mismatch_when_the_operator_is_not_running(
         {PASSTHROUGH_VAR: "FOO"},
         {"enabled": True, "target": {"deployment": "wrc"}},
     )
-    with operator(control_plane, namespace, tmp_path / "operator.log"):
-        eventually(lambda: ready_for_generation(admin, namespace), "the operator to apply")
-        eventually(lambda: rolled_out(admin, namespace), "the operator's rollout")
+    with operator(control_plane, namespace, tmp_path):
+        wait_for("the operator to apply", lambda: ready_for_generation(admin, namespace))
+        wait_for("the operator's rollout", lambda: rolled_out(admin, namespace))
         code, out, err = ctl(control_plane, namespace, "status")
         assert code == EXIT_OK, out + err
 
@@ -381,7 +265,7 @@ def test_kill_wait_restore_and_set_through_the_running_operator(
         {PASSTHROUGH_VAR: "A,B"},
         {"target": {"deployment": "wrc", "container": "controller"}},
     )
-    with operator(control_plane, namespace, tmp_path / "operator.log"):
+    with operator(control_plane, namespace, tmp_path):
         code, out, err = ctl(
             control_plane, namespace, "kill", "spillover", "--wait", "--timeout", "120"
         )
@@ -447,7 +331,9 @@ def test_not_found_is_exit_4(
     assert code == EXIT_NOT_FOUND
 
     # A policy whose Deployment does not exist: status says so, --direct writes nothing.
-    create(admin, policy_doc(namespace, {"enabled": True, "target": {"deployment": "wrc"}}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": True, "target": {"deployment": "wrc"}})
+    )
     generation = policy(admin, namespace)["metadata"]["generation"]
     code, out, err = ctl(control_plane, namespace, "status")
     assert code == EXIT_NOT_FOUND
@@ -567,11 +453,13 @@ def test_wait_stops_when_the_operator_refuses_the_policy(
     control_plane: LocalCluster, admin: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
     setup_wrc(admin, namespace, {}, {"enabled": True, "target": {"deployment": "wrc"}})
-    with operator(control_plane, namespace, tmp_path / "operator.log"):
-        eventually(lambda: ready_for_generation(admin, namespace), "the first policy")
-        create(
+    with operator(control_plane, namespace, tmp_path):
+        wait_for("the first policy", lambda: ready_for_generation(admin, namespace))
+        create_object(
             admin,
-            policy_doc(namespace, {"enabled": True, "target": {"deployment": "wrc"}}, "second"),
+            policy_manifest(
+                namespace, {"enabled": True, "target": {"deployment": "wrc"}}, "second"
+            ),
         )
         code, out, err = ctl(control_plane, namespace, "kill", "second", "--wait")
         assert code == EXIT_NOT_CONSISTENT, out + err
