@@ -587,9 +587,8 @@ def _cmd_run_cluster(args: argparse.Namespace) -> int:
         f"({result.recorded_now} this time, {result.wall_s:.1f}s; {counts})"
     )
     print(f"mcp-host version: {outcome.version}")
-    for note in outcome.stage_notes:
-        if "override" in note.lower():
-            print(note.replace("**", ""))
+    if outcome.stage1_override:
+        print(f"Stage 1 gate overridden: {outcome.stage1_override}")
     print(f"records: {result.records_path}")
     print(decision_line(verdict, matrix))
     print(f"report: {report_md}")

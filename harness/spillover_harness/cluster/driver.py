@@ -78,6 +78,10 @@ def _as_float(value: object) -> float | None:
     return float(value)
 
 
+def _describe_env(env: dict[str, str | None]) -> str:
+    return ", ".join(f"{k}={'unset' if v is None else v}" for k, v in env.items())
+
+
 def _parse_time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -110,6 +114,10 @@ class ClusterDriver:
         self._log = log or (lambda _line: None)
         self._switch_lock = threading.Lock()
         self._pod_checked_for: str | None = None  # the config whose per-run pod was checked
+        # UIDs of the mcp-host pods that existed once the configuration was in effect:
+        # a pod not among them was created after the change. (Not creationTimestamp: it
+        # has whole seconds only, and comes from the API server's clock, not ours.)
+        self._pods_before_change: set[str] = set()
 
     # -- configuration switching ------------------------------------------------------
 
@@ -125,17 +133,33 @@ class ClusterDriver:
             except ConfigApplyError as exc:
                 raise StageAbort(str(exc)) from None
             self._pod_checked_for = None
+            if self.profile.pods.mcp_host_per_run:
+                self._pods_before_change = self._mcp_host_pod_uids(job)
 
-    def _check_run_pod(self, job: RunJob, since: datetime) -> None:
-        """Per-run mcp-host pods: the first pod created after the change must carry the
-        configuration (checked once per configuration block)."""
+    def _mcp_host_pod_uids(self, job: RunJob) -> set[str]:
+        sel = self.profile.pods.mcp_host.selector
+        api: Any = self.core
+        try:
+            pods = api.list_namespaced_pod(self.profile.namespace, label_selector=sel).items
+        except Exception as exc:
+            raise StageAbort(
+                f"configuration '{job.config.name}': cannot list the mcp-host pods ({sel}) to "
+                f"tell the run's pod from older ones: {type(exc).__name__} "
+                f"{getattr(exc, 'status', '') or ''}".rstrip()
+            ) from None
+        return {str(p.metadata.uid) for p in pods}
+
+    def _check_run_pod(self, job: RunJob) -> None:
+        """Per-run mcp-host pods: the newest running pod created after the change (not
+        there when the configuration was verified) must carry the configuration
+        (checked once per configuration block)."""
         if not self.profile.pods.mcp_host_per_run or self._pod_checked_for == job.config.name:
             return
         sel = self.profile.pods.mcp_host
         pods = [
             p
             for p in running_pods(self.core, self.profile.namespace, sel.selector)
-            if p.metadata.creation_timestamp and p.metadata.creation_timestamp >= since
+            if str(p.metadata.uid) not in self._pods_before_change
         ]
         if not pods:
             raise StageAbort(
@@ -152,6 +176,10 @@ class ClusterDriver:
                 f"{pods[0].metadata.name}: {'; '.join(diffs)}. The WRC does not forward it "
                 "(MCP_HOST_ENV_PASSTHROUGH?)"
             )
+        self._log(
+            f"configuration {job.config.name}: mcp-host pod {pods[0].metadata.name} (created "
+            f"after the change) carries it: {_describe_env(have)}"
+        )
         self._pod_checked_for = job.config.name
 
     # -- one run ----------------------------------------------------------------------
@@ -195,7 +223,7 @@ class ClusterDriver:
                 job, started_at, outcome="harness_error", notes=notes, finished_at=finished_at
             )
         if self.profile.pods.mcp_host_per_run:
-            self._check_run_pod(job, applied.since)  # raises StageAbort on a mismatch
+            self._check_run_pod(job)  # raises StageAbort on a mismatch
         # The counters first: their end snapshot waits two scrape intervals past the run,
         # which also gives the pods' log lines time to reach the API.
         persisted, reads, prom_notes = self.prometheus.end_run(time.time(), counters_start)

@@ -8,6 +8,7 @@ log line or a file's content.
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.stream import stream
+from kubernetes.stream.ws_client import ERROR_CHANNEL
 
 from spillover_harness.profile import PodSelector
 
@@ -93,11 +95,17 @@ def pod_logs(core: client.CoreV1Api, namespace: str, pods: PodSelector, since: d
     return out
 
 
+class ExecFailed(RuntimeError):
+    """The exec did not run, or the command failed (the error channel's message)."""
+
+
 def exec_sh(
     core: client.CoreV1Api, namespace: str, pod: str, container: str, script: str, *args: str
 ) -> str:
-    """Run `sh -c script sh args...` in the container; its stdout (raises on failure)."""
-    result: Any = stream(
+    """Run `sh -c script sh args...` in the container; its stdout. Raises (ExecFailed
+    when the API server or the kubelet reports a failure on the exec's error channel:
+    without that check a refused exec would look like empty output)."""
+    ws: Any = stream(
         core.connect_get_namespaced_pod_exec,
         pod,
         namespace,
@@ -107,9 +115,24 @@ def exec_sh(
         stderr=False,
         stdin=False,
         tty=False,
+        _preload_content=False,
         _request_timeout=60,
     )
-    return str(result)
+    try:
+        ws.run_forever(timeout=60)
+        out = ws.read_stdout()
+        error = ws.read_channel(ERROR_CHANNEL)
+    finally:
+        ws.close()
+    if error:
+        try:
+            status = json.loads(error)
+        except ValueError:
+            status = {"status": "Failure", "message": error}
+        if status.get("status") != "Success":
+            message = str(status.get("message") or status.get("reason") or "exec failed")
+            raise ExecFailed(message.splitlines()[0][:160])
+    return str(out)
 
 
 # Prints MISSING when the directory does not exist, else every entry named or ending

@@ -104,6 +104,7 @@ class ClusterStageOutcome:
     version: str
     stage_notes: list[str] = field(default_factory=list)
     restored: str | None = None
+    stage1_override: str | None = None  # the reason, when --override-stage1 let dev start
 
 
 def run_cluster_stage(
@@ -178,4 +179,5 @@ def run_cluster_stage(
             )
     finally:
         starter.close()
-    return ClusterStageOutcome(result, version, notes, guard.restored)
+    override = override_stage1 if stage == "dev" and override_stage1 else None
+    return ClusterStageOutcome(result, version, notes, guard.restored, override)

@@ -12,6 +12,7 @@ hold tool-result content) when the platform cannot be reached or refuses.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -241,6 +242,25 @@ class HttpStarter:
 
 # ---------------------------------------------------------------------------- custom resource
 
+_NAME_UNSAFE = re.compile(r"[^a-z0-9.-]+")
+_NAME_DOTS = re.compile(r"[-.]*\.[-.]*")
+MAX_NAME = 253
+
+
+def object_name(text: str) -> str:
+    """`text` as a Kubernetes object name (a DNS-1123 subdomain): lowercased, every run
+    of other characters than `a-z 0-9 . -` replaced by `-`, each dot-separated part
+    starting and ending with a letter or digit, at most 253 characters (a longer one
+    is cut and ends with a hash of `text`). Run ids keep their hash part, so two run
+    ids that differ only in case (`128KiB`, `128kib`) still give two names."""
+    name = _NAME_DOTS.sub(".", _NAME_UNSAFE.sub("-", text.lower())).strip("-.")
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+        name = name[: MAX_NAME - 9].rstrip("-.") + "-" + digest
+    if not name:
+        raise StartError(f"run.name_template gives {text!r}, which has no letter or digit")
+    return name
+
 
 class CustomResourceStarter:
     def __init__(self, profile: Profile, cluster: Cluster) -> None:
@@ -250,7 +270,7 @@ class CustomResourceStarter:
         self.cluster = cluster
 
     def start(self, values: Mapping[str, object]) -> RunHandle:
-        name = str(render_template(self.run.name_template, values))
+        name = object_name(str(render_template(self.run.name_template, values)))
         rendered = render_template(self.run.template, values)
         body: dict[str, Any] = dict(rendered) if isinstance(rendered, dict) else {}
         meta = dict(body.get("metadata") or {})

@@ -1,0 +1,50 @@
+"""The harness's exec-based observation (`cluster.observe`) against a real API server
+where exec is refused: the session control plane, whose kwok has no ClusterExec. A
+refused exec must be a failure to observe (a note, the field null), never an empty
+output directory or an empty output file."""
+
+from __future__ import annotations
+
+import pytest
+from controlplane.localcluster import LocalCluster
+from k8s_helpers import container_manifest, deployment_manifest, wait_for
+from kubernetes import client
+from spillover_harness.cluster.observe import ExecFailed, exec_sh, look_for_spill, read_output
+from spillover_harness.profile import PodSelector
+
+pytestmark = pytest.mark.integration
+
+SELECTOR = PodSelector(selector="app=observe", container="mcp-host")
+
+
+def _running_pod(api: client.ApiClient, namespace: str) -> str:
+    dep = deployment_manifest(
+        "observe", [container_manifest("mcp-host", "example.invalid/mcp-host:1")]
+    )
+    client.AppsV1Api(api).create_namespaced_deployment(namespace, dep)
+    core = client.CoreV1Api(api)
+
+    def running() -> str | None:
+        pods = core.list_namespaced_pod(namespace, label_selector="app=observe").items
+        ok = [p for p in pods if p.status and p.status.phase == "Running"]
+        return str(ok[0].metadata.name) if ok else None
+
+    return wait_for("the pod to run", running)
+
+
+def test_a_refused_exec_is_not_an_empty_answer(control_plane: LocalCluster, namespace: str) -> None:
+    with control_plane.api_client() as api:
+        pod = _running_pod(api, namespace)
+        core = client.CoreV1Api(api)
+
+        with pytest.raises(ExecFailed, match="no exec found for container"):
+            exec_sh(core, namespace, pod, "mcp-host", "echo hello")
+
+        look = look_for_spill(core, namespace, SELECTOR, "/var/lib/clerum/runs/x", ".spill")
+        assert look.entries is None  # not checked, rather than "no spill entry"
+        assert look.note is not None
+        assert f"disk: exec in pod {pod} failed: ExecFailed" in look.note
+
+        text, note = read_output(core, namespace, SELECTOR, "/var/lib/clerum/runs/x", ["a.md"])
+        assert text is None
+        assert note is not None and f"quality: reading the output in pod {pod} failed" in note
