@@ -177,10 +177,18 @@ def test_custom_resource_mode_end_to_end(env: PlatformEnv) -> None:
     runs = {
         o["spec"]["runId"]: o for o in recipe_runs(env) if o["spec"]["runId"] in br.started.values()
     }
-    assert sorted(runs) == sorted(r.run_id for r in records)
+    # One harness process names all its platform runs `<run_id>-<attempt>`, so a later
+    # stage on the same platform is never refused as a duplicate.
+    attempts = {rid.rsplit("-", 1)[1] for rid in runs}
+    assert len(attempts) == 1, sorted(runs)
+    (attempt,) = attempts
+    assert sorted(runs) == sorted(f"{r.run_id}-{attempt}" for r in records)
     for r in records:
-        obj = runs[r.run_id]
-        assert obj["metadata"]["name"] == f"spill-{r.run_id}".lower().replace("_", "-")
+        platform_id = f"{r.run_id}-{attempt}"
+        obj = runs[platform_id]
+        name = f"spill-{platform_id}".lower().replace("_", "-")
+        assert obj["metadata"]["name"] == name
+        assert f"platform run id: {name}" in r.notes, r.notes  # the object to look at
         assert obj["metadata"]["labels"]["spillover-test"] == "cr-mode"
         assert (obj["spec"]["recipe"], obj["spec"]["input"]) == (r.recipe, r.input)
         assert obj["status"]["outcome"] == r.outcome

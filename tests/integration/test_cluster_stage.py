@@ -173,6 +173,28 @@ def test_minikube_stage_end_to_end_through_the_operator(
     assert not [c for c in canaries if c in captured.out + captured.err]
 
 
+def test_a_second_stage_on_the_same_platform_is_not_refused_as_a_duplicate(
+    env: PlatformEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run ids are stable per (stage, config, cell, repetition), and the platform keeps
+    its runs: two stages into two results directories must not collide on the platform
+    (each harness process names its platform runs `<run_id>-<attempt>`)."""
+    outs = [env.tmp / "results-again-1", env.tmp / "results-again-2"]
+    with env.operator("op-again"):
+        for out_dir in outs:
+            code = main(_stage_args(env, env.profile_path, out_dir))
+            captured = capsys.readouterr()
+            assert code == EXIT_OK, captured.out + captured.err
+        wait_for("the restored policy to be applied", lambda: _ready_for_generation(env))
+    first, second = (read_records(o / "runs.jsonl") for o in outs)
+    assert [r.run_id for r in first] == [r.run_id for r in second]  # the same plan
+    assert [r.outcome for r in second if r.outcome == "harness_error"] == [], [
+        r.notes for r in second
+    ]
+    platform_ids = {n for r in first + second for n in r.notes if n.startswith("platform run id")}
+    assert len(platform_ids) == len(first) + len(second), sorted(platform_ids)
+
+
 def test_faulty_mcp_host_fails_no_leak(
     env: PlatformEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:

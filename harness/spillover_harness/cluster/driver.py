@@ -19,6 +19,7 @@ or followed is `harness_error`.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -118,6 +119,11 @@ class ClusterDriver:
         # a pod not among them was created after the change. (Not creationTimestamp: it
         # has whole seconds only, and comes from the API server's clock, not ours.)
         self._pods_before_change: set[str] = set()
+        # The platform keeps its runs (and run objects) after a stage: a second stage, or
+        # a --resume, with the same run ids would be refused as duplicates. Each harness
+        # process therefore names its runs on the platform `<run_id>-<attempt>`; the
+        # record keeps our run_id and notes the platform's.
+        self.attempt = secrets.token_hex(3)
 
     # -- configuration switching ------------------------------------------------------
 
@@ -199,7 +205,7 @@ class ClusterDriver:
         values: dict[str, object] = {
             "recipe": job.recipe,
             "input": job.input.name,
-            "run_id": job.run_id,
+            "run_id": f"{job.run_id}-{self.attempt}",
             "namespace": self.profile.namespace,
             "seed": job.seed,
             "repetition": job.repetition,
@@ -214,6 +220,7 @@ class ClusterDriver:
             return self._record(
                 job, started_at, outcome="harness_error", notes=[*notes, f"run not started: {exc}"]
             )
+        notes.append(f"platform run id: {handle.platform_run_id}")
         outcome, status, poll_notes, spill_during, disk_dir = self._follow(job, handle, cancel)
         wall_s = time.monotonic() - t0
         finished_at = now_rfc3339()
