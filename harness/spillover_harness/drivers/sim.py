@@ -30,7 +30,7 @@ from pathlib import Path
 
 from spillover_harness.checks import find_spill_entries, judge_output, scan_logs_for_canaries
 from spillover_harness.drivers.base import RunJob
-from spillover_harness.fixtures import FixtureSet, build_fixtures, default_fixture_seed
+from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.records import RunRecord, now_rfc3339
 from spillover_harness.sim.metrics import SpilloverMetrics
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
@@ -65,10 +65,7 @@ class SimDriver:
         """The driver's inputs, built on first use when none were given."""
         with self._lock:
             if self._fixtures is None:
-                seed = self._fixture_seed
-                if seed is None:
-                    seed = default_fixture_seed()
-                self._fixtures = build_fixtures(seed)
+                self._fixtures = fixtures_for(self._fixture_seed)
             return self._fixtures
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:

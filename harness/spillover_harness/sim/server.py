@@ -44,7 +44,7 @@ from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from spillover_harness.fixtures import FixtureSet, build_fixtures, default_fixture_seed
+from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.sim.metrics import SpilloverMetrics
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
 
@@ -150,10 +150,7 @@ class SimServer(ThreadingHTTPServer):
     def fixtures(self) -> FixtureSet:
         with self._lock:
             if self._fixtures is None:
-                seed = self._fixture_seed
-                if seed is None:
-                    seed = default_fixture_seed()
-                self._fixtures = build_fixtures(seed)
+                self._fixtures = fixtures_for(self._fixture_seed)
             return self._fixtures
 
     def start_run(self, body: Any) -> str:
