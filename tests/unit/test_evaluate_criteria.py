@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from itertools import count
 from typing import Any
 
 import pytest
+from record_builders import MATRIX, CellKey, Spec, make_dataset, make_record
 from spillover_harness.evaluate import (
     CellEvidence,
     CriterionResult,
@@ -14,53 +14,29 @@ from spillover_harness.evaluate import (
     evaluate,
     median,
 )
-from spillover_harness.matrix import Matrix, load_matrix
+from spillover_harness.matrix import Matrix
 from spillover_harness.records import RunRecord
 
-MATRIX = load_matrix(None)
-CELLS = [(r.name, i.name, i.size_class) for r, i in MATRIX.cells()]
-CONFIGS = [c.name for c in MATRIX.configurations]
-_ids = count(1)
 
-Spec = dict[str, Any]
-CellKey = tuple[str, str, str]
+def _good_run(config: str) -> Spec:
+    return {
+        "hit_iteration_limit": False,
+        "iterations": 5,
+        "input_tokens": 1000 if config == "off" else 900,
+        "output_tokens": 100,
+        "duration_s": 10.0,
+        "spillover_persisted": 0 if config == "off" else 1,
+        "spillover_reads": 0 if config == "off" else 1,
+        "status_report_bytes": 2000,
+        "quality_ok": True,
+        "disk_clean": True,
+        "logs_clean": True,
+    }
 
 
 def rec(config: str, recipe: str, inp: str, *, stage: str = "sim", **fields: Any) -> RunRecord:
     """One record; every field measured and good unless `fields` says otherwise."""
-    outcome = fields.pop("outcome", "succeeded")
-    size = fields.pop("size_class", MATRIX.size_class(recipe, inp) or "small")
-    if outcome == "harness_error":
-        measured: dict[str, Any] = {}
-    else:
-        measured = {
-            "hit_iteration_limit": False,
-            "iterations": 5,
-            "input_tokens": 1000 if config == "off" else 900,
-            "output_tokens": 100,
-            "duration_s": 10.0,
-            "spillover_persisted": 0 if config == "off" else 1,
-            "spillover_reads": 0 if config == "off" else 1,
-            "status_report_bytes": 2000,
-            "quality_ok": True,
-            "disk_clean": True,
-            "logs_clean": True,
-        }
-    measured.update(fields)
-    n = next(_ids)
-    return RunRecord(
-        run_id=f"run-{n}",
-        stage=stage,  # type: ignore[arg-type]
-        config=config,
-        recipe=recipe,
-        input=inp,
-        size_class=size,
-        repetition=fields.pop("repetition", n),
-        outcome=outcome,
-        started_at="2026-11-30T10:00:00+00:00",
-        finished_at="2026-11-30T10:01:00+00:00",
-        **measured,
-    )
+    return make_record(_good_run, config, recipe, inp, stage=stage, **fields)
 
 
 def dataset(
@@ -71,13 +47,7 @@ def dataset(
     configs: list[str] | None = None,
 ) -> list[RunRecord]:
     """Every configuration x cell with `n` good runs, except the cells given (their specs)."""
-    cells = cells or {}
-    out: list[RunRecord] = []
-    for cfg in configs or CONFIGS:
-        for recipe, inp, _ in CELLS:
-            specs = cells.get((cfg, recipe, inp), [{} for _ in range(n)])
-            out.extend(rec(cfg, recipe, inp, stage=stage, **spec) for spec in specs)
-    return out
+    return make_dataset(rec, cells, n=n, stage=stage, configs=configs)
 
 
 def crit(verdict: Verdict, key: str, config: str = "128KiB") -> CriterionResult:

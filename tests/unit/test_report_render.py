@@ -4,72 +4,52 @@ from __future__ import annotations
 
 import json
 import struct
-from itertools import count
 from pathlib import Path
 from typing import Any
 
 import matplotlib.image
 import pytest
+from record_builders import (
+    CELLS,
+    CONFIGS,
+    MATRIX,
+    CellKey,
+    Spec,
+    make_dataset,
+    make_record,
+    next_id,
+)
 from spillover_harness.evaluate import Verdict, evaluate
-from spillover_harness.matrix import load_matrix
 from spillover_harness.records import RunRecord
 from spillover_harness.report import SIM_DISCLAIMER, render_markdown, write_report
 
-MATRIX = load_matrix(None)
-CELLS = [(r.name, i.name, i.size_class) for r, i in MATRIX.cells()]
-CONFIGS = [c.name for c in MATRIX.configurations]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_ids = count(1)
 
-Spec = dict[str, Any]
-CellKey = tuple[str, str, str]
+
+def _good_run(config: str) -> Spec:
+    """Slightly varied values, so the plots and per-cell medians have something to show."""
+    return {
+        "hit_iteration_limit": False,
+        "iterations": 5 + next_id() % 3,
+        "input_tokens": (1000 if config == "off" else 900) + next_id() % 50,
+        "output_tokens": 100,
+        "duration_s": 10.0 + next_id() % 7,
+        "spillover_persisted": 1,
+        "spillover_reads": 2,
+        "quality_ok": True,
+        "disk_clean": True,
+        "logs_clean": True,
+    }
 
 
 def rec(config: str, recipe: str, inp: str, *, stage: str = "sim", **fields: Any) -> RunRecord:
-    outcome = fields.pop("outcome", "succeeded")
-    measured: dict[str, Any] = (
-        {}
-        if outcome == "harness_error"
-        else {
-            "hit_iteration_limit": False,
-            "iterations": 5 + next(_ids) % 3,
-            "input_tokens": (1000 if config == "off" else 900) + next(_ids) % 50,
-            "output_tokens": 100,
-            "duration_s": 10.0 + next(_ids) % 7,
-            "spillover_persisted": 1,
-            "spillover_reads": 2,
-            "quality_ok": True,
-            "disk_clean": True,
-            "logs_clean": True,
-        }
-    )
-    measured.update(fields)
-    n = next(_ids)
-    return RunRecord(
-        run_id=f"run-{n}",
-        stage=stage,  # type: ignore[arg-type]
-        config=config,
-        recipe=recipe,
-        input=inp,
-        size_class=MATRIX.size_class(recipe, inp) or "small",  # type: ignore[arg-type]
-        repetition=n,
-        outcome=outcome,
-        started_at="2026-11-30T10:00:00+00:00",
-        finished_at="2026-11-30T10:01:00+00:00",
-        **measured,
-    )
+    return make_record(_good_run, config, recipe, inp, stage=stage, **fields)
 
 
 def dataset(
     cells: dict[CellKey, list[Spec]] | None = None, *, n: int = 2, stage: str = "sim"
 ) -> list[RunRecord]:
-    cells = cells or {}
-    out: list[RunRecord] = []
-    for cfg in CONFIGS:
-        for recipe, inp, _ in CELLS:
-            specs = cells.get((cfg, recipe, inp), [{} for _ in range(n)])
-            out.extend(rec(cfg, recipe, inp, stage=stage, **spec) for spec in specs)
-    return out
+    return make_dataset(rec, cells, n=n, stage=stage)
 
 
 def verdict(records: list[RunRecord]) -> Verdict:
