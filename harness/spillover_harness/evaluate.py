@@ -1,4 +1,4 @@
-"""The evaluator: run records + matrix -> the verdict of SPEC section 3.
+"""The evaluator: run records + matrix -> the verdict of docs/reference.md §3.
 
 `evaluate` is a pure function. It groups the records once by
 (configuration, recipe, input), judges every non-baseline configuration
@@ -6,7 +6,7 @@ against the baseline on the five acceptance criteria, each of them
 three-valued (pass / fail / inconclusive) with its evidence, and walks the
 decision chain.
 
-Rules, as SPEC section 3 states them, and the interpretations taken where it
+Rules, as docs/reference.md §3 states them, and the interpretations taken where it
 is silent (each is visible in the evidence):
 
 - Runs with outcome `harness_error` are left out of every criterion; they
@@ -19,7 +19,7 @@ is silent (each is visible in the evidence):
 - Per-cell criteria: fail if any cell fails, else inconclusive if any cell
   is, else pass.
 - Criterion 1 compares succeeded / valid runs as exact fractions.
-- Criterion 2 compares limit-hit counts (count vs count, as the SPEC says,
+- Criterion 2 compares limit-hit counts (count vs count, as the reference says,
   even when the number of valid runs differs; the evidence says so). A null
   `hit_iteration_limit` makes the cell inconclusive, except when the
   configuration's known hits already exceed every hit the baseline could
@@ -639,7 +639,7 @@ def _iteration_limit(ctx: _Ctx, cfg: str) -> CriterionResult:
         note = ""
         if not missing and c.valid != b.valid:
             note = (
-                f" (counts compared as the SPEC states, although the valid runs differ: "
+                f" (counts compared as the reference states, although the valid runs differ: "
                 f"{c.valid} vs {b.valid})"
             )
         if missing:
@@ -1090,7 +1090,7 @@ def evaluate(
     resamples: int = 2000,
     seed: int = 0,
 ) -> Verdict:
-    """Judge the records of one stage against the matrix (SPEC section 3). Pure.
+    """Judge the records of one stage against the matrix (docs/reference.md §3). Pure.
 
     With `stage=None` the records must all be of one stage (ValueError
     otherwise); with a stage, the records of other stages are ignored and

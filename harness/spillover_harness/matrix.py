@@ -1,5 +1,5 @@
 """The validation matrix: configurations x recipes x inputs x repetitions, plus
-the acceptance parameters and the decision chain (SPEC section 2).
+the acceptance parameters and the decision chain (docs/reference.md §2).
 
 Loaded from YAML into typed, validated objects; every mistake names the file
 and the key so a reviewer can fix it without reading this code.

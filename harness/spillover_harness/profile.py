@@ -5,7 +5,7 @@ a recipe run is started and followed (a custom resource, or an HTTP execute
 endpoint), where every recorded field comes from (JSONPaths into the run's status
 or response, regexes for the documented log lines), which pods to read logs from,
 where Prometheus is, and where to look for `.spill` entries. Defaults come from
-SPEC section 1; `docs/cluster-profile.md` lists every assumption behind them.
+docs/reference.md §1; `docs/cluster-profile.md` lists every assumption behind them.
 
 Validated like the matrix: a wrong key or type raises `ProfileError` naming the
 file and the key.
@@ -396,7 +396,7 @@ RunMode = Annotated[CustomResourceRun | HttpRun, Field(discriminator="mode")]
 
 
 class OutcomeSource(_Strict):
-    """Where the run's phase is, and what each platform phase means (SPEC outcomes)."""
+    """Where the run's phase is, and what each platform phase means (record outcomes)."""
 
     path: JsonPathStr = "$.phase"
     phases: dict[str, PlatformOutcome] = {
@@ -421,11 +421,11 @@ class OutcomeSource(_Strict):
         return self
 
     def outcome(self, phase: str) -> PlatformOutcome | None:
-        """The SPEC outcome of a finished phase; None while in progress or unknown."""
+        """The record outcome of a finished phase; None while in progress or unknown."""
         return self.phases.get(phase)
 
     def classify(self, phase: str) -> PlatformOutcome | Literal["in_progress", "unknown"]:
-        """`in_progress` (poll again), a SPEC outcome, or `unknown` (the driver records
+        """`in_progress` (poll again), a record outcome, or `unknown` (the driver records
         `harness_error` with a note naming the phase)."""
         if phase in self.in_progress:
             return "in_progress"
@@ -471,7 +471,7 @@ def _compile(pattern: str, groups: tuple[str, ...]) -> str:
     return pattern
 
 
-# Default patterns: the documented messages (SPEC section 1/2), with the value either
+# Default patterns: the documented messages (docs/reference.md §1-2), with the value either
 # as a JSON field ("iteration":3), a logfmt pair (iteration=3) or a quoted value.
 _NUM = r"""["']?\s*[:=]\s*["']?"""
 

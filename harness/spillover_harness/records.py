@@ -1,4 +1,4 @@
-"""Run records: one JSON object per run, one line per object, schema 1 (SPEC section 3).
+"""Run records: one JSON object per run, one line per object, schema 1 (docs/reference.md §3).
 
 The file is the harness's durable memory: every record is appended whole,
 flushed and fsynced as its run finishes, so an interrupted stage leaves a
@@ -38,7 +38,7 @@ class RunKey(NamedTuple):
 
 
 class RunRecord(BaseModel):
-    """One run, as SPEC section 3 defines it. `None` always means "not measured"."""
+    """One run, as docs/reference.md §3 defines it. `None` always means "not measured"."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 

@@ -1,7 +1,7 @@
 """Advisory statistics for the evaluator and the report.
 
 Nothing here changes a status or the decision: the verdict follows the
-SPEC's rules on the raw figures. These numbers only tell a reader how solid
+the reference's rules on the raw figures. These numbers only tell a reader how solid
 a comparison looks and roughly how many more runs would settle a close one.
 
 The bootstrap draws each resample's median straight from its order

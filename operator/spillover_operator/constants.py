@@ -21,7 +21,7 @@ THRESHOLD_MAX: Final = 1048576
 BUDGET_MIN: Final = 1048576
 BUDGET_MAX: Final = 268435456
 
-# The mcp-host defaults (SPEC section 1): the operator only displays them; the
+# The mcp-host defaults (docs/reference.md §1): the operator only displays them; the
 # harness's simulator runs with them.
 THRESHOLD_DEFAULT: Final = 131072
 BUDGET_DEFAULT: Final = 16777216

@@ -2,7 +2,7 @@
 for the platform's recipe controller (which cannot be had here), so that the harness's
 `run.mode: custom-resource` meets a real API server.
 
-The bridge plays the workflow-recipe controller (WRC) of SPEC section 1:
+The bridge plays the workflow-recipe controller (WRC) of docs/reference.md §1:
 
 - it sees each new RecipeRun in its namespace (it lists them every 0.1 s; one whose
   status already names a run was started before and is only followed),

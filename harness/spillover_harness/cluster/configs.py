@@ -5,7 +5,7 @@ patch of `enabled`, `thresholdBytes`, `budgetBytes` only), waits with spilloverc
 own wait loop (`wait_until_settled`: observedGeneration == generation, Ready=True,
 Deployment env as the policy says, rollout complete), then checks the WRC
 Deployment's container itself: its three variables must be exactly the
-configuration's. Mapping (SPEC section 1):
+configuration's. Mapping (docs/reference.md §1):
 
 | matrix env | policy spec | WRC container env |
 |---|---|---|

@@ -1,5 +1,5 @@
 """The embedded simulator: a model of the platform's workflow step with the mcp-host's
-spillover store (SPEC section 1), scripted seeded agents, and an HTTP front end
+spillover store (docs/reference.md §1), scripted seeded agents, and an HTTP front end
 (`spillover_harness.sim.server`). See docs/simulator.md."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The mcp-host's spillover configuration, read from its environment (SPEC section 1).
+"""The mcp-host's spillover configuration, read from its environment (docs/reference.md §1).
 
 Same variables, defaults, bounds and warn-and-default handling as the platform:
 

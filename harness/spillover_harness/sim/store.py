@@ -1,4 +1,4 @@
-"""The spillover store of one step execution: a model of the mcp-host's (SPEC section 1).
+"""The spillover store of one step execution: a model of the mcp-host's (docs/reference.md §1).
 
 - A tool result is measured as the UTF-8 byte length of its JSON serialization,
   `serialize_result(result)` = `json.dumps(result, ensure_ascii=False,

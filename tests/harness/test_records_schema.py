@@ -1,4 +1,4 @@
-"""Run records (SPEC section 3): round-trip, every kind of bad line named file:line,
+"""Run records (docs/reference.md §3): round-trip, every kind of bad line named file:line,
 and the crash-safe log (a torn last line is moved aside, never lost)."""
 
 from __future__ import annotations

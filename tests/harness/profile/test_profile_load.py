@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import PROFILES
 from spillover_harness.profile import (
     CustomResourceRun,
     HttpRun,
@@ -80,7 +81,7 @@ def test_shipped_profiles_load_with_spec_defaults(name: str) -> None:
 
 
 def test_shipped_profile_by_path(tmp_path: Path) -> None:
-    shipped = Path(__file__).parents[2] / "harness/spillover_harness/profiles/dev.yaml"
+    shipped = PROFILES / "dev.yaml"
     assert load_profile(shipped).run.mode == "http"
     assert load_profile(str(shipped)).name == "dev"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from repo_paths import PROFILES
 from spillover_harness.collectors.logs import parse_logs
 from spillover_harness.profile import HttpRun, JsonPath, Profile, load_profile, render_template
 from spillover_harness.sim.server import SimServer, serve
@@ -111,5 +111,5 @@ def test_the_limit_case_is_exercised(sim: SimServer) -> None:
 
 
 def test_shipped_profiles_ship_with_the_package() -> None:
-    here = Path(__file__).parents[2] / "harness/spillover_harness/profiles"
+    here = PROFILES
     assert sorted(p.name for p in here.glob("*.yaml")) == ["dev.yaml", "minikube.yaml"]

@@ -1,4 +1,4 @@
-"""The matrix file: the packaged default loads as SPEC section 2 says, and every
+"""The matrix file: the packaged default loads as docs/reference.md §2 says, and every
 mistake names the file and the key."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import REPO_ROOT
 from spillover_harness.matrix import MatrixError, load_matrix
 
 GOOD = """\
@@ -66,7 +67,7 @@ def test_default_matrix_is_the_spec_matrix() -> None:
 
 
 def test_the_makefile_path_is_the_packaged_default() -> None:
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO_ROOT
     on_disk = load_matrix(repo / "harness/spillover_harness/matrices/spillover-default.yaml")
     assert on_disk == load_matrix()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from repo_paths import MANIFESTS
 from spillover_operator.cli.errors import EXIT_OK, EXIT_USAGE
 from spillover_operator.cli.main import run
 from spillover_operator.constants import (
@@ -344,7 +345,7 @@ def test_a_passthrough_from_value_from_cannot_be_planned(tmp_path: Path) -> None
     assert "valueFrom" in err
 
 
-SAMPLES = sorted((Path(__file__).resolve().parents[2] / "manifests" / "samples").glob("*.yaml"))
+SAMPLES = sorted((MANIFESTS / "samples").glob("*.yaml"))
 
 
 def test_there_are_samples_to_render() -> None:

@@ -1,4 +1,4 @@
-"""The spillover store at its edges (SPEC section 1), on the real store code."""
+"""The spillover store at its edges (docs/reference.md §1), on the real store code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The five acceptance criteria of SPEC section 3, each in pass, fail and inconclusive."""
+"""The five acceptance criteria of docs/reference.md §3, each in pass, fail and inconclusive."""
 
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def test_iteration_limit_compares_counts_and_notes_differing_n() -> None:
         }
     )
     c = cell(crit(v, "iteration_limit"), "code-review", "small")
-    assert c.status == "pass"  # 1 vs 1, count against count as the SPEC states
+    assert c.status == "pass"  # 1 vs 1, count against count as the reference states
     assert "4 vs 2" in c.reason
 
 

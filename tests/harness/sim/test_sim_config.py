@@ -1,4 +1,4 @@
-"""The simulator reads its configuration like the mcp-host (SPEC section 1, Configuration)."""
+"""The simulator reads its configuration like the mcp-host (docs/reference.md §1, Configuration)."""
 
 from __future__ import annotations
 
