@@ -21,6 +21,8 @@ API: Final = 5  # the cluster: unreachable, forbidden, rejected; a cluster stage
 MISMATCH: Final = 6  # status found a mismatch / the operator refused the policy
 PREFLIGHT: Final = 7  # a preflight checklist item failed
 INCONCLUSIVE: Final = 8  # the verdict is inconclusive: no decision
+INCOMPLETE: Final = 9  # runs of the matrix are missing: no decision from partial data
+LOCKED: Final = 10  # another process holds the results directory
 INTERRUPTED: Final = 130  # Ctrl-C / SIGTERM
 
 
@@ -77,6 +79,18 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         "inconclusive",
         "the verdict is inconclusive (missing data or too "
         "few valid runs; the report says which runs are needed)",
+    ),
+    ExitCode(
+        INCOMPLETE,
+        "incomplete",
+        "runs of the matrix are missing from the results: no decision is taken from partial "
+        "data (rerun with --resume, or judge what is there with --allow-incomplete)",
+    ),
+    ExitCode(
+        LOCKED,
+        "locked",
+        "another spillover-harness process (its PID is printed) is writing the results "
+        "directory; nothing was touched",
     ),
     ExitCode(
         INTERRUPTED,
