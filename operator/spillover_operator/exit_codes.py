@@ -9,6 +9,7 @@ docs/exit-codes.md is this table in prose.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Final
 
@@ -106,5 +107,9 @@ def describe(codes: tuple[int, ...] | None = None, *, title: str = "exit codes")
     rows = [row for row in TABLE if codes is None or row.code in codes]
     lines = [f"{title}:"]
     for row in rows:
-        lines.append(f"  {row.code:<4} {row.meaning}")
+        lines.extend(
+            textwrap.wrap(
+                row.meaning, width=78, initial_indent=f"  {row.code:<5}", subsequent_indent=" " * 7
+            )
+        )
     return "\n".join(lines)
