@@ -8,15 +8,17 @@ blocks through the operator, the policy restored, the report.
 - Stage `dev` starts only when the Stage 1 results directory holds an ACCEPTED
   Stage 1 verdict for the same mcp-host version: its `stage.json` says stage
   `minikube` and that version, and its `verdict.json` holds a decision that was
-  reached (`131072`, `32768` or `false`, not `inconclusive`). `--override-stage1
-  REASON` lets it start anyway; the reason is printed and goes into the report.
+  reached: one the matrix's decision chain can end in (a step's default or the
+  fallback, e.g. `131072`, `32768`, `65536`, `false`), not `inconclusive`.
+  `--override-stage1 REASON` lets it start anyway; the reason is printed and goes
+  into the report.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -36,7 +38,6 @@ from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
 from spillover_harness.runner import StageResult, run_stage
 
-ACCEPTED_DECISIONS = ("131072", "32768", "false")
 DEFAULT_STAGE1_DIR = Path("results/minikube")
 
 
@@ -66,8 +67,21 @@ def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
     return image
 
 
-def check_stage1(results: Path, version: str) -> str:
-    """A line describing the accepted Stage 1 verdict; Stage1GateError otherwise."""
+def stage1_decided(verdict: Mapping[str, object], matrix: Matrix) -> bool:
+    """Whether a Stage 1 verdict reached a decision (it is not `inconclusive`).
+
+    The one place the gate judges a decision: one the matrix's chain can end in (a
+    step's default or the fallback), never a fixed list of values. Once verdict.json
+    carries the evaluator's `decided`, this becomes `verdict.get("decided") is True`.
+    """
+    reachable = {step.default for step in matrix.decision.chain} | {matrix.decision.fallback}
+    return verdict.get("decision") in reachable
+
+
+def check_stage1(results: Path, version: str, matrix: Matrix) -> str:
+    """A line describing the accepted Stage 1 verdict; Stage1GateError otherwise.
+
+    `matrix` says which decisions count as reached (`stage1_decided`)."""
     stage_path, verdict_path = results / "stage.json", results / "verdict.json"
     fix = (
         "run Stage 1 first (make validate-minikube), pass --stage1-results DIR, or "
@@ -91,7 +105,7 @@ def check_stage1(results: Path, version: str) -> str:
             f"{version!r}; {fix}"
         )
     decision = verdict.get("decision")
-    if decision not in ACCEPTED_DECISIONS:
+    if not stage1_decided(verdict, matrix):
         raise Stage1GateError(
             f"Stage 1 in {results} has no accepted verdict (decision {decision!r}); {fix}"
         )
@@ -142,7 +156,7 @@ def run_cluster_stage(
             notes.append(f"**Stage 1 gate overridden**: {override_stage1}")
             log(f"Stage 1 gate OVERRIDDEN: {override_stage1}")
         else:
-            line = check_stage1(stage1_results or DEFAULT_STAGE1_DIR, version)
+            line = check_stage1(stage1_results or DEFAULT_STAGE1_DIR, version, matrix)
             notes.append(line)
             log(line)
     applier = PolicyApplier(cluster, profile, timeout_s=apply_timeout_s, log=log)
