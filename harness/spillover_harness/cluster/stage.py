@@ -8,15 +8,17 @@ blocks through the operator, the policy restored, the report.
 - Stage `dev` starts only when the Stage 1 results directory holds an ACCEPTED
   Stage 1 verdict for the same mcp-host version: its `stage.json` says stage
   `minikube` and that version, and its `verdict.json` holds a decision that was
-  reached (`131072`, `32768` or `false`, not `inconclusive`). `--override-stage1
-  REASON` lets it start anyway; the reason is printed and goes into the report.
+  reached: one the matrix's decision chain can end in (a step's default or the
+  fallback, e.g. `131072`, `32768`, `65536`, `false`), not `inconclusive`.
+  `--override-stage1 REASON` lets it start anyway; the reason is printed and goes
+  into the report.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -36,7 +38,6 @@ from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
 from spillover_harness.runner import StageResult, run_stage
 
-ACCEPTED_DECISIONS = ("131072", "32768", "false")
 DEFAULT_STAGE1_DIR = Path("results/minikube")
 
 
@@ -66,8 +67,21 @@ def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
     return image
 
 
-def check_stage1(results: Path, version: str) -> str:
-    """A line describing the accepted Stage 1 verdict; Stage1GateError otherwise."""
+def stage1_decided(verdict: Mapping[str, object], matrix: Matrix) -> bool:
+    """Whether a Stage 1 verdict reached a decision (it is not `inconclusive`).
+
+    The one place the gate judges a decision: one the matrix's chain can end in (a
+    step's default or the fallback), never a fixed list of values. Once verdict.json
+    carries the evaluator's `decided`, this becomes `verdict.get("decided") is True`.
+    """
+    reachable = {step.default for step in matrix.decision.chain} | {matrix.decision.fallback}
+    return verdict.get("decision") in reachable
+
+
+def check_stage1(results: Path, version: str, matrix: Matrix) -> str:
+    """A line describing the accepted Stage 1 verdict; Stage1GateError otherwise.
+
+    `matrix` says which decisions count as reached (`stage1_decided`)."""
     stage_path, verdict_path = results / "stage.json", results / "verdict.json"
     fix = (
         "run Stage 1 first (make validate-minikube), pass --stage1-results DIR, or "
@@ -91,7 +105,7 @@ def check_stage1(results: Path, version: str) -> str:
             f"{version!r}; {fix}"
         )
     decision = verdict.get("decision")
-    if decision not in ACCEPTED_DECISIONS:
+    if not stage1_decided(verdict, matrix):
         raise Stage1GateError(
             f"Stage 1 in {results} has no accepted verdict (decision {decision!r}); {fix}"
         )
@@ -105,6 +119,94 @@ class ClusterStageOutcome:
     stage_notes: list[str] = field(default_factory=list)
     restored: str | None = None
     stage1_override: str | None = None  # the reason, when --override-stage1 let dev start
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterStageOptions:
+    """What one cluster stage runs, where, and how (`run --stage minikube|dev`)."""
+
+    matrix: Matrix
+    stage: str  # "minikube" | "dev"
+    profile: Profile
+    target: Target
+    out_dir: Path
+    fixtures: FixtureSet
+    resume: bool
+    progress: bool = True
+    # dev only: the Stage 1 results directory (default results/minikube), or the
+    # reason to start without an accepted Stage 1 verdict
+    stage1_results: Path | None = None
+    override_stage1: str | None = None
+    skip_preflight: bool = False
+    apply_timeout_s: float = 600.0
+    matrix_source: str = "<default>"  # how the matrix was given (recorded in stage.json)
+    resume_hint: str | None = None  # the command that resumes this stage, for messages
+
+
+def run_cluster(
+    options: ClusterStageOptions, *, cancel: threading.Event, log: Callable[[str], None]
+) -> ClusterStageOutcome:
+    """Raises ClusterStageError (PreflightFailed, Stage1GateError, ConfigApplyError...)
+    or the runner's ResultsDirError / StageAbort."""
+    profile, target, matrix, stage = options.profile, options.target, options.matrix, options.stage
+    if stage == "minikube" and not options.skip_preflight:
+        pre = run_preflight(profile, target, stage, matrix, options.fixtures)
+        log(pre.render())
+        if not pre.ok:
+            raise PreflightFailed(pre)
+    cluster = connect_profile(profile, target)
+    core = client.CoreV1Api(cluster.api_client)
+    version = mcp_host_version(profile, core)
+    notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
+    if stage == "dev":
+        notes.append(_stage1_gate(options, version, log))
+    applier = PolicyApplier(cluster, profile, timeout_s=options.apply_timeout_s, log=log)
+    starter = make_starter(profile, target, cluster)
+    driver = ClusterDriver(
+        profile,
+        core,
+        applier,
+        starter,
+        PrometheusCollector.from_profile(profile.prometheus),
+        options.fixtures,
+        log=log,
+    )
+    guard = PolicyGuard(applier, log)
+    try:
+        with guard:
+            result = run_stage(
+                matrix,
+                stage,
+                driver,
+                options.out_dir,
+                resume=options.resume,
+                concurrency=1,
+                progress=options.progress,
+                cancel=cancel,
+                driver_identity={
+                    "kind": "cluster",
+                    "profile": profile.name,
+                    "mcp_host_version": version,
+                },
+                matrix_source=options.matrix_source,
+                resume_hint=options.resume_hint,
+                order=partial(block_order, config_names=[c.name for c in matrix.configurations]),
+            )
+    finally:
+        starter.close()
+    override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
+    return ClusterStageOutcome(result, version, notes, guard.restored, override)
+
+
+def _stage1_gate(options: ClusterStageOptions, version: str, log: Callable[[str], None]) -> str:
+    """Stage dev: the report's note on the Stage 1 gate (passed or overridden);
+    Stage1GateError when it is closed."""
+    if options.override_stage1:
+        log(f"Stage 1 gate OVERRIDDEN: {options.override_stage1}")
+        return f"**Stage 1 gate overridden**: {options.override_stage1}"
+    line = check_stage1(options.stage1_results or DEFAULT_STAGE1_DIR, version, options.matrix)
+    log(line)
+    return line
 
 
 def run_cluster_stage(
@@ -126,58 +228,23 @@ def run_cluster_stage(
     matrix_source: str = "<default>",
     resume_hint: str | None = None,
 ) -> ClusterStageOutcome:
-    """Raises ClusterStageError (PreflightFailed, Stage1GateError, ConfigApplyError...)
-    or the runner's ResultsDirError / StageAbort."""
-    if stage == "minikube" and not skip_preflight:
-        pre = run_preflight(profile, target, stage, matrix, fixtures)
-        log(pre.render())
-        if not pre.ok:
-            raise PreflightFailed(pre)
-    cluster = connect_profile(profile, target)
-    core = client.CoreV1Api(cluster.api_client)
-    version = mcp_host_version(profile, core)
-    notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
-    if stage == "dev":
-        if override_stage1:
-            notes.append(f"**Stage 1 gate overridden**: {override_stage1}")
-            log(f"Stage 1 gate OVERRIDDEN: {override_stage1}")
-        else:
-            line = check_stage1(stage1_results or DEFAULT_STAGE1_DIR, version)
-            notes.append(line)
-            log(line)
-    applier = PolicyApplier(cluster, profile, timeout_s=apply_timeout_s, log=log)
-    starter = make_starter(profile, target, cluster)
-    driver = ClusterDriver(
-        profile,
-        core,
-        applier,
-        starter,
-        PrometheusCollector.from_profile(profile.prometheus),
-        fixtures,
-        log=log,
+    """The keyword form the CLI calls today: `run_cluster(ClusterStageOptions(...))`.
+
+    Transitional: once the CLI builds ClusterStageOptions itself, this goes."""
+    options = ClusterStageOptions(
+        matrix=matrix,
+        stage=stage,
+        profile=profile,
+        target=target,
+        out_dir=out_dir,
+        fixtures=fixtures,
+        resume=resume,
+        progress=progress,
+        stage1_results=stage1_results,
+        override_stage1=override_stage1,
+        skip_preflight=skip_preflight,
+        apply_timeout_s=apply_timeout_s,
+        matrix_source=matrix_source,
+        resume_hint=resume_hint,
     )
-    guard = PolicyGuard(applier, log)
-    try:
-        with guard:
-            result = run_stage(
-                matrix,
-                stage,
-                driver,
-                out_dir,
-                resume=resume,
-                concurrency=1,
-                progress=progress,
-                cancel=cancel,
-                driver_identity={
-                    "kind": "cluster",
-                    "profile": profile.name,
-                    "mcp_host_version": version,
-                },
-                matrix_source=matrix_source,
-                resume_hint=resume_hint,
-                order=partial(block_order, config_names=[c.name for c in matrix.configurations]),
-            )
-    finally:
-        starter.close()
-    override = override_stage1 if stage == "dev" and override_stage1 else None
-    return ClusterStageOutcome(result, version, notes, guard.restored, override)
+    return run_cluster(options, cancel=cancel, log=log)

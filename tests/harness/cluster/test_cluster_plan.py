@@ -1,5 +1,5 @@
 """Cluster stage pieces that need no cluster: the block order, the policy mapping,
-the Stage 1 gate, and the runner's StageAbort / order hooks."""
+and the runner's StageAbort / order hooks (the Stage 1 gate: test_cluster_stage1_gate.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from spillover_harness.cluster.configs import ConfigApplyError, expected_env, policy_fields
 from spillover_harness.cluster.plan import block_order, switches
-from spillover_harness.cluster.stage import Stage1GateError, check_stage1
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.sim import SimDriver
 from spillover_harness.matrix import Configuration, load_matrix
@@ -62,30 +61,6 @@ def test_policy_fields_and_expected_env() -> None:
         policy_fields(Configuration(name="bad", env={THRESHOLD: "32k"}))
     with pytest.raises(ConfigApplyError, match="TRUE"):
         policy_fields(Configuration(name="bad", env={ENABLED: "TRUE"}))
-
-
-def _stage1(tmp: Path, stage: str, version: str, decision: str) -> Path:
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "stage.json").write_text(
-        json.dumps({"stage": stage, "driver": {"kind": "cluster", "mcp_host_version": version}})
-    )
-    (tmp / "verdict.json").write_text(json.dumps({"decision": decision}))
-    return tmp
-
-
-def test_stage1_gate(tmp_path: Path) -> None:
-    ok = _stage1(tmp_path / "ok", "minikube", "sha256:a", "131072")
-    assert "decision 131072" in check_stage1(ok, "sha256:a")
-    with pytest.raises(Stage1GateError, match="validated mcp-host 'sha256:a'"):
-        check_stage1(ok, "sha256:b")
-    with pytest.raises(Stage1GateError, match="no accepted verdict"):
-        check_stage1(_stage1(tmp_path / "inc", "minikube", "sha256:a", "inconclusive"), "sha256:a")
-    with pytest.raises(Stage1GateError, match="not minikube"):
-        check_stage1(_stage1(tmp_path / "sim", "sim", "sha256:a", "131072"), "sha256:a")
-    with pytest.raises(Stage1GateError, match="no Stage 1 results"):
-        check_stage1(tmp_path / "missing", "sha256:a")
-    with pytest.raises(Stage1GateError, match="--override-stage1"):
-        check_stage1(tmp_path / "missing", "sha256:a")
 
 
 class AbortOnConfig:

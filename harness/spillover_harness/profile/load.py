@@ -1,0 +1,76 @@
+"""Loading a profile: a shipped one by name or a YAML file, validated into `Profile`;
+every mistake is a `ProfileError` naming the file and the key."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from spillover_harness.profile.model import Profile
+
+__all__ = ["DEFAULT_PROFILES", "ProfileError", "load_profile", "parse_profile"]
+
+DEFAULT_PROFILES = ("minikube", "dev")
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used; the message names the file and the key."""
+
+
+_RUN_TAGS = ("custom-resource", "http")
+
+
+def _loc(err_loc: tuple[int | str, ...]) -> str:
+    parts = list(err_loc)
+    # The discriminated union puts the tag into the location: run.http.port -> run.port
+    if len(parts) >= 2 and parts[0] == "run" and parts[1] in _RUN_TAGS:
+        del parts[1]
+    return ".".join(str(p) for p in parts) or "<top level>"
+
+
+def parse_profile(data: object, *, source: str = "<profile>") -> Profile:
+    if not isinstance(data, dict):
+        raise ProfileError(f"{source}: the profile must be a YAML mapping at the top level")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = _loc(err["loc"])
+            kind = err["type"]
+            if kind == "extra_forbidden":
+                lines.append(f"{source}: unknown key '{loc}'")
+            elif kind == "missing":
+                lines.append(f"{source}: missing key '{loc}'")
+            elif kind == "union_tag_invalid":
+                lines.append(
+                    f"{source}: key '{loc}.mode': unknown mode {err['ctx']['tag']!r} "
+                    f"(known: {', '.join(_RUN_TAGS)})"
+                )
+            elif kind == "union_tag_not_found":
+                lines.append(f"{source}: missing key '{loc}.mode' (one of: {', '.join(_RUN_TAGS)})")
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                lines.append(f"{source}: key '{loc}': {msg} (got {err.get('input')!r})")
+        raise ProfileError("\n".join(lines)) from None
+
+
+def load_profile(path: Path | str) -> Profile:
+    """Load a profile file. A bare name (`minikube`, `dev`) loads the shipped profile."""
+    if isinstance(path, str) and path in DEFAULT_PROFILES:
+        ref = resources.files("spillover_harness.profiles").joinpath(f"{path}.yaml")
+        return parse_profile(_yaml(ref.read_text(encoding="utf-8"), str(ref)), source=str(ref))
+    p = Path(path)
+    if not p.exists():
+        raise ProfileError(f"{p}: no such profile file (shipped: {', '.join(DEFAULT_PROFILES)})")
+    return parse_profile(_yaml(p.read_text(encoding="utf-8"), str(p)), source=str(p))
+
+
+def _yaml(text: str, source: str) -> object:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: not valid YAML: {exc}") from None

@@ -1,0 +1,71 @@
+"""What a simulated step execution is given (limits, faults) and what it produced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spillover_harness.sim.config import SpilloverConfig
+from spillover_harness.sim.logs import StepLog
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_MAX_ITERATIONS",
+    "SimFaults",
+    "StepLimits",
+    "StepRun",
+]
+
+DEFAULT_MAX_ITERATIONS = 25
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+@dataclass(frozen=True)
+class StepLimits:
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    context_window_tokens: int = DEFAULT_CONTEXT_WINDOW
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SimFaults:
+    """Switches that make the simulated mcp-host misbehave like a broken one.
+
+    Criterion 5 must catch both: `write_spill_to_disk` writes every spilled result
+    under `<output dir>/.spill/`; `log_tool_results` logs the content of every
+    tool result the spillover interceptor sees (when spillover is enabled).
+    """
+
+    write_spill_to_disk: bool = False
+    log_tool_results: bool = False
+
+
+@dataclass
+class StepRun:
+    """Everything a simulated step execution produced and the harness can observe."""
+
+    run_id: str
+    step_id: str
+    execution_id: str
+    config: SpilloverConfig
+    outcome: str = "failed"  # succeeded | failed | aborted | timed_out
+    error: str | None = None
+    hit_iteration_limit: bool = False
+    iterations: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_s: float = 0.0
+    tools_called: int = 0
+    persisted: int = 0
+    reads: int = 0
+    budget_fallbacks: int = 0
+    output_text: str | None = None
+    status_report: bytes = b""
+    prompt_sizes: list[int] = field(default_factory=list)
+    prompt_digests: list[str] = field(default_factory=list)
+    prompts: list[bytes] = field(default_factory=list)  # only with capture_prompts
+    offered_tools: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    log: StepLog | None = None
+
+    def log_lines(self) -> list[str]:
+        return self.log.lines() if self.log is not None else []

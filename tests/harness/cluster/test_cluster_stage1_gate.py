@@ -1,0 +1,82 @@
+"""The Stage 1 gate of stage dev, called directly: which Stage 1 results let dev start.
+
+A decision counts as reached when the matrix's decision chain can end in it (a
+step's default or the fallback), so a chain ending in 65536 is accepted like the
+default chain's 131072 / 32768 / false. The CLI path on a real control plane is
+tests/integration/test_cluster_gate.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spillover_harness.cluster.stage import Stage1GateError, check_stage1, stage1_decided
+from spillover_harness.matrix import Matrix, load_matrix, parse_matrix
+
+VERSION = "sha256:a"
+
+
+def _stage1(tmp: Path, stage: str, version: str, decision: str) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "stage.json").write_text(
+        json.dumps({"stage": stage, "driver": {"kind": "cluster", "mcp_host_version": version}})
+    )
+    (tmp / "verdict.json").write_text(json.dumps({"decision": decision}))
+    return tmp
+
+
+def _matrix_with_decision(chain: list[dict[str, str]], fallback: str) -> Matrix:
+    """The default matrix with another decision chain (validated like a matrix file)."""
+    data: dict[str, Any] = load_matrix().model_dump(mode="json", by_alias=True)
+    data["decision"] = {"chain": chain, "fallback": fallback}
+    return parse_matrix(data, source="test")
+
+
+def test_the_default_chain_accepts_its_decisions_and_refuses_the_rest(tmp_path: Path) -> None:
+    matrix = load_matrix()
+    for decision in ("131072", "32768", "false"):
+        ok = _stage1(tmp_path / decision, "minikube", VERSION, decision)
+        assert f"decision {decision} ({ok})" in check_stage1(ok, VERSION, matrix)
+    for decision in ("inconclusive", "65536", ""):
+        refused = _stage1(tmp_path / f"refused-{decision}", "minikube", VERSION, decision)
+        with pytest.raises(Stage1GateError, match=f"no accepted verdict \\(decision '{decision}'"):
+            check_stage1(refused, VERSION, matrix)
+
+
+def test_a_chain_ending_in_65536_lets_its_stage1_verdict_through(tmp_path: Path) -> None:
+    matrix = _matrix_with_decision([{"config": "128KiB", "default": "65536"}], "false")
+    ok = _stage1(tmp_path / "ok", "minikube", VERSION, "65536")
+    line = check_stage1(ok, VERSION, matrix)
+    assert line == f"Stage 1 accepted for this mcp-host version: decision 65536 ({ok})"
+    # ...and that chain cannot reach 131072: such a verdict is not this matrix's decision
+    other = _stage1(tmp_path / "other", "minikube", VERSION, "131072")
+    with pytest.raises(Stage1GateError, match="no accepted verdict"):
+        check_stage1(other, VERSION, matrix)
+
+
+def test_the_fallback_is_a_decision_too() -> None:
+    matrix = _matrix_with_decision(
+        [{"config": "128KiB", "default": "131072"}, {"config": "32KiB", "default": "32768"}],
+        "65536",
+    )
+    assert stage1_decided({"decision": "65536"}, matrix)
+    assert stage1_decided({"decision": "32768"}, matrix)
+    assert not stage1_decided({"decision": "false"}, matrix)
+    assert not stage1_decided({"decision": "inconclusive"}, matrix)
+    assert not stage1_decided({}, matrix)
+
+
+def test_the_gate_refuses_another_version_stage_or_missing_results(tmp_path: Path) -> None:
+    matrix = load_matrix()
+    ok = _stage1(tmp_path / "ok", "minikube", VERSION, "131072")
+    with pytest.raises(Stage1GateError, match="validated mcp-host 'sha256:a'"):
+        check_stage1(ok, "sha256:b", matrix)
+    with pytest.raises(Stage1GateError, match="not minikube"):
+        check_stage1(_stage1(tmp_path / "sim", "sim", VERSION, "131072"), VERSION, matrix)
+    with pytest.raises(Stage1GateError, match="no Stage 1 results"):
+        check_stage1(tmp_path / "missing", VERSION, matrix)
+    with pytest.raises(Stage1GateError, match="--override-stage1"):
+        check_stage1(tmp_path / "missing", VERSION, matrix)
