@@ -40,3 +40,9 @@ FIELD_MANAGER: Final = "spillover-operator"
 # Condition types / reasons.
 COND_READY: Final = "Ready"
 COND_APPLIED: Final = "Applied"
+# Ready=False: spec.target.deployment is outside the operator's allow-list.
+REASON_TARGET_NOT_ALLOWED: Final = "TargetNotAllowed"
+
+# The WRC Deployment's conventional name: the operator's allow-list when
+# SPILLOVER_ALLOWED_TARGETS is unset (allowlist.py), and the manifests' default.
+DEFAULT_TARGET: Final = "workflow-recipe-controller"

@@ -10,19 +10,21 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import ApiException, AppsV1Api, CustomObjectsApi
 
-from spillover_operator import kube
+from spillover_operator import allowlist, kube
 from spillover_operator.constants import (
     API_VERSION,
     COND_APPLIED,
     COND_READY,
     KIND,
     PASSTHROUGH_VAR,
+    REASON_TARGET_NOT_ALLOWED,
 )
 from spillover_operator.envplan import (
     EnvChange,
@@ -56,6 +58,7 @@ class Outcome(enum.StrEnum):
     DRIFT_CORRECTED = "drift_corrected"
     CONFLICT = "conflict"
     INVALID_SPEC = "invalid_spec"
+    TARGET_NOT_ALLOWED = "target_not_allowed"
     TARGET_NOT_FOUND = "target_not_found"
     TARGET_NOT_SUPPORTED = "target_not_supported"
     APPLY_FAILED = "apply_failed"
@@ -267,6 +270,13 @@ def reconcile_policy(clients: Clients, namespace: str, name: str) -> ReconcileRe
     target = {"deployment": spec.deployment, "container": spec.container}
     target = {k: v for k, v in target.items() if v is not None}
 
+    refused = allowlist.refusal(spec.deployment, os.environ)
+    if refused is not None:  # before anything reads or patches the Deployment
+        failed = _failed_status(policy, REASON_TARGET_NOT_ALLOWED, refused, target=target)
+        if write_status(clients, policy, failed):
+            _record(clients, _policy_ref(policy), "Warning", REASON_TARGET_NOT_ALLOWED, refused)
+        return ReconcileResult(Outcome.TARGET_NOT_ALLOWED, refused, spec)
+
     owners = competing_policies(kube.list_policies(clients.custom, namespace), spec.deployment)
     if owners and owners[0] != name:
         message = (
@@ -400,6 +410,8 @@ def finalize_policy(clients: Clients, policy: Mapping[str, Any]) -> ReconcileRes
         return ReconcileResult(
             Outcome.RETAINED, "onDelete is Retain: Deployment left as it is", spec
         )
+    if allowlist.refusal(spec.deployment, os.environ) is not None:
+        return ReconcileResult(Outcome.RETAINED, "target not allowed: never changed", spec)
     owners = competing_policies(
         kube.list_policies(clients.custom, namespace), spec.deployment, include=name
     )

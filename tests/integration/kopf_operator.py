@@ -11,6 +11,8 @@
 - `metric(name, **labels)` reads one sample from its /metrics.
 - `running_operator(...)` is the context-manager form: started on entry, checked to be
   still alive on a normal exit, stopped in every case.
+- `allowed_targets` is its SPILLOVER_ALLOWED_TARGETS: by default the names the tests
+  give their WRC Deployment (the operator refuses any other target).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from k8s_helpers import free_port, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 START_TIMEOUT_S = 60.0
+# The WRC Deployment names the integration tests use (SPILLOVER_ALLOWED_TARGETS).
+TEST_ALLOWED_TARGETS = "workflow-recipe-controller,wrc"
 STOP_TIMEOUT_S = 30.0
 
 
@@ -42,6 +46,7 @@ class OperatorProcess:
     log_dir: Path
     name: str = "operator"
     resync_seconds: float | None = None  # SPILLOVER_RESYNC_SECONDS; None = the default
+    allowed_targets: str = TEST_ALLOWED_TARGETS  # SPILLOVER_ALLOWED_TARGETS
     proc: subprocess.Popen[bytes] | None = None
     health_port: int = 0
     metrics_port: int = 0
@@ -69,6 +74,7 @@ class OperatorProcess:
             KUBECONFIG=str(self.kubeconfig),
             SPILLOVER_METRICS_PORT=str(self.metrics_port),
             PYTHONUNBUFFERED="1",
+            SPILLOVER_ALLOWED_TARGETS=self.allowed_targets,
         )
         if self.resync_seconds is not None:
             env["SPILLOVER_RESYNC_SECONDS"] = f"{self.resync_seconds:g}"
@@ -148,9 +154,17 @@ def running_operator(
     *,
     name: str = "operator",
     resync_seconds: float | None = None,
+    allowed_targets: str = TEST_ALLOWED_TARGETS,
 ) -> Iterator[OperatorProcess]:
     """The operator running for the block; it must still run when the block ends."""
-    op = OperatorProcess(namespace, kubeconfig, log_dir, name=name, resync_seconds=resync_seconds)
+    op = OperatorProcess(
+        namespace,
+        kubeconfig,
+        log_dir,
+        name=name,
+        resync_seconds=resync_seconds,
+        allowed_targets=allowed_targets,
+    )
     try:
         op.start()
         yield op

@@ -88,10 +88,13 @@ class Cluster:
         binding["subjects"][0]["namespace"] = self.namespace
         if drop is not None:
             resource, verb = drop
-            for rule in role["rules"]:
-                if resource in rule["resources"]:
-                    assert verb in rule["verbs"], f"{verb} not granted on {resource}"
-                    rule["verbs"].remove(verb)
+            granting = [
+                r for r in role["rules"] if resource in r["resources"] and verb in r["verbs"]
+            ]
+            assert granting, f"{verb} not granted on {resource}"
+            for rule in granting:
+                rule["verbs"].remove(verb)
+            role["rules"] = [r for r in role["rules"] if r["verbs"]]  # no empty rule
         self.core.create_namespaced_service_account(
             self.namespace, model(client.V1ServiceAccount, sa)
         )

@@ -313,7 +313,7 @@ def progress_line(report: StatusReport, pending: list[Any]) -> str:
 
 # Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
 # operator refused the policy and touches nothing until someone changes something.
-REFUSED_REASONS = ("InvalidSpec", "Conflict", "TargetNotSupported")
+REFUSED_REASONS = ("InvalidSpec", "Conflict", "TargetNotSupported", "TargetNotAllowed")
 
 
 def _fail_fast(report: StatusReport, pending: list[Finding], *, direct: bool) -> None:

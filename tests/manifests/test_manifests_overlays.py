@@ -1,0 +1,101 @@
+"""Each shipped overlay renders (`kubectl kustomize`) into a consistent confused-deputy
+defence: the Role may patch only the allowed Deployment, the operator allows only it,
+and the admission policy reads the same list. No cluster needed; kubectl is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kustomize_build import build, container_env, find, kubectl, overlay_names
+from repo_paths import MANIFESTS
+from spillover_operator.allowlist import ALLOWED_TARGETS_VAR, parse
+from spillover_operator.constants import DEFAULT_TARGET
+
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "*"}
+ALLOWED_CM = "spillover-allowed-targets"
+
+
+def _deployment_rules(role: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in role["rules"]
+        if {"apps", "*"} & set(r.get("apiGroups", []))
+        and {"deployments", "*"} & set(r.get("resources", []))
+    ]
+
+
+def check_build(docs: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The allowed names of a build, after checking every consumer agrees on them."""
+    cm = find(docs, "ConfigMap", ALLOWED_CM)
+    names = parse(cm["data"]["deployments"]).names
+    assert not parse(cm["data"]["deployments"]).defaulted, "the ConfigMap names no Deployment"
+
+    role = find(docs, "Role", "spillover-operator")
+    rules = _deployment_rules(role)
+    writes = [r for r in rules if WRITE_VERBS & set(r["verbs"])]
+    assert writes, "the Role grants no patch on Deployments: the operator could not work"
+    for rule in writes:
+        assert set(rule["verbs"]) == {"patch"}, f"more than patch on Deployments: {rule}"
+        assert tuple(rule.get("resourceNames") or ()) == names, (
+            f"the Role may patch Deployments {rule.get('resourceNames')}, the allow-list "
+            f"names {list(names)}"
+        )
+    # kopf watches Deployments: list/watch cannot be narrowed by name.
+    reads = set().union(*(set(r["verbs"]) for r in rules if not r.get("resourceNames")))
+    assert {"get", "list", "watch"} <= reads
+
+    operator = find(docs, "Deployment", "spillover-operator")
+    env = container_env(operator, "operator")
+    assert parse(env[ALLOWED_TARGETS_VAR]).names == names
+
+    vap = find(docs, "ValidatingAdmissionPolicy", ALLOWED_CM)
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", ALLOWED_CM)
+    assert vap["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    assert vap["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
+    rule = vap["spec"]["matchConstraints"]["resourceRules"][0]
+    assert rule["apiGroups"] == ["spillover.clerum.io"]
+    assert rule["resources"] == ["spilloverpolicies"]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE"}
+    assert binding["spec"]["policyName"] == vap["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert binding["spec"]["paramRef"] == {
+        "name": cm["metadata"]["name"],
+        "namespace": cm["metadata"]["namespace"],
+        "parameterNotFoundAction": "Deny",
+    }
+    return names
+
+
+@pytest.mark.parametrize("overlay", overlay_names())
+def test_overlay_builds_with_patch_rbac_admission_and_operator_on_one_list(overlay: str) -> None:
+    names = check_build(build(MANIFESTS / "overlays" / overlay))
+    assert names == (DEFAULT_TARGET,)
+
+
+def test_base_builds_consistently() -> None:
+    assert check_build(build(MANIFESTS / "base")) == (DEFAULT_TARGET,)
+
+
+def test_the_name_set_in_one_place_reaches_rbac_operator_and_admission(tmp_path: Path) -> None:
+    """An overlay as a platform team writes one: only the ConfigMap literal changes."""
+    dev = (MANIFESTS / "overlays" / "dev" / "kustomization.yaml").read_text()
+    assert dev.count(f"deployments={DEFAULT_TARGET}") == 1
+    overlay = tmp_path / "mine"
+    overlay.mkdir()
+    text = dev.replace(f"deployments={DEFAULT_TARGET}", "deployments=wrc-prod")
+    # kustomize takes no absolute paths: reach the shipped base from tmp relatively.
+    text = text.replace("../../", f"{os.path.relpath(MANIFESTS, overlay)}/")
+    (overlay / "kustomization.yaml").write_text(text)
+    docs = build(overlay)
+    assert check_build(docs) == ("wrc-prod",)
+    assert DEFAULT_TARGET not in str(find(docs, "Role", "spillover-operator"))
+
+
+def test_a_missing_kubectl_fails_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(pytest.fail.Exception, match="kubectl not found on PATH"):
+        kubectl()
