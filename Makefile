@@ -54,7 +54,7 @@ test: $(STAMP) controlplane ## The whole test suite (builds the local control pl
 
 .PHONY: unit
 unit: $(STAMP) ## Only the tests that need no control plane
-	$(BIN)/pytest tests/operator tests/harness $(PYTEST_ARGS)
+	$(BIN)/pytest tests/operator tests/harness tests/manifests $(PYTEST_ARGS)
 
 # ---- the harness ------------------------------------------------------------
 
