@@ -135,7 +135,3 @@ kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator
 
 -include tests/controlplane/controlplane.mk
 -include tests/prometheus/prometheus.mk
-
-.PHONY: prometheus-install
-prometheus-install: ## Install Debian's prometheus (the collector tests start a real one)
-	bash tests/prometheus/install.sh
