@@ -49,7 +49,7 @@ fmt: $(STAMP) ## Format the code with ruff
 	$(BIN)/ruff check --fix .
 
 .PHONY: test
-test: $(STAMP) controlplane ## The whole test suite (builds the local control plane on first use)
+test: $(STAMP) controlplane prometheus ## The whole test suite (builds the local control plane and Prometheus on first use)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: unit
@@ -134,7 +134,4 @@ kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator
 	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT)
 
 -include tests/controlplane/controlplane.mk
-
-.PHONY: prometheus-install
-prometheus-install: ## Install Debian's prometheus (the collector tests start a real one)
-	bash tests/prometheus/install.sh
+-include tests/prometheus/prometheus.mk

@@ -280,7 +280,7 @@ def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[
     missing = missing_binaries(find_bin_dir())
     if missing:
         pytest.fail(f"local control plane not built: {missing}; run `make controlplane`")
-    find_prometheus()  # fails naming the binary and tests/prometheus/install.sh
+    find_prometheus()  # fails naming the binary and `make prometheus`
     sim, _ = serve(out_dir=tmp / "sim", pace=0.02)
     faulty, _ = serve(out_dir=tmp / "sim-faulty", pace=0.02, faults=SimFaults(True, True))
     forwards = {

@@ -1,10 +1,11 @@
-"""The Prometheus collector against a REAL Prometheus (Debian's `prometheus`, started on
-127.0.0.1 with a 200 ms scrape interval) scraping the simulator served over HTTP.
+"""The Prometheus collector against a REAL Prometheus (the pinned 3.x `make prometheus`
+builds, started on 127.0.0.1 with a 200 ms scrape interval) scraping the simulator
+served over HTTP.
 
 The simulator's own per-run counts (`spilloverPersisted`, `spilloverReads` in
 `GET /runs/{id}`) are the truth the collector's deltas must equal. Needs the
 `prometheus_factory` fixture (tests/prometheus/pytest_plugin.py) and the binary
-(`tests/prometheus/install.sh`).
+(`make prometheus`).
 """
 
 from __future__ import annotations

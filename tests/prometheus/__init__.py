@@ -1,1 +1,2 @@
-"""A real Prometheus server for the tests (Debian's package; see install.sh)."""
+"""A real Prometheus server for the tests, built from the pinned upstream Go module
+(build.sh, `make prometheus`; see README.md)."""

@@ -2,13 +2,19 @@
 
 Wire in from a conftest:
 
-    from prometheus.pytest_plugin import prometheus_binary, prometheus_factory  # noqa: F401
+    from prometheus.pytest_plugin import (  # noqa: F401
+        prometheus_binary, prometheus_factory, pytest_report_header, pytest_terminal_summary,
+    )
 
 `prometheus_factory(targets, scrape_interval_s=0.2, labels=...)` starts a
 server scraping `targets` (host:port) and returns it once ready and once every
 target was scraped; every server it started is stopped at the end of the test.
-A missing binary FAILS the test (never skips), naming `prometheus` and
-`tests/prometheus/install.sh`.
+`prometheus_binary` is the `PrometheusBinary` used (path, version, why that one).
+A missing binary FAILS the test (never skips), naming `make prometheus`.
+
+The binary and version are printed in the report header (when this conftest is
+loaded before the run starts: `pytest tests/integration/...`) and in the terminal
+summary of any session that used the fixture.
 """
 
 from __future__ import annotations
@@ -18,22 +24,43 @@ from pathlib import Path
 
 import pytest
 
-from prometheus.server import PrometheusMissing, PrometheusServer, find_prometheus
+from prometheus.binary import PrometheusBinary, PrometheusMissing, find_prometheus
+from prometheus.server import PrometheusServer
 
 PrometheusFactory = Callable[..., PrometheusServer]
 
+_USED = pytest.StashKey[PrometheusBinary]()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    try:
+        return f"prometheus: {find_prometheus().describe()}"
+    except PrometheusMissing as exc:
+        return f"prometheus: unavailable: {exc}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    used = terminalreporter.config.stash.get(_USED, None)
+    if used is not None:
+        terminalreporter.write_line(f"prometheus used by the tests: {used.describe()}")
+
 
 @pytest.fixture(scope="session")
-def prometheus_binary() -> str:
+def prometheus_binary(pytestconfig: pytest.Config) -> PrometheusBinary:
     try:
-        return find_prometheus()
+        binary = find_prometheus()
     except PrometheusMissing as exc:
         message = str(exc)
+    else:
+        pytestconfig.stash[_USED] = binary
+        return binary
     pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture
-def prometheus_factory(prometheus_binary: str, tmp_path: Path) -> Iterator[PrometheusFactory]:
+def prometheus_factory(
+    prometheus_binary: PrometheusBinary, tmp_path: Path
+) -> Iterator[PrometheusFactory]:
     started: list[PrometheusServer] = []
 
     def start(
@@ -50,7 +77,7 @@ def prometheus_factory(prometheus_binary: str, tmp_path: Path) -> Iterator[Prome
             scrape_interval_s=scrape_interval_s,
             labels=labels,
             job=job,
-            binary=prometheus_binary,
+            binary=prometheus_binary.path,
         )
         started.append(server)
         server.start()

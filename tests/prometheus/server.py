@@ -1,9 +1,10 @@
-"""A real Prometheus server for the tests: Debian's `prometheus` binary on loopback.
+"""A real Prometheus server for the tests, on loopback.
 
 `PrometheusServer` writes a config that scrapes the given targets at a
 sub-second interval, starts `prometheus` on 127.0.0.1:<free port> with its TSDB
 in a temporary directory, waits for `/-/ready`, and stops it by PID (SIGTERM,
-then SIGKILL if it does not exit). Installed by `tests/prometheus/install.sh`.
+then SIGKILL if it does not exit). The binary is the pinned Prometheus 3.x that
+`make prometheus` builds (tests/prometheus/binary.py says which one is used).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,36 +23,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-INSTALL_HINT = (
-    "the `prometheus` binary (Debian's prometheus package) is not installed or does not run; "
-    "install it with: bash tests/prometheus/install.sh (as root)"
-)
+from prometheus.binary import PrometheusBinary, PrometheusMissing, find_prometheus
 
-
-class PrometheusMissing(RuntimeError):
-    """The binary is not there: the message names `prometheus` and the install script."""
+__all__ = [
+    "PrometheusBinary",
+    "PrometheusMissing",
+    "PrometheusServer",
+    "PrometheusStartError",
+    "find_prometheus",
+    "free_port",
+    "render_config",
+]
 
 
 class PrometheusStartError(RuntimeError):
     """Prometheus did not become ready; the message carries the tail of its log."""
-
-
-def find_prometheus() -> str:
-    """The path of a working `prometheus` binary, or PrometheusMissing."""
-    path = os.environ.get("PROMETHEUS_BIN") or shutil.which("prometheus")
-    if not path:
-        raise PrometheusMissing(INSTALL_HINT)
-    try:
-        subprocess.run(
-            [path, "--version"],
-            check=True,
-            capture_output=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise PrometheusMissing(f"{INSTALL_HINT} ({path} --version failed: {exc})") from None
-    return path
 
 
 def free_port() -> int:
@@ -73,7 +58,11 @@ def render_config(
     job: str = "mcp-host",
     labels: Mapping[str, str] | None = None,
 ) -> str:
-    """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval."""
+    """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval.
+
+    Retention and log level are set here, not by flag: Prometheus 3 deprecates
+    `--storage.tsdb.retention.time` and `--log.level` for these config fields.
+    """
     interval = _duration(scrape_interval_s)
     config = {
         "global": {
@@ -81,6 +70,8 @@ def render_config(
             "scrape_timeout": interval,
             "evaluation_interval": "10s",
         },
+        "runtime": {"log_level": "warn"},
+        "storage": {"tsdb": {"retention": {"time": "1h"}}},
         "scrape_configs": [
             {
                 "job_name": job,
@@ -113,7 +104,7 @@ class PrometheusServer:
         self.scrape_interval_s = scrape_interval_s
         self.job = job
         self.labels = dict(labels or {})
-        self.binary = binary or find_prometheus()
+        self.binary = binary or find_prometheus().path
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.config_path = self.workdir / "prometheus.yml"
@@ -127,6 +118,15 @@ class PrometheusServer:
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    def command(self) -> list[str]:
+        """The command line; everything else is in the config file (render_config)."""
+        return [
+            self.binary,
+            f"--config.file={self.config_path}",
+            f"--storage.tsdb.path={self.data_dir}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
 
     def start(self, timeout_s: float = 60.0) -> PrometheusServer:
         if self.process is not None and self.process.poll() is None:
@@ -145,14 +145,7 @@ class PrometheusServer:
         log = self.log_path.open("ab")
         try:
             self.process = subprocess.Popen(
-                [
-                    self.binary,
-                    f"--config.file={self.config_path}",
-                    f"--storage.tsdb.path={self.data_dir}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--storage.tsdb.retention.time=1h",
-                    "--log.level=warn",
-                ],
+                self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

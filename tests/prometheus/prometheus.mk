@@ -1,0 +1,8 @@
+# The Prometheus server the tests start (tests/prometheus/README.md).
+# Included from the top-level Makefile.
+
+PROMETHEUS_DIR := tests/prometheus
+
+.PHONY: prometheus
+prometheus: ## Build (or reuse) Prometheus from its pinned Go module, for the tests
+	bash $(PROMETHEUS_DIR)/build.sh
