@@ -53,7 +53,8 @@ def dataset(
 
 
 def verdict(records: list[RunRecord]) -> Verdict:
-    return evaluate(records, MATRIX, resamples=100)
+    """Judged whatever is missing (most datasets here hold 2 of the 5 planned runs)."""
+    return evaluate(records, MATRIX, allow_incomplete=True, resamples=100)
 
 
 # -- report.md --------------------------------------------------------------------------
@@ -80,8 +81,9 @@ def test_cluster_stage_reports_have_no_simulator_disclaimer(stage: str) -> None:
 
 
 def test_decision_comes_first_then_criteria_then_cells_then_advisory() -> None:
-    records = dataset({("128KiB", "code-review", "large"): [{"input_tokens": 5000}] * 2})
-    v = verdict(records)
+    records = dataset({("128KiB", "code-review", "large"): [{"input_tokens": 5000}] * 5}, n=5)
+    v = evaluate(records, MATRIX, resamples=100)  # the whole sim plan: complete
+    assert v.incomplete is None
     assert v.decision == "32768"
     text = render_markdown(v, records, MATRIX)
     assert text.splitlines()[0] == "# Spillover validation: decision `32768`"
