@@ -123,7 +123,8 @@ def evaluate(
         if incomplete is not None:
             decision = Decision(
                 decision.value,
-                f"judged on incomplete data ({incomplete.reason}): {decision.reason}",
+                f"judged on incomplete data ({incomplete.missing} of {incomplete.expected} "
+                f"runs missing): {decision.reason}",
                 decision.decided,
                 decision.runs_needed,
             )
