@@ -183,6 +183,52 @@ def test_to_json_shape() -> None:
     v = verdict_for("fail", "inconclusive")
     data = json.loads(json.dumps(v.to_json()))
     assert data["decision"] == "inconclusive"
+    # verdict.json's keys: those it always had, plus decided, decision_values, incomplete
+    assert list(data) == [
+        "decision",
+        "decision_reason",
+        "decided",
+        "decision_values",
+        "incomplete",
+        "stage",
+        "matrix",
+        "baseline",
+        "configs",
+        "runs_needed",
+        "records_evaluated",
+        "harness_errors",
+        "ignored",
+        "warnings",
+        "cells",
+        "advisory",
+    ]
+    assert set(data["ignored"]) == {"total", "by_reason"}
+    assert list(data["configs"]["128KiB"]["criteria"]["input_tokens"]) == [
+        "status",
+        "rule",
+        "reason",
+        "tolerance",
+        "cells",
+    ]
+    assert "tolerance" not in data["configs"]["128KiB"]["criteria"]["success_rate"]
+    assert data["configs"]["128KiB"]["criteria"]["input_tokens"]["tolerance"] == 0.1
+    assert list(data["configs"]["128KiB"]["criteria"]["no_leak"]["cells"][0]) == [
+        "recipe",
+        "input",
+        "size_class",
+        "status",
+        "value",
+        "baseline_value",
+        "limit",
+        "comparison",
+        "n",
+        "n_baseline",
+        "harness_errors",
+        "harness_errors_baseline",
+        "counts",
+        "baseline_counts",
+        "reason",
+    ]
     for key in ("decision_reason", "runs_needed", "harness_errors", "stage", "advisory"):
         assert key in data
     assert set(data["configs"]) == {"128KiB", "32KiB"}
@@ -259,7 +305,8 @@ def test_the_bootstrap_never_changes_a_status_or_the_decision(
     )
     real = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     assert real.decision == "32768"
-    monkeypatch.setattr(evaluate_module.stats, "bootstrap_median_ratio_ci", lambda *a, **k: fake)
+    for name in ("bootstrap_median_ratio_ci", "bootstrap_paired_median_ratio_ci"):
+        monkeypatch.setattr(evaluate_module.stats, name, lambda *a, **k: fake)
     faked = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     assert _without_advisory(faked) == _without_advisory(real)
 
