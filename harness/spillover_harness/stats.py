@@ -119,8 +119,8 @@ def _check_settings(confidence: float, resamples: int) -> None:
 
 
 def bootstrap_paired_median_ratio_ci(
-    config_values: Sequence[float],
-    baseline_values: Sequence[float],
+    config_values: Sequence[float] | FloatArray,
+    baseline_values: Sequence[float] | FloatArray,
     *,
     confidence: float = 0.95,
     resamples: int = 2000,

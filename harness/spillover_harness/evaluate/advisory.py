@@ -17,29 +17,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from spillover_harness import stats
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.schema import Advisory, Method, TokenRatio
+from spillover_harness.stats import FloatArray
 
 
-def token_pairs(c: CellData, b: CellData) -> list[tuple[int, int]]:
-    """(config, baseline) input tokens of the runs that share a repetition (and so a seed)."""
-    base_by_rep: dict[int, int] = {}
-    for rep, value in zip(b.token_reps, b.tokens, strict=True):
-        base_by_rep.setdefault(rep, value)
-    pairs: list[tuple[int, int]] = []
-    used: set[int] = set()
-    for rep, value in zip(c.token_reps, c.tokens, strict=True):
-        if rep in base_by_rep and rep not in used:
-            used.add(rep)
-            pairs.append((value, base_by_rep[rep]))
-    return pairs
+def token_pairs(c: CellData, b: CellData) -> tuple[FloatArray, FloatArray]:
+    """(config, baseline) input tokens of the runs that share a repetition (and so a seed).
 
-
-def _pairs_usable(pairs: Sequence[tuple[int, int]], n: int, n_base: int) -> bool:
-    return (
-        len(pairs) >= 2 and 2 * len(pairs) >= min(n, n_base) and all(base > 0 for _, base in pairs)
+    Two arrays, one pair per index; a repetition recorded twice on a side pairs
+    its first record.
+    """
+    _, c_idx, b_idx = np.intersect1d(
+        np.asarray(c.token_reps, dtype=np.int64),
+        np.asarray(b.token_reps, dtype=np.int64),
+        return_indices=True,
     )
+    c_vals: FloatArray = np.asarray(c.tokens, dtype=np.float64)[c_idx]
+    b_vals: FloatArray = np.asarray(b.tokens, dtype=np.float64)[b_idx]
+    return c_vals, b_vals
+
+
+def _pairs_usable(b_vals: FloatArray, n: int, n_base: int) -> bool:
+    pairs = len(b_vals)
+    return pairs >= 2 and 2 * pairs >= min(n, n_base) and bool(np.all(b_vals > 0))
 
 
 def _token_ratio(
@@ -57,20 +61,18 @@ def _token_ratio(
     c_med, b_med = stats.median(c.tokens), stats.median(b.tokens)
     ratio = float(c_med / b_med) if c_med is not None and b_med else None
     n, n_base = len(c.tokens), len(b.tokens)
-    pairs = token_pairs(c, b)
+    c_vals, b_vals = token_pairs(c, b)
     method: Method
     paired_ratio: float | None = None
     identical = False
-    if _pairs_usable(pairs, n, n_base):
+    if _pairs_usable(b_vals, n, n_base):
         method = "paired"
-        c_vals = [float(x) for x, _ in pairs]
-        b_vals = [float(y) for _, y in pairs]
         ci = stats.bootstrap_paired_median_ratio_ci(
             c_vals, b_vals, confidence=confidence, resamples=resamples, seed=seed
         )
-        paired_ratio = stats.median_float([x / y for x, y in zip(c_vals, b_vals, strict=True)])
-        identical = all(x == y for x, y in pairs)
-        point, sample = paired_ratio, len(pairs)
+        paired_ratio = stats.median_float((c_vals / b_vals).tolist())
+        identical = bool(np.array_equal(c_vals, b_vals))
+        point, sample = paired_ratio, len(b_vals)
     else:
         method = "independent"
         ci = stats.bootstrap_median_ratio_ci(
@@ -130,7 +132,7 @@ def _token_ratio(
         runs_to_resolve=runs,
         hint=hint,
         method=method,
-        pairs=len(pairs) if method == "paired" else 0,
+        pairs=len(b_vals) if method == "paired" else 0,
         paired_ratio=paired_ratio,
         identical=identical,
     )
