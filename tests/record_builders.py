@@ -2,6 +2,11 @@
 
 Each test module says what a good run of its own looks like (`GoodRun`); building
 the record and laying out a whole dataset over the default matrix is done here once.
+
+Records carry the run_id the runner gives (`runner.run_id_for`). In a dataset the
+runs of each (configuration, recipe, input) are repetitions 1, 2, ... as the runner
+numbers them, so runs of the same cell and repetition pair across configurations
+(they share a seed); a lone `make_record` gets a repetition no other record has.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from itertools import count
 from typing import Any
 
 from spillover_harness.matrix import load_matrix
-from spillover_harness.records import RunRecord
+from spillover_harness.records import RunKey, RunRecord
+from spillover_harness.runner import run_id_for
 
 MATRIX = load_matrix(None)
 CELLS = [(r.name, i.name, i.size_class) for r, i in MATRIX.cells()]
@@ -36,15 +42,15 @@ def make_record(
     size = fields.pop("size_class", MATRIX.size_class(recipe, inp) or "small")
     measured: Spec = {} if outcome == "harness_error" else good_run(config)
     measured.update(fields)
-    n = next_id()
+    repetition = measured.pop("repetition", None) or 1000 + next_id()
     return RunRecord(
-        run_id=f"run-{n}",
+        run_id=run_id_for(RunKey(stage, config, recipe, inp, repetition)),
         stage=stage,  # type: ignore[arg-type]
         config=config,
         recipe=recipe,
         input=inp,
         size_class=size,
-        repetition=measured.pop("repetition", n),
+        repetition=repetition,
         outcome=outcome,
         started_at="2026-11-30T10:00:00+00:00",
         finished_at="2026-11-30T10:01:00+00:00",
@@ -60,11 +66,17 @@ def make_dataset(
     stage: str = "sim",
     configs: list[str] | None = None,
 ) -> list[RunRecord]:
-    """Every configuration x cell with `n` good runs, except the cells given (their specs)."""
+    """Every configuration x cell with `n` good runs, except the cells given (their specs).
+
+    The runs of a cell are repetitions 1, 2, ... unless a spec says otherwise.
+    """
     cells = cells or {}
     out: list[RunRecord] = []
     for cfg in configs or CONFIGS:
         for recipe, inp, _ in CELLS:
             specs = cells.get((cfg, recipe, inp), [{} for _ in range(n)])
-            out.extend(rec(cfg, recipe, inp, stage=stage, **spec) for spec in specs)
+            out.extend(
+                rec(cfg, recipe, inp, stage=stage, **{"repetition": rep, **spec})
+                for rep, spec in enumerate(specs, start=1)
+            )
     return out

@@ -173,11 +173,12 @@ def parse_line(line: str, *, path: Path | str = "<records>", lineno: int = 0) ->
         raise RecordError(f"{path}:{lineno}: {exc}") from None
 
 
-def iter_records(path: Path) -> Iterator[RunRecord]:
-    """Yield the records of a JSONL file; a bad line raises RecordError naming it.
+def iter_numbered_records(path: Path) -> Iterator[tuple[int, RunRecord]]:
+    """Yield (line number, record) of a JSONL file; a bad line raises RecordError naming it.
 
-    A last line without its newline is the trace of a write that was cut
-    short (the process was killed mid-append): it is reported, not trusted.
+    Blank lines are skipped. A last line without its newline is the trace of a
+    write that was cut short (the process was killed mid-append): it is
+    reported, not trusted.
     """
     with path.open("r", encoding="utf-8") as handle:
         for lineno, line in enumerate(handle, start=1):
@@ -188,13 +189,38 @@ def iter_records(path: Path) -> Iterator[RunRecord]:
                     f"{path}:{lineno}: the last line is incomplete (a write was interrupted); "
                     f"run the stage again with --resume to repair it"
                 )
-            yield parse_line(line, path=path, lineno=lineno)
+            yield lineno, parse_line(line, path=path, lineno=lineno)
+
+
+def iter_records(path: Path) -> Iterator[RunRecord]:
+    """Yield the records of a JSONL file (see `iter_numbered_records`); none for an empty file."""
+    for _, record in iter_numbered_records(path):
+        yield record
+
+
+def read_numbered_records(path: Path) -> list[tuple[int, RunRecord]]:
+    """(line number, record) of every record of a records file that must hold some.
+
+    RecordError when the file is missing or holds no record (empty, or only
+    blank lines): there is nothing to evaluate, and saying so beats a verdict
+    of nothing.
+    """
+    if not path.exists():
+        raise RecordError(f"{path}: no such records file")
+    numbered = list(iter_numbered_records(path))
+    if not numbered:
+        raise RecordError(
+            f"{path}: the records file is empty: it holds no run record (was the stage "
+            "interrupted before its first run finished? pass the runs.jsonl of a stage "
+            "that recorded runs)"
+        )
+    return numbered
 
 
 def read_records(path: Path) -> list[RunRecord]:
-    if not path.exists():
-        raise RecordError(f"{path}: no such records file")
-    return list(iter_records(path))
+    """The records of a records file; RecordError naming the line of a bad one, or
+    saying the file is missing or empty."""
+    return [record for _, record in read_numbered_records(path)]
 
 
 class RecordLog:
@@ -227,7 +253,7 @@ class RecordLog:
                 handle.truncate(cut)
                 os.fsync(handle.fileno())
             self.repaired_from = aside
-        return read_records(self.path)
+        return list(iter_records(self.path))  # empty is fine: a stage that recorded nothing yet
 
     def append(self, record: RunRecord) -> None:
         line = (json.dumps(record.to_json(), sort_keys=False) + "\n").encode("utf-8")

@@ -1,10 +1,15 @@
 """The report of a stage: `report.md` (ready to paste into a pull request),
 `verdict.json` (= `Verdict.to_json()`) and PNG plots.
 
-Order of report.md: the decision and its reason first, the stage (with the
-simulator disclaimer for `sim`), the runs needed when the decision is
-inconclusive, a table per criterion, per-cell tables, the advisory
-statistics, then warnings, ignored records, the runs' notes and the plots.
+Order of report.md: the decision and its reason first (the first line says
+when the stage is incomplete, judged anyway or not), the stage (with the
+simulator disclaimer for `sim`), the missing runs of an incomplete stage, the
+runs needed when the decision is inconclusive, a table per criterion,
+per-cell tables, the advisory statistics, then warnings, ignored records, the
+runs' notes and the plots.
+
+Every file is written atomically and with the umask's permissions, like
+`runs.jsonl` (`atomic_file.atomic_write_bytes`).
 
 Records hold no tool-result content; the runs' `notes` are printed as given
 (verbatim, in code blocks), so the report never rewrites what the harness
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
     CRITERIA,
     CRITERION_TITLES,
@@ -27,7 +33,7 @@ from spillover_harness.evaluate import (
     Verdict,
 )
 from spillover_harness.matrix import Matrix
-from spillover_harness.plots import atomic_write_bytes, write_plots
+from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
 
 SIM_DISCLAIMER = (
@@ -263,7 +269,10 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         "",
         f"Median input-token ratio (configuration / {base}) per cell with a "
         f"{adv.confidence:.0%} percentile bootstrap confidence interval "
-        f"({adv.resamples:,} resamples, seed {adv.seed}).",
+        f"({adv.resamples:,} resamples, seed {adv.seed}). Where the runs of both sides "
+        "pair (the same seed and input), the bootstrap is paired: the CI is that of the "
+        "median per-pair ratio (method `paired`); otherwise each side is resampled on its "
+        "own (method `independent`).",
         "",
     ]
     rows: list[list[object]] = []
@@ -272,18 +281,23 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         ci = "n/a" if t.ci is None else f"[{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
         limit = f"{'<' if t.strict else '<='} {t.limit:.2f}"
         reading = t.reading
-        if t.reading == "close call":
+        per = "per configuration" if t.method == "paired" else "per side"
+        if t.identical:
+            reading += ": every pair equal, more runs would not change it"
+        elif t.reading == "close call":
             reading += (
-                f": ~{t.runs_to_resolve} run(s) per side would likely settle it"
+                f": ~{t.runs_to_resolve} run(s) {per} would likely settle it"
                 if t.runs_to_resolve is not None
                 else ": more runs would not settle it"
             )
+        method = f"paired ({t.pairs} pairs)" if t.method == "paired" else "independent"
         rows.append(
             [
                 t.config,
                 f"{t.recipe}/{t.input}",
                 t.size_class,
                 ratio,
+                method,
                 ci,
                 limit,
                 f"{t.n} / {t.n_baseline}",
@@ -295,6 +309,7 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         "recipe / input",
         "size",
         "median ratio",
+        "method",
         "CI",
         "limit",
         f"n (config / {base})",
@@ -342,6 +357,53 @@ def _notes_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
     return lines
 
 
+def _title(verdict: Verdict) -> str:
+    """The first line: the decision, and whether the stage was incomplete."""
+    title = f"# Spillover validation: decision `{verdict.decision}`"
+    inc = verdict.incomplete
+    if inc is None:
+        return title
+    missing = f"{inc.missing} of {inc.expected} runs missing"
+    if inc.judged:
+        return f"{title}, judged on incomplete data ({missing})"
+    return f"{title} (incomplete: {missing})"
+
+
+def _incomplete_section(verdict: Verdict) -> list[str]:
+    inc = verdict.incomplete
+    if inc is None:
+        return []
+    if inc.judged:
+        lead = (
+            f"**Judged on incomplete data:** {inc.missing} of the {inc.expected} runs the "
+            "stage plans are not recorded; the criteria judged the runs that are "
+            "(asked for with allow-incomplete)."
+        )
+    else:
+        lead = (
+            f"**The stage is incomplete:** {inc.missing} of the {inc.expected} runs it plans "
+            "are not recorded, so no configuration is judged. Record them (resume the stage) "
+            "or judge what is there on purpose (allow-incomplete)."
+        )
+    rows = [
+        [
+            c.config,
+            f"{c.recipe}/{c.input}",
+            f"{c.recorded} / {c.expected}",
+            ", ".join(str(r) for r in c.missing_repetitions),
+        ]
+        for c in inc.cells
+    ]
+    lines = ["## Missing runs", "", lead, ""]
+    lines.extend(
+        _table(
+            ["configuration", "recipe / input", "recorded / planned", "missing repetitions"], rows
+        )
+    )
+    lines.append("")
+    return lines
+
+
 # -- the report ------------------------------------------------------------------------
 
 
@@ -359,7 +421,7 @@ def render_markdown(
     base = verdict.baseline
     stage = verdict.stage
     lines: list[str] = [
-        f"# Spillover validation: decision `{verdict.decision}`",
+        _title(verdict),
         "",
         f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
         "",
@@ -385,7 +447,10 @@ def render_markdown(
             "",
         ]
     )
+    lines.extend(_incomplete_section(verdict))
     lines.extend(["## Configurations", ""])
+    if not verdict.configs:
+        lines.extend(["No configuration was judged: the stage is incomplete.", ""])
     header = ["configuration", "verdict", *CRITERIA, "runs", "harness_error"]
     rows: list[list[object]] = []
     for name, cv in verdict.configs.items():
@@ -410,7 +475,7 @@ def render_markdown(
             "",
         ]
     )
-    if verdict.runs_needed:
+    if verdict.runs_needed and verdict.configs:
         lines.extend(["## Runs needed", ""])
         need_rows = []
         for need in verdict.runs_needed:
@@ -432,9 +497,11 @@ def render_markdown(
             )
         )
         lines.append("")
-    lines.extend(_criteria_section(verdict))
+    if verdict.configs:
+        lines.extend(_criteria_section(verdict))
     lines.extend(_cells_section(verdict))
-    lines.extend(_advisory_section(verdict))
+    if verdict.configs:
+        lines.extend(_advisory_section(verdict))
     if verdict.warnings:
         lines.extend(["## Warnings", ""])
         lines.extend(f"- {w}" for w in verdict.warnings)
@@ -462,9 +529,10 @@ def write_report(
     *,
     stage_notes: Sequence[str] = (),
 ) -> ReportPaths:
-    """Write report.md, verdict.json and plots/*.png under `out_dir`, each atomically."""
+    """Write report.md, verdict.json and plots/*.png under `out_dir`, each atomically,
+    with the permissions the umask gives (as runs.jsonl has)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(records, matrix, verdict.stage, out_dir / "plots")
+    plots = write_plots(records, matrix, verdict.stage, out_dir / "plots", verdict=verdict)
     links = [p.relative_to(out_dir).as_posix() for p in plots]
     report_md = out_dir / "report.md"
     verdict_json = out_dir / "verdict.json"

@@ -1,8 +1,22 @@
-"""Advisory statistics for the evaluator and the report.
+"""The one median, and the advisory statistics of the evaluator and the report.
 
-Nothing here changes a status or the decision: the verdict follows the
-the reference's rules on the raw figures. These numbers only tell a reader how solid
-a comparison looks and roughly how many more runs would settle a close one.
+`median` is the exact median every part of the harness uses (the criteria,
+the per-cell tables, the plots): a Fraction, so that comparisons such as
+`110 <= 1.10 x 100` hold exactly.
+
+Nothing else here changes a status or the decision: the verdict follows the
+reference's rules on the raw figures. The bootstrap figures only tell a reader
+how solid a comparison looks and roughly how many more runs would settle a
+close one. Two bootstraps:
+
+- independent (`bootstrap_median_ratio_ci`): each side resampled on its own,
+  the statistic is median(config) / median(baseline);
+- paired (`bootstrap_paired_median_ratio_ci`): for runs that pair (the same
+  seed and input on both sides), the per-pair ratios config_i / baseline_i
+  (the paired differences on the log scale) are resampled and the statistic
+  is their median. The seed's share of the variation cancels out, so a
+  configuration that does exactly what the baseline does gets a zero-width
+  interval instead of an interval as wide as the seeds' spread.
 
 The bootstrap draws each resample's median straight from its order
 statistics instead of materialising `n` indices per resample. For a sample
@@ -18,11 +32,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def median(values: Sequence[float | Fraction]) -> Fraction | None:
+    """The usual median, exact: the mean of the two middle values for an even count.
+
+    None for no value. Floats are taken at their exact binary value.
+    """
+    if not values:
+        return None
+    ordered: list[float | Fraction] = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    if n % 2 == 1:
+        return Fraction(ordered[mid])
+    return (Fraction(ordered[mid - 1]) + Fraction(ordered[mid])) / 2
+
+
+def median_float(values: Sequence[float]) -> float | None:
+    """`median` as a float (for tables and JSON figures that are not compared)."""
+    m = median(values)
+    return None if m is None else float(m)
 
 
 def _bootstrap_medians(
@@ -59,10 +95,7 @@ def bootstrap_median_ratio_ci(
     Returns None when either side is empty or when a resampled baseline
     median is not positive (the ratio is then undefined).
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    _check_settings(confidence, resamples)
     if len(config_values) == 0 or len(baseline_values) == 0:
         return None
     config_sorted = np.sort(np.asarray(config_values, dtype=np.float64))
@@ -78,6 +111,46 @@ def bootstrap_median_ratio_ci(
     return float(low), float(high)
 
 
+def _check_settings(confidence: float, resamples: int) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+
+
+def bootstrap_paired_median_ratio_ci(
+    config_values: Sequence[float] | FloatArray,
+    baseline_values: Sequence[float] | FloatArray,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of the median of the per-pair ratios config_i / baseline_i.
+
+    `config_values[i]` and `baseline_values[i]` are one pair (runs of the same
+    seed and input). The pairs are resampled together, i.e. the one sample of
+    per-pair ratios is. Deterministic for a given seed. Returns None without a
+    pair or when a baseline value is not positive (a ratio is then undefined).
+    """
+    _check_settings(confidence, resamples)
+    if len(config_values) != len(baseline_values):
+        raise ValueError(
+            f"paired samples must have the same length ({len(config_values)} vs "
+            f"{len(baseline_values)})"
+        )
+    if len(config_values) == 0:
+        return None
+    base = np.asarray(baseline_values, dtype=np.float64)
+    if bool(np.any(base <= 0.0)):
+        return None
+    ratios = np.sort(np.asarray(config_values, dtype=np.float64) / base)
+    medians = _bootstrap_medians(ratios, resamples, np.random.default_rng(seed))
+    alpha = 1.0 - confidence
+    low, high = np.quantile(medians, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return float(low), float(high)
+
+
 def estimated_runs_to_resolve(
     point: float,
     ci: tuple[float, float],
@@ -86,7 +159,7 @@ def estimated_runs_to_resolve(
     *,
     max_runs: int = 10_000,
 ) -> int | None:
-    """Roughly how many runs per side would make the CI clear `limit`.
+    """Roughly how many runs per side (or pairs) would make the CI clear `limit`.
 
     Assumes the CI's half-width on the side facing the limit shrinks as
     1/sqrt(n) and the point estimate stays where it is: a rough planning

@@ -1,14 +1,18 @@
-"""report.md, verdict.json and the PNG plots."""
+"""report.md, verdict.json and the PNG plots: content, first line, token limits, modes."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
 
 import matplotlib.image
 import pytest
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from record_builders import (
     CELLS,
     CONFIGS,
@@ -20,7 +24,8 @@ from record_builders import (
     next_id,
 )
 from spillover_harness.evaluate import Verdict, evaluate
-from spillover_harness.records import RunRecord
+from spillover_harness.plots import build_figures, token_marks, write_plots
+from spillover_harness.records import RecordLog, RunRecord
 from spillover_harness.report import SIM_DISCLAIMER, render_markdown, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -53,7 +58,8 @@ def dataset(
 
 
 def verdict(records: list[RunRecord]) -> Verdict:
-    return evaluate(records, MATRIX, resamples=100)
+    """Judged whatever is missing (most datasets here hold 2 of the 5 planned runs)."""
+    return evaluate(records, MATRIX, allow_incomplete=True, resamples=100)
 
 
 # -- report.md --------------------------------------------------------------------------
@@ -80,8 +86,9 @@ def test_cluster_stage_reports_have_no_simulator_disclaimer(stage: str) -> None:
 
 
 def test_decision_comes_first_then_criteria_then_cells_then_advisory() -> None:
-    records = dataset({("128KiB", "code-review", "large"): [{"input_tokens": 5000}] * 2})
-    v = verdict(records)
+    records = dataset({("128KiB", "code-review", "large"): [{"input_tokens": 5000}] * 5}, n=5)
+    v = evaluate(records, MATRIX, resamples=100)  # the whole sim plan: complete
+    assert v.incomplete is None
     assert v.decision == "32768"
     text = render_markdown(v, records, MATRIX)
     assert text.splitlines()[0] == "# Spillover validation: decision `32768`"
@@ -200,3 +207,119 @@ def test_write_report_replaces_an_earlier_report(tmp_path: Path) -> None:
     second = dataset({("128KiB", "code-review", "small"): [{"disk_clean": False}, {}]})
     paths = write_report(verdict(second), second, MATRIX, tmp_path)
     assert json.loads(paths.verdict_json.read_text(encoding="utf-8"))["decision"] == "32768"
+
+
+# -- the first line of an incomplete stage ----------------------------------------------
+
+
+def test_an_incomplete_stage_says_so_in_the_first_line_and_lists_what_is_missing() -> None:
+    records = dataset(n=5)[:13]
+    v = evaluate(records, MATRIX, resamples=20)
+    text = render_markdown(v, records, MATRIX)
+    first = text.splitlines()[0]
+    assert first == (
+        "# Spillover validation: decision `inconclusive` (incomplete: 47 of 60 runs missing)"
+    )
+    assert "## Missing runs" in text and "## Criteria" not in text
+    missing = text[text.index("## Missing runs") : text.index("## Configurations")]
+    assert "| 128KiB | code-review/small | 0 / 5 | 1, 2, 3, 4, 5 |" in missing
+
+
+def test_judged_on_incomplete_data_says_so_in_the_first_line() -> None:
+    records = dataset(n=5)[:13]
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=20)
+    text = render_markdown(v, records, MATRIX)
+    assert text.splitlines()[0] == (
+        f"# Spillover validation: decision `{v.decision}`, judged on incomplete data "
+        "(47 of 60 runs missing)"
+    )
+    assert "**Judged on incomplete data:**" in text and "## Criteria" in text
+
+
+def test_a_complete_stage_has_a_plain_first_line() -> None:
+    records = dataset(n=5)
+    v = evaluate(records, MATRIX, resamples=20)
+    assert render_markdown(v, records, MATRIX).splitlines()[0] == (
+        "# Spillover validation: decision `131072`"
+    )
+
+
+# -- the token plot shows the rule ------------------------------------------------------
+
+
+def _token_axes(fig: Figure, recipe: str, inp: str) -> Axes:
+    return next(ax for ax in fig.axes if ax.get_gid() == f"cell:{recipe}/{inp}")
+
+
+def _marks(ax: Axes) -> dict[str, str]:
+    return {
+        str(t.get_gid()).removeprefix("status:"): t.get_text()
+        for t in ax.texts
+        if str(t.get_gid()).startswith("status:")
+    }
+
+
+def test_token_plot_draws_each_cells_limit_and_marks_pass_and_fail(tmp_path: Path) -> None:
+    records = dataset(
+        {
+            ("off", "code-review", "small"): [{"input_tokens": t} for t in (90, 100, 130)],
+            ("128KiB", "code-review", "small"): [{"input_tokens": 110}] * 3,  # == limit: pass
+            ("32KiB", "code-review", "small"): [{"input_tokens": 111}] * 3,  # above: fail
+            ("off", "code-review", "large"): [{"input_tokens": t} for t in (900, 1000, 1300)],
+            ("128KiB", "code-review", "large"): [{"input_tokens": 999}] * 3,  # below: pass
+            ("32KiB", "code-review", "large"): [{"input_tokens": 1000}] * 3,  # not below: fail
+        },
+        n=3,
+    )
+    v = verdict(records)
+    marks = token_marks(v)
+    assert marks[("code-review", "small")].limit == 110.0  # 1.10 x off's median 100
+    assert not marks[("code-review", "small")].strict
+    assert marks[("code-review", "large")].limit == 1000.0  # off's median, strictly below
+    assert marks[("code-review", "large")].strict
+    assert dict(marks[("code-review", "small")].statuses) == {"128KiB": "pass", "32KiB": "fail"}
+
+    fig = build_figures(records, MATRIX, "sim", v)["input_tokens.png"]
+    for inp, limit in (("small", 110.0), ("large", 1000.0)):
+        ax = _token_axes(fig, "code-review", inp)
+        (line,) = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+        assert list(line.get_ydata()) == [limit, limit]
+        low, high = ax.get_ylim()
+        assert low <= limit <= high
+        assert _marks(ax) == {"off": "baseline", "128KiB": "pass", "32KiB": "FAIL"}
+    # the other metrics have no limit: criterion 3 is about input tokens only
+    other = build_figures(records, MATRIX, "sim", v)["iterations.png"]
+    assert not [ln for ax in other.axes for ln in ax.get_lines() if ln.get_gid() == "limit"]
+
+    paths = write_plots(records, MATRIX, "sim", tmp_path, verdict=v)
+    token_png = next(p for p in paths if p.name == "input_tokens.png")
+    width, height = _png_size(token_png)
+    assert matplotlib.image.imread(token_png).shape[:2] == (height, width)
+
+
+def test_token_plot_of_an_unjudged_stage_has_no_limit() -> None:
+    records = dataset(n=5)[:13]
+    v = evaluate(records, MATRIX, resamples=20)
+    assert token_marks(v) == {}
+    fig = build_figures(records, MATRIX, "sim", v)["input_tokens.png"]
+    assert not [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == "limit"]
+
+
+# -- file modes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_report_files_get_the_umasks_mode_like_runs_jsonl(tmp_path: Path, umask: int) -> None:
+    records = dataset()
+    previous = os.umask(umask)
+    try:
+        log = RecordLog(tmp_path / "runs.jsonl")
+        log.open()
+        log.append(records[0])
+        paths = write_report(verdict(records), records, MATRIX, tmp_path)
+    finally:
+        os.umask(previous)
+    expected = 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "runs.jsonl").stat().st_mode) == expected
+    for path in (paths.report_md, paths.verdict_json, *paths.plots):
+        assert stat.S_IMODE(path.stat().st_mode) == expected, path

@@ -1,10 +1,19 @@
-"""Advisory statistics: the bootstrap CI of a median ratio and the runs-to-resolve hint."""
+"""The one median; advisory statistics: the bootstrap CIs of a median ratio (independent
+and paired) and the runs-to-resolve hint."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
-from spillover_harness.stats import bootstrap_median_ratio_ci, estimated_runs_to_resolve
+from spillover_harness.stats import (
+    bootstrap_median_ratio_ci,
+    bootstrap_paired_median_ratio_ci,
+    estimated_runs_to_resolve,
+    median,
+    median_float,
+)
 
 CONFIG = [930.0, 1010.0, 870.0, 1200.0, 990.0, 1040.0, 905.0]
 BASELINE = [1000.0, 1100.0, 1050.0, 980.0, 1020.0, 1500.0]
@@ -82,6 +91,66 @@ def test_bad_arguments_are_refused() -> None:
         bootstrap_median_ratio_ci(CONFIG, BASELINE, confidence=1.0)
     with pytest.raises(ValueError, match="resamples"):
         bootstrap_median_ratio_ci(CONFIG, BASELINE, resamples=0)
+
+
+# -- the median ------------------------------------------------------------------------
+
+
+def test_median_is_exact() -> None:
+    assert median([4, 1, 3, 2]) == Fraction(5, 2)
+    assert median([7]) == 7 and isinstance(median([7]), Fraction)
+    assert median([]) is None
+    assert median([1, 2]) == Fraction(3, 2)
+    assert median([0.1, 0.2]) == (Fraction(0.1) + Fraction(0.2)) / 2  # the floats' exact values
+    assert median_float([10.0, 11.0, 13.0, 17.0]) == 12.0
+    assert median_float([]) is None
+
+
+# -- the paired bootstrap ----------------------------------------------------------------
+
+SEEDED = [600.0, 900.0, 1200.0, 1500.0, 2000.0, 2600.0]
+
+
+def test_paired_identical_samples_give_a_zero_width_ci_where_unpaired_do_not() -> None:
+    assert bootstrap_paired_median_ratio_ci(SEEDED, SEEDED) == (1.0, 1.0)
+    unpaired = bootstrap_median_ratio_ci(SEEDED, SEEDED)
+    assert unpaired is not None and unpaired[0] < 0.9 and unpaired[1] > 1.1
+
+
+def test_paired_ci_follows_a_consistent_ratio_whatever_the_seed_spread() -> None:
+    ci = bootstrap_paired_median_ratio_ci([x * 0.9 for x in SEEDED], SEEDED)
+    assert ci == pytest.approx((0.9, 0.9))
+
+
+def test_paired_ci_brackets_the_median_per_pair_ratio_and_is_deterministic() -> None:
+    config = [x * f for x, f in zip(SEEDED, (0.8, 1.1, 0.95, 1.0, 0.9, 1.2), strict=True)]
+    a = bootstrap_paired_median_ratio_ci(config, SEEDED, seed=3)
+    assert a is not None and a == bootstrap_paired_median_ratio_ci(config, SEEDED, seed=3)
+    point = float(np.median(np.asarray(config) / np.asarray(SEEDED)))
+    assert a[0] <= point <= a[1] and a[0] < a[1]
+
+
+def test_paired_matches_naive_resampling_of_pairs() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.lognormal(7.0, 0.5, size=15)
+    config = base * rng.lognormal(-0.05, 0.1, size=15)
+    resamples = 40_000
+    idx = np.random.default_rng(2).integers(0, 15, size=(resamples, 15))
+    medians = np.median((config / base)[idx], axis=1)
+    naive = np.quantile(medians, [0.025, 0.975])
+    ci = bootstrap_paired_median_ratio_ci(list(config), list(base), resamples=resamples, seed=4)
+    assert ci is not None
+    assert ci[0] == pytest.approx(naive[0], rel=0.02)
+    assert ci[1] == pytest.approx(naive[1], rel=0.02)
+
+
+def test_paired_refuses_unequal_lengths_and_has_no_ci_without_pairs() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        bootstrap_paired_median_ratio_ci([1.0], [1.0, 2.0])
+    assert bootstrap_paired_median_ratio_ci([], []) is None
+    assert bootstrap_paired_median_ratio_ci([1.0, 2.0], [1.0, 0.0]) is None
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_paired_median_ratio_ci([1.0], [1.0], confidence=0.0)
 
 
 # -- runs to resolve a close call --------------------------------------------------------

@@ -47,7 +47,7 @@ def verdict_for(kib128: str, kib32: str, *, stage: str = "sim") -> Verdict:
             cells[(cfg, "code-review", "small")] = FAIL
         elif status == "inconclusive":
             cells[(cfg, "code-review", "medium")] = INCONCLUSIVE
-    v = evaluate(dataset(cells, stage=stage), MATRIX, resamples=50)
+    v = evaluate(dataset(cells, stage=stage), MATRIX, allow_incomplete=True, resamples=50)
     assert v.configs["128KiB"].verdict == kib128
     assert v.configs["32KiB"].verdict == kib32
     return v
@@ -96,7 +96,7 @@ def test_128kib_fails_and_32kib_inconclusive_is_inconclusive() -> None:
 
 
 def test_no_records_at_all_is_inconclusive_and_asks_for_the_whole_cells() -> None:
-    v = evaluate([], MATRIX, resamples=10)
+    v = evaluate([], MATRIX, allow_incomplete=True, resamples=10)
     assert v.decision == "inconclusive"
     assert v.stage is None
     assert all(cv.verdict == "inconclusive" for cv in v.configs.values())
@@ -110,7 +110,7 @@ def test_runs_needed_counts_the_stage_plan_for_missing_cells() -> None:
         for r in dataset(n=2, stage="minikube")
         if not (r.config == "128KiB" and r.input == "large")
     ]
-    v = evaluate(records, MATRIX, resamples=10)
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=10)
     assert v.decision == "inconclusive"
     (need,) = v.runs_needed
     assert (need.config, need.recipe, need.input) == ("128KiB", "code-review", "large")
@@ -148,7 +148,7 @@ def test_records_outside_the_matrix_are_ignored_and_counted() -> None:
         rec("64KiB", "code-review", "small"),
         rec("128KiB", "code-review", "huge", size_class="large"),
     ]
-    v = evaluate(dataset() + extra, MATRIX, resamples=10)
+    v = evaluate(dataset() + extra, MATRIX, allow_incomplete=True, resamples=10)
     assert v.decision == "131072"
     assert v.ignored == {
         "configuration '64KiB' not in the matrix": 2,
@@ -157,10 +157,22 @@ def test_records_outside_the_matrix_are_ignored_and_counted() -> None:
     assert v.ignored_total == 3
 
 
-def test_duplicate_runs_are_warned_about() -> None:
+def test_an_exact_copy_of_a_record_counts_once_and_is_noted() -> None:
     records = dataset()
-    v = evaluate([*records, records[0]], MATRIX, resamples=10)
-    assert any("repeat a (configuration" in w for w in v.warnings)
+    once = evaluate(records, MATRIX, allow_incomplete=True, resamples=10)
+    twice = evaluate([*records, records[0]], MATRIX, allow_incomplete=True, resamples=10)
+    assert twice.records_evaluated == once.records_evaluated == len(records)
+    assert twice.cells == once.cells
+    assert any("exact copies of a run already recorded" in w for w in twice.warnings)
+    assert not any("repeat a run_id" in w for w in twice.warnings)
+
+
+def test_records_of_the_same_run_that_differ_are_all_counted_and_warned_about() -> None:
+    records = dataset()
+    other = records[0].model_copy(update={"outcome": "failed"})
+    v = evaluate([*records, other], MATRIX, allow_incomplete=True, resamples=10)
+    assert v.records_evaluated == len(records) + 1
+    assert any("repeat a (configuration" in w and "different content" in w for w in v.warnings)
     assert any("repeat a run_id" in w for w in v.warnings)
 
 
@@ -171,6 +183,52 @@ def test_to_json_shape() -> None:
     v = verdict_for("fail", "inconclusive")
     data = json.loads(json.dumps(v.to_json()))
     assert data["decision"] == "inconclusive"
+    # verdict.json's keys: those it always had, plus decided, decision_values, incomplete
+    assert list(data) == [
+        "decision",
+        "decision_reason",
+        "decided",
+        "decision_values",
+        "incomplete",
+        "stage",
+        "matrix",
+        "baseline",
+        "configs",
+        "runs_needed",
+        "records_evaluated",
+        "harness_errors",
+        "ignored",
+        "warnings",
+        "cells",
+        "advisory",
+    ]
+    assert set(data["ignored"]) == {"total", "by_reason"}
+    assert list(data["configs"]["128KiB"]["criteria"]["input_tokens"]) == [
+        "status",
+        "rule",
+        "reason",
+        "tolerance",
+        "cells",
+    ]
+    assert "tolerance" not in data["configs"]["128KiB"]["criteria"]["success_rate"]
+    assert data["configs"]["128KiB"]["criteria"]["input_tokens"]["tolerance"] == 0.1
+    assert list(data["configs"]["128KiB"]["criteria"]["no_leak"]["cells"][0]) == [
+        "recipe",
+        "input",
+        "size_class",
+        "status",
+        "value",
+        "baseline_value",
+        "limit",
+        "comparison",
+        "n",
+        "n_baseline",
+        "harness_errors",
+        "harness_errors_baseline",
+        "counts",
+        "baseline_counts",
+        "reason",
+    ]
     for key in ("decision_reason", "runs_needed", "harness_errors", "stage", "advisory"):
         assert key in data
     assert set(data["configs"]) == {"128KiB", "32KiB"}
@@ -205,6 +263,7 @@ def test_to_json_numbers_are_plain_json_numbers() -> None:
             }
         ),
         MATRIX,
+        allow_incomplete=True,
         resamples=10,
     )
     cells = v.to_json()["configs"]["128KiB"]["criteria"]["input_tokens"]["cells"]
@@ -219,8 +278,8 @@ def test_to_json_numbers_are_plain_json_numbers() -> None:
 def test_evaluate_is_pure() -> None:
     records = dataset({("128KiB", "code-review", "small"): FAIL})
     before = list(records)
-    first = evaluate(records, MATRIX, resamples=100)
-    second = evaluate(records, MATRIX, resamples=100)
+    first = evaluate(records, MATRIX, allow_incomplete=True, resamples=100)
+    second = evaluate(records, MATRIX, allow_incomplete=True, resamples=100)
     assert records == before
     assert first.to_json() == second.to_json()
 
@@ -244,17 +303,18 @@ def test_the_bootstrap_never_changes_a_status_or_the_decision(
             ("32KiB", "code-review", "small"): [{"input_tokens": t} for t in (1050, 1150)],
         }
     )
-    real = evaluate(records, MATRIX, resamples=200)
+    real = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     assert real.decision == "32768"
-    monkeypatch.setattr(evaluate_module.stats, "bootstrap_median_ratio_ci", lambda *a, **k: fake)
-    faked = evaluate(records, MATRIX, resamples=200)
+    for name in ("bootstrap_median_ratio_ci", "bootstrap_paired_median_ratio_ci"):
+        monkeypatch.setattr(evaluate_module.stats, name, lambda *a, **k: fake)
+    faked = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     assert _without_advisory(faked) == _without_advisory(real)
 
 
 def test_the_advisory_settings_never_change_the_verdict() -> None:
     records = dataset({("32KiB", "code-review", "small"): [{"input_tokens": 1100}] * 2})
-    a = evaluate(records, MATRIX, resamples=10, seed=1, confidence=0.5)
-    b = evaluate(records, MATRIX, resamples=3000, seed=99, confidence=0.99)
+    a = evaluate(records, MATRIX, allow_incomplete=True, resamples=10, seed=1, confidence=0.5)
+    b = evaluate(records, MATRIX, allow_incomplete=True, resamples=3000, seed=99, confidence=0.99)
     assert _without_advisory(a) == _without_advisory(b)
 
 
@@ -265,7 +325,7 @@ def test_a_close_call_gets_a_hint() -> None:
             ("off", "code-review", "small"): [{"input_tokens": t} for t in (950, 1050)],
         }
     )
-    v = evaluate(records, MATRIX, resamples=500)
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=500)
     ratio = next(t for t in v.advisory.token_ratios if t.config == "128KiB" and t.input == "small")
     assert ratio.reading == "close call"
     assert any("128KiB code-review/small" in h for h in v.advisory.hints)
@@ -276,6 +336,6 @@ def test_fewer_valid_runs_than_planned_gets_a_hint() -> None:
         {("128KiB", "code-review", "small"): [{}, {"outcome": "harness_error"}]},
         stage="minikube",
     )
-    v = evaluate(records, MATRIX, resamples=10)
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=10)
     assert v.decision == "131072"
     assert any("1 valid run(s) of the 2 planned" in h for h in v.advisory.hints)

@@ -1,0 +1,175 @@
+"""Advisory statistics: how solid each token comparison looks, and hints.
+
+They are attached to the verdict but never change a status or the decision.
+
+Pairing: the runner seeds a run from the matrix seed, the cell and the
+repetition, not from the configuration (`runner.seed_for`), so the runs of
+two configurations with the same (recipe, input, repetition) met the same
+scripted agent: they pair. Where runs pair (at least 2 pairs, covering at
+least half of the smaller side), the paired bootstrap is used (the median of
+the per-pair ratios); otherwise the two sides are resampled independently.
+The advisory says which (`method`). A cell whose pairs all have the same
+figure on both sides (`identical`) gets no runs-needed hint: more runs of the
+same seeds cannot change anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from spillover_harness import stats
+from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.schema import Advisory, Method, TokenRatio
+from spillover_harness.stats import FloatArray
+
+
+def token_pairs(c: CellData, b: CellData) -> tuple[FloatArray, FloatArray]:
+    """(config, baseline) input tokens of the runs that share a repetition (and so a seed).
+
+    Two arrays, one pair per index; a repetition recorded twice on a side pairs
+    its first record.
+    """
+    _, c_idx, b_idx = np.intersect1d(
+        np.asarray(c.token_reps, dtype=np.int64),
+        np.asarray(b.token_reps, dtype=np.int64),
+        return_indices=True,
+    )
+    c_vals: FloatArray = np.asarray(c.tokens, dtype=np.float64)[c_idx]
+    b_vals: FloatArray = np.asarray(b.tokens, dtype=np.float64)[b_idx]
+    return c_vals, b_vals
+
+
+def _pairs_usable(b_vals: FloatArray, n: int, n_base: int) -> bool:
+    pairs = len(b_vals)
+    return pairs >= 2 and 2 * pairs >= min(n, n_base) and bool(np.all(b_vals > 0))
+
+
+def _token_ratio(
+    ctx: Context,
+    cfg: str,
+    cell: tuple[str, str, str],
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> TokenRatio:
+    recipe, inp, size = cell
+    c, b = ctx.get(cfg, recipe, inp), ctx.get(ctx.baseline, recipe, inp)
+    strict = size == "large"
+    limit = 1.0 if strict else float(1 + ctx.tolerance)
+    c_med, b_med = stats.median(c.tokens), stats.median(b.tokens)
+    ratio = float(c_med / b_med) if c_med is not None and b_med else None
+    n, n_base = len(c.tokens), len(b.tokens)
+    c_vals, b_vals = token_pairs(c, b)
+    method: Method
+    paired_ratio: float | None = None
+    identical = False
+    if _pairs_usable(b_vals, n, n_base):
+        method = "paired"
+        ci = stats.bootstrap_paired_median_ratio_ci(
+            c_vals, b_vals, confidence=confidence, resamples=resamples, seed=seed
+        )
+        paired_ratio = stats.median_float((c_vals / b_vals).tolist())
+        identical = bool(np.array_equal(c_vals, b_vals))
+        point, sample = paired_ratio, len(b_vals)
+    else:
+        method = "independent"
+        ci = stats.bootstrap_median_ratio_ci(
+            c.tokens, b.tokens, confidence=confidence, resamples=resamples, seed=seed
+        )
+        point, sample = ratio, max(1, min(n, n_base))
+    runs: int | None = None
+    label = f"{cfg} {recipe}/{inp}"
+    if ratio is None or point is None or ci is None:
+        reading, hint = "no data", ""
+    else:
+        low, high = ci
+        clears = high < limit if strict else high <= limit
+        breaks = low >= limit if strict else low > limit
+        if clears:
+            reading, hint = "clear pass", ""
+        elif breaks:
+            reading, hint = "clear fail", ""
+        else:
+            reading = "close call"
+            if method == "paired":
+                how = (
+                    f"median per-pair ratio {point:.3f} over {sample} pair(s) of runs with the "
+                    f"same seed, paired {confidence:.0%} CI"
+                )
+                unit = f"run(s) per configuration (now {sample} pair(s))"
+            else:
+                how = f"median ratio {ratio:.3f}, {confidence:.0%} CI"
+                unit = f"run(s) per side (now {min(n, n_base)})"
+            ci_text = f"[{low:.3f}, {high:.3f}]"
+            if identical:
+                hint = ""  # every pair equal: no number of runs would move it
+            else:
+                runs = stats.estimated_runs_to_resolve(point, ci, limit, sample)
+                if runs is None:
+                    hint = (
+                        f"{label}: {how} {ci_text} straddles the limit {limit:.2f}; more runs "
+                        "would not settle it"
+                    )
+                else:
+                    hint = (
+                        f"{label}: {how} {ci_text} straddles the limit {limit:.2f}; about "
+                        f"{runs} {unit} would likely settle it"
+                    )
+    return TokenRatio(
+        config=cfg,
+        recipe=recipe,
+        input=inp,
+        size_class=size,
+        ratio=ratio,
+        ci=ci,
+        limit=limit,
+        strict=strict,
+        n=n,
+        n_baseline=n_base,
+        reading=reading,
+        runs_to_resolve=runs,
+        hint=hint,
+        method=method,
+        pairs=len(b_vals) if method == "paired" else 0,
+        paired_ratio=paired_ratio,
+        identical=identical,
+    )
+
+
+def advisory(
+    ctx: Context,
+    cfg_names: Sequence[str],
+    confidence: float,
+    resamples: int,
+    seed: int,
+) -> Advisory:
+    base = ctx.baseline
+    ratios = [
+        _token_ratio(ctx, cfg, cell, confidence, resamples, seed)
+        for cfg in cfg_names
+        for cell in ctx.cells
+    ]
+    hints = [t.hint for t in ratios if t.hint]
+    for cfg in (base, *cfg_names):
+        for recipe, inp, _ in ctx.cells:
+            d = ctx.get(cfg, recipe, inp)
+            if 0 < d.valid < ctx.target:
+                hints.append(
+                    f"{cfg} {recipe}/{inp}: {d.valid} valid run(s) of the {ctx.target} planned "
+                    f"({d.harness_errors} harness_error); the comparison rests on few runs"
+                )
+    base_leaks = sum(len(ctx.get(base, r, i).leak_ids) for r, i, _ in ctx.cells)
+    if base_leaks:
+        hints.append(
+            f"{base} (the baseline) shows {base_leaks} run(s) with a disk or log leak: "
+            "either the leak checks misfire or something leaks without spillover"
+        )
+    return Advisory(
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        token_ratios=tuple(ratios),
+        hints=tuple(hints),
+    )

@@ -1,0 +1,75 @@
+"""Is every run the stage plans recorded? Checked before any criterion.
+
+The plan is the matrix's configurations x (recipe, input) cells x the
+stage's repetitions (1..N). A run is recorded when a record of the stage has
+its (configuration, recipe, input, repetition), whatever its outcome: a
+`harness_error` record is a run that exists (it is left out of the criteria,
+not missing). Records beyond the plan do not fill a gap.
+"""
+
+from __future__ import annotations
+
+from spillover_harness.evaluate.context import RunSlot
+from spillover_harness.evaluate.schema import CRITERIA, Incomplete, IncompleteCell, RunsNeeded
+from spillover_harness.matrix import Matrix
+
+
+def check_complete(
+    matrix: Matrix, stage: str, present: set[RunSlot], *, judged: bool
+) -> Incomplete | None:
+    """The runs of the stage's plan the records lack, per cell; None when none is missing."""
+    reps = matrix.repetitions.for_stage(stage)
+    cells: list[IncompleteCell] = []
+    expected = missing = 0
+    for config in matrix.configurations:
+        for recipe, spec in matrix.cells():
+            expected += reps
+            absent = tuple(
+                rep
+                for rep in range(1, reps + 1)
+                if (config.name, recipe.name, spec.name, rep) not in present
+            )
+            if absent:
+                missing += len(absent)
+                cells.append(
+                    IncompleteCell(
+                        config=config.name,
+                        recipe=recipe.name,
+                        input=spec.name,
+                        expected=reps,
+                        recorded=reps - len(absent),
+                        missing=len(absent),
+                        missing_repetitions=absent,
+                    )
+                )
+    if not missing:
+        return None
+    # matrix order is configuration-major; the tables read better cell-major
+    order = {(r.name, i.name): n for n, (r, i) in enumerate(matrix.cells())}
+    cells.sort(key=lambda c: order[(c.recipe, c.input)])
+    return Incomplete(
+        reason=f"incomplete: {missing} of {expected} runs missing",
+        expected=expected,
+        recorded=expected - missing,
+        missing=missing,
+        judged=judged,
+        cells=tuple(cells),
+    )
+
+
+def missing_as_runs_needed(incomplete: Incomplete) -> tuple[RunsNeeded, ...]:
+    """The missing runs in the shape of `Verdict.runs_needed` (every criterion needs them)."""
+    return tuple(
+        RunsNeeded(
+            config=c.config,
+            recipe=c.recipe,
+            input=c.input,
+            runs=c.missing,
+            criteria=CRITERIA,
+            reason=(
+                f"incomplete: repetition(s) {', '.join(map(str, c.missing_repetitions))} of "
+                f"{c.expected} not recorded"
+            ),
+        )
+        for c in incomplete.cells
+    )

@@ -1,0 +1,242 @@
+"""The records of one stage grouped once by (configuration, recipe, input).
+
+`group` makes the one pass over the records: every criterion, the per-cell
+tables, the completeness check and the advisory statistics read the
+`CellData` it fills. Records outside the matrix are counted in `ignored` by
+reason, never silently dropped.
+
+Duplicates (a documented rule): a record identical to one already seen for
+the same (configuration, recipe, input, repetition) -- the same line twice --
+is counted once and noted in the warnings. Records of the same run that
+differ are all counted, with a warning (the records-file checks refuse them
+before the evaluator sees them: `records_check.check_against_matrix`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from spillover_harness.matrix import Matrix
+from spillover_harness.records import RunRecord
+
+Key = tuple[str, str, str]  # configuration, recipe, input
+RunSlot = tuple[str, str, str, int]  # configuration, recipe, input, repetition
+Cell = tuple[str, str, str]  # recipe, input, size_class (matrix order)
+
+
+class CellData:
+    """Everything the criteria need from one (configuration, recipe, input), in one pass."""
+
+    __slots__ = (
+        "clean",
+        "durations",
+        "harness_errors",
+        "hit_null_ids",
+        "hits",
+        "iterations",
+        "leak_ids",
+        "leak_unknown_ids",
+        "outcomes",
+        "output_tokens",
+        "persisted",
+        "quality_known",
+        "quality_true",
+        "reads",
+        "report_bytes",
+        "runs",
+        "succeeded",
+        "token_reps",
+        "tokens",
+        "valid",
+    )
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.harness_errors = 0
+        self.valid = 0
+        self.succeeded = 0
+        self.outcomes: dict[str, int] = {}
+        self.hits = 0
+        self.hit_null_ids: list[str] = []
+        self.tokens: list[int] = []
+        self.token_reps: list[int] = []  # the repetition of each `tokens` value (for pairing)
+        self.output_tokens: list[int] = []
+        self.iterations: list[int] = []
+        self.durations: list[float] = []
+        self.persisted: list[int] = []
+        self.reads: list[int] = []
+        self.report_bytes: list[int] = []
+        self.quality_true = 0
+        self.quality_known = 0
+        self.clean = 0
+        self.leak_ids: list[str] = []
+        self.leak_unknown_ids: list[str] = []
+
+    def add(self, r: RunRecord) -> None:
+        self.runs += 1
+        outcome = r.outcome
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        if outcome == "harness_error":
+            self.harness_errors += 1
+            return
+        self.valid += 1
+        if outcome == "succeeded":
+            self.succeeded += 1
+        hit = r.hit_iteration_limit
+        if hit is None:
+            self.hit_null_ids.append(r.run_id)
+        elif hit:
+            self.hits += 1
+        if r.input_tokens is not None:
+            self.tokens.append(r.input_tokens)
+            self.token_reps.append(r.repetition)
+        if r.output_tokens is not None:
+            self.output_tokens.append(r.output_tokens)
+        if r.iterations is not None:
+            self.iterations.append(r.iterations)
+        if r.duration_s is not None:
+            self.durations.append(r.duration_s)
+        if r.spillover_persisted is not None:
+            self.persisted.append(r.spillover_persisted)
+        if r.spillover_reads is not None:
+            self.reads.append(r.spillover_reads)
+        if r.status_report_bytes is not None:
+            self.report_bytes.append(r.status_report_bytes)
+        if r.quality_ok is not None:
+            self.quality_known += 1
+            if r.quality_ok:
+                self.quality_true += 1
+        disk, logs = r.disk_clean, r.logs_clean
+        if disk is False or logs is False:
+            self.leak_ids.append(r.run_id)
+        elif disk is None or logs is None:
+            self.leak_unknown_ids.append(r.run_id)
+        else:
+            self.clean += 1
+
+    @classmethod
+    def merged(cls, parts: Iterable[CellData]) -> CellData:
+        """Several cells as one (criterion 4 takes a recipe's inputs together)."""
+        out = cls()
+        for d in parts:
+            out.runs += d.runs
+            out.harness_errors += d.harness_errors
+            out.valid += d.valid
+            out.succeeded += d.succeeded
+            for outcome, count in d.outcomes.items():
+                out.outcomes[outcome] = out.outcomes.get(outcome, 0) + count
+            out.hits += d.hits
+            out.hit_null_ids.extend(d.hit_null_ids)
+            out.tokens.extend(d.tokens)
+            out.token_reps.extend(d.token_reps)
+            out.output_tokens.extend(d.output_tokens)
+            out.iterations.extend(d.iterations)
+            out.durations.extend(d.durations)
+            out.persisted.extend(d.persisted)
+            out.reads.extend(d.reads)
+            out.report_bytes.extend(d.report_bytes)
+            out.quality_true += d.quality_true
+            out.quality_known += d.quality_known
+            out.clean += d.clean
+            out.leak_ids.extend(d.leak_ids)
+            out.leak_unknown_ids.extend(d.leak_unknown_ids)
+        return out
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a criterion judges a configuration with."""
+
+    baseline: str
+    target: int  # valid runs per cell the stage plans
+    tolerance: Fraction
+    cells: tuple[Cell, ...]
+    quality_recipes: tuple[str, ...]
+    data: dict[Key, CellData]
+
+    def get(self, config: str, recipe: str, input_name: str) -> CellData:
+        return self.data[(config, recipe, input_name)]
+
+
+@dataclass
+class Grouped:
+    """The one pass over the records: the cells' data and what was left out or odd."""
+
+    data: dict[Key, CellData]
+    present: set[RunSlot] = field(default_factory=set)  # runs recorded (harness_error too)
+    ignored: dict[str, int] = field(default_factory=dict)  # reason -> count
+    warnings: list[str] = field(default_factory=list)
+    evaluated: int = 0
+
+
+def group(records: Sequence[RunRecord], matrix: Matrix, stage: str | None) -> Grouped:
+    """Group the stage's records by (configuration, recipe, input); count the rest."""
+    config_names = [c.name for c in matrix.configurations]
+    declared = {(r.name, i.name): i.size_class for r, i in matrix.cells()}
+    out = Grouped(
+        data={
+            (cfg, recipe.name, inp.name): CellData()
+            for cfg in config_names
+            for recipe, inp in matrix.cells()
+        }
+    )
+    ignored = out.ignored
+    size_mismatch: dict[tuple[str, str, str], int] = {}
+    first_of: dict[RunSlot, RunRecord] = {}
+    identical = conflicting = 0
+    seen_ids: set[str] = set()
+    duplicate_ids = 0
+    for r in records:
+        if r.stage != stage:
+            why = f"stage {r.stage!r} (evaluating {stage!r})"
+            ignored[why] = ignored.get(why, 0) + 1
+            continue
+        cell = out.data.get((r.config, r.recipe, r.input))
+        if cell is None:
+            if r.config not in config_names:
+                why = f"configuration {r.config!r} not in the matrix"
+            else:
+                why = f"cell {r.recipe}/{r.input} not in the matrix"
+            ignored[why] = ignored.get(why, 0) + 1
+            continue
+        slot = (r.config, r.recipe, r.input, r.repetition)
+        first = first_of.get(slot)
+        if first is None:
+            first_of[slot] = r
+        elif first == r:
+            identical += 1  # the same line twice: the run counts once
+            continue
+        else:
+            conflicting += 1
+        out.evaluated += 1
+        cell.add(r)
+        if r.size_class != declared[(r.recipe, r.input)]:
+            mk = (r.recipe, r.input, r.size_class)
+            size_mismatch[mk] = size_mismatch.get(mk, 0) + 1
+        if r.run_id in seen_ids:
+            duplicate_ids += 1
+        else:
+            seen_ids.add(r.run_id)
+    out.present = set(first_of)
+
+    warnings = out.warnings
+    for (recipe, inp, size), count in sorted(size_mismatch.items()):
+        warnings.append(
+            f"{count} record(s) of {recipe}/{inp} say size_class {size!r}; the matrix declares "
+            f"{declared[(recipe, inp)]!r}, which the evaluation uses"
+        )
+    if identical:
+        warnings.append(
+            f"{identical} record(s) are exact copies of a run already recorded (the same "
+            "line twice); each run was counted once"
+        )
+    if conflicting:
+        warnings.append(
+            f"{conflicting} record(s) repeat a (configuration, recipe, input, repetition) "
+            "already recorded with different content; all of them were counted"
+        )
+    if duplicate_ids:
+        warnings.append(f"{duplicate_ids} record(s) repeat a run_id already recorded")
+    return out

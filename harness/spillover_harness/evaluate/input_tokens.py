@@ -1,0 +1,100 @@
+"""Criterion 3, median input tokens (docs/reference.md §3).
+
+Per (recipe, input), the median over the valid runs with input_tokens
+measured, with the size class the matrix declares (a record's own
+`size_class` is never used): small and medium inputs <= (1 + tolerance) x the
+baseline's median; large inputs strictly below the baseline's median. The
+tolerance is read as the decimal the matrix states (0.10 -> 1/10) and every
+comparison is exact, so 110 <= 1.10 x 100 holds.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, RunsNeeded
+from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, fmt
+from spillover_harness.stats import median
+
+
+def token_limit(
+    baseline_median: Fraction | None, large: bool, tolerance: Fraction
+) -> Fraction | None:
+    """What a cell's median is held against: the baseline's median (large inputs,
+    strictly below) or (1 + tolerance) x it (small and medium, at most)."""
+    if baseline_median is None:
+        return None
+    return baseline_median if large else (1 + tolerance) * baseline_median
+
+
+class InputTokens(CellCriterion):
+    key = "input_tokens"
+    title = "Median input tokens"
+
+    def tolerance(self, ctx: Context) -> Fraction | None:
+        return ctx.tolerance
+
+    def rule(self, ctx: Context) -> str:
+        base = ctx.baseline
+        return (
+            f"per (recipe, input), median over runs with known input_tokens: small and medium "
+            f"inputs <= {fmt(1 + ctx.tolerance)} x {base}'s median; large inputs < {base}'s median"
+        )
+
+    def figures(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Figures:
+        b_med = median(b.tokens)
+        return Figures(
+            value=median(c.tokens),
+            baseline_value=b_med,
+            limit=token_limit(b_med, unit.large, ctx.tolerance),
+            comparison=(
+                "value < baseline_value (median)"
+                if unit.large
+                else f"value <= {fmt(1 + ctx.tolerance)} x baseline_value"
+            ),
+            counts={"known": len(c.tokens), "valid": c.valid},
+            baseline_counts={"known": len(b.tokens), "valid": b.valid},
+            n=len(c.tokens),
+            n_baseline=len(b.tokens),
+        )
+
+    def compare(
+        self, ctx: Context, config: str, unit: Unit, c: CellData, b: CellData, f: Figures
+    ) -> Judgement:
+        base = ctx.baseline
+        c_med, b_med, limit = f.value, f.baseline_value, f.limit
+        if c_med is None or b_med is None or limit is None:
+            parts: list[str] = []
+            needs: list[RunsNeeded] = []
+            for side, d in ((config, c), (base, b)):
+                if not d.tokens:
+                    why = (
+                        f"input_tokens not measured on any of the {d.valid} valid run(s) of {side}"
+                    )
+                    parts.append(why)
+                    assert unit.input is not None
+                    needs.append(
+                        RunsNeeded(
+                            config=side,
+                            recipe=unit.recipe,
+                            input=unit.input,
+                            runs=ctx.target,
+                            criteria=(self.key,),
+                            reason=f"{why}: needs {ctx.target} run(s) with input_tokens measured",
+                        )
+                    )
+            return Judgement(INCONCLUSIVE, "; ".join(parts), tuple(needs))
+        if unit.large:
+            ok = c_med < limit
+            reason = (
+                f"median {fmt(c_med)} {'<' if ok else 'is not below'} "
+                f"{base}'s median {fmt(b_med)} (large input)"
+            )
+        else:
+            ok = c_med <= limit
+            reason = (
+                f"median {fmt(c_med)} {'<=' if ok else '>'} {fmt(1 + ctx.tolerance)} x "
+                f"{base}'s median {fmt(b_med)} = {fmt(limit)} ({unit.size_class} input)"
+            )
+        return Judgement(PASS if ok else FAIL, reason)

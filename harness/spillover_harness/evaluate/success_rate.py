@@ -1,0 +1,46 @@
+"""Criterion 1, success rate (docs/reference.md §3).
+
+Per (recipe, input): succeeded / valid runs (runs - harness_error) of the
+configuration >= the baseline's, compared as exact fractions (2/3 == 4/6).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.schema import FAIL, PASS
+from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
+
+
+class SuccessRate(CellCriterion):
+    key = "success_rate"
+    title = "Success rate"
+
+    def rule(self, ctx: Context) -> str:
+        return (
+            f"per (recipe, input): succeeded / (runs - harness_error) >= {ctx.baseline}'s, "
+            "compared as exact fractions"
+        )
+
+    def figures(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Figures:
+        baseline = Fraction(b.succeeded, b.valid) if b.valid else None
+        return Figures(
+            value=Fraction(c.succeeded, c.valid) if c.valid else None,
+            baseline_value=baseline,
+            limit=baseline,
+            comparison="value >= baseline_value",
+            counts={"succeeded": c.succeeded, "valid": c.valid},
+            baseline_counts={"succeeded": b.succeeded, "valid": b.valid},
+        )
+
+    def compare(
+        self, ctx: Context, config: str, unit: Unit, c: CellData, b: CellData, f: Figures
+    ) -> Judgement:
+        assert f.value is not None and f.baseline_value is not None
+        ok = f.value >= f.baseline_value
+        return Judgement(
+            PASS if ok else FAIL,
+            f"{rate(c.succeeded, c.valid)} {'>=' if ok else '<'} "
+            f"{ctx.baseline}'s {rate(b.succeeded, b.valid)}",
+        )

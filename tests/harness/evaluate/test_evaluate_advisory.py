@@ -1,0 +1,138 @@
+"""The advisory token statistics (issue 12 item 7): paired where runs share seed and
+input, which method was used, and no runs-needed hint when every pair is equal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from record_builders import MATRIX, CellKey, Spec, make_dataset, make_record
+from spillover_harness.evaluate import TokenRatio, Verdict, evaluate
+from spillover_harness.records import RunRecord
+from spillover_harness.report import render_markdown
+
+# The seed decides most of a run's size: five repetitions far apart.
+SEEDED = (600, 900, 1200, 1500, 2000)
+
+
+def _good_run(config: str) -> Spec:
+    return {
+        "hit_iteration_limit": False,
+        "iterations": 5,
+        "input_tokens": 1000,
+        "output_tokens": 100,
+        "duration_s": 10.0,
+        "quality_ok": True,
+        "disk_clean": True,
+        "logs_clean": True,
+    }
+
+
+def rec(config: str, recipe: str, inp: str, *, stage: str = "sim", **fields: Any) -> RunRecord:
+    return make_record(_good_run, config, recipe, inp, stage=stage, **fields)
+
+
+def run(cells: dict[CellKey, list[Spec]]) -> Verdict:
+    """Repetitions 6-10 stand for runs that do not pair: the plan's 1-5 are then missing."""
+    return evaluate(make_dataset(rec, cells, n=5), MATRIX, allow_incomplete=True, resamples=2000)
+
+
+def ratio(v: Verdict, config: str, inp: str) -> TokenRatio:
+    return next(t for t in v.advisory.token_ratios if t.config == config and t.input == inp)
+
+
+def tokens(values: tuple[int, ...], *, reps: tuple[int, ...] = (1, 2, 3, 4, 5)) -> list[Spec]:
+    return [{"input_tokens": t, "repetition": r} for t, r in zip(values, reps, strict=True)]
+
+
+@pytest.mark.parametrize(("inp", "reading"), [("small", "clear pass"), ("large", "clear fail")])
+def test_identical_pairs_get_no_runs_needed_hint(inp: str, reading: str) -> None:
+    v = run(
+        {
+            ("off", "code-review", inp): tokens(SEEDED),
+            ("128KiB", "code-review", inp): tokens(SEEDED),
+        }
+    )
+    t = ratio(v, "128KiB", inp)
+    assert (t.method, t.pairs, t.identical) == ("paired", 5, True)
+    assert t.ratio == 1.0 and t.paired_ratio == 1.0 and t.ci == (1.0, 1.0)
+    assert t.reading == reading
+    assert t.runs_to_resolve is None and t.hint == ""
+    assert not any(f"128KiB code-review/{inp}" in h for h in v.advisory.hints)
+    # the verdict itself is the criterion's: equal medians pass small, fail large
+    status = v.configs["128KiB"].criteria["input_tokens"].cells
+    assert next(c for c in status if c.input == inp).status == reading.split()[1]
+
+
+def test_the_same_identical_values_unpaired_were_the_misleading_close_call() -> None:
+    """What issue 12 saw: resampled independently, equal cells 'need' many more runs."""
+    v = run(
+        {
+            ("off", "code-review", "small"): tokens(SEEDED),
+            ("128KiB", "code-review", "small"): tokens(SEEDED, reps=(6, 7, 8, 9, 10)),
+        }
+    )
+    t = ratio(v, "128KiB", "small")
+    assert (t.method, t.pairs, t.paired_ratio) == ("independent", 0, None)
+    assert t.reading == "close call"
+    assert t.runs_to_resolve is not None and t.runs_to_resolve > 100
+    assert "run(s) per side" in t.hint
+
+
+def test_pairing_removes_the_seed_spread_from_a_consistent_saving() -> None:
+    saving = tuple(int(x * 0.95) for x in SEEDED)  # every pair 5% below the baseline
+    cells = {
+        ("off", "code-review", "large"): tokens(SEEDED),
+        ("128KiB", "code-review", "large"): tokens(saving),
+        ("32KiB", "code-review", "large"): tokens(saving, reps=(6, 7, 8, 9, 10)),
+    }
+    v = run(cells)
+    paired, independent = ratio(v, "128KiB", "large"), ratio(v, "32KiB", "large")
+    assert paired.method == "paired" and not paired.identical
+    assert paired.reading == "clear pass" and paired.ci is not None and paired.ci[1] < 1.0
+    assert independent.method == "independent" and independent.reading == "close call"
+
+
+def test_a_paired_close_call_says_so_in_its_hint() -> None:
+    base = SEEDED
+    mixed = (int(base[0] * 0.9), int(base[1] * 1.2), int(base[2] * 1.05), base[3], base[4] * 2)
+    v = run(
+        {
+            ("off", "code-review", "small"): tokens(base),
+            ("128KiB", "code-review", "small"): tokens(mixed),
+        }
+    )
+    t = ratio(v, "128KiB", "small")
+    assert t.method == "paired" and t.reading == "close call"
+    assert "paired" in t.hint and "pair(s) of runs with the same seed" in t.hint
+    assert t.hint in v.advisory.hints
+
+
+def test_few_pairs_fall_back_to_the_independent_bootstrap() -> None:
+    v = run(
+        {
+            ("off", "code-review", "medium"): tokens(SEEDED),
+            ("128KiB", "code-review", "medium"): tokens(SEEDED, reps=(1, 7, 8, 9, 10)),
+        }
+    )
+    t = ratio(v, "128KiB", "medium")
+    assert t.method == "independent" and t.pairs == 0
+
+
+def test_the_report_names_the_method() -> None:
+    records = make_dataset(
+        rec,
+        {
+            ("off", "code-review", "small"): tokens(SEEDED),
+            ("128KiB", "code-review", "small"): tokens(SEEDED),
+        },
+        n=5,
+    )
+    v = evaluate(records, MATRIX, resamples=200)
+    text = render_markdown(v, records, MATRIX)
+    section = text[text.index("## Advisory statistics") :]
+    row = next(
+        line for line in section.splitlines() if line.startswith("| 128KiB | code-review/small")
+    )
+    assert "paired (5 pairs)" in row and "every pair equal" in row
+    assert "would likely settle it" not in row
