@@ -225,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     matrix = load_matrix_arg(args.matrix)
     profile = _load_profile(args.profile) if args.stage in CLUSTER else None
     resume_cmd = resume_command(args)
-    with hold_results_dir(args.out, command=resume_cmd):
+    with hold_results_dir(args.out, command=args.invoked):
         if profile is None:
             return _run_sim(args, matrix, resume_cmd)
         return _run_cluster(args, matrix, profile, resume_cmd)
