@@ -59,7 +59,7 @@ unit: $(STAMP) ## Only the tests that need no control plane
 # ---- the harness ------------------------------------------------------------
 
 .PHONY: demo
-demo: $(STAMP) ## Run the whole validation matrix on the embedded simulator, print the decision
+demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision (again: finishes or re-evaluates it)
 	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume
 
 .PHONY: bench

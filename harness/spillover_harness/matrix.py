@@ -2,25 +2,55 @@
 the acceptance parameters and the decision chain (docs/reference.md §2).
 
 Loaded from YAML into typed, validated objects; every mistake names the file
-and the key so a reviewer can fix it without reading this code.
+and the key so a reviewer can fix it without reading this code. Everything is
+checked before a single run is spent: the shape, the cross-references, every
+value of the three variables against what the mcp-host accepts (a value the
+platform would warn about and replace by its default would silently run
+another configuration), the baseline being the kill switch, the recipes and
+inputs the fixtures provide, the decision values, and duplicate YAML keys (YAML
+would keep the last one without a word).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-# The platform's variable names have one home, the operator's constants; re-exported here.
+# The platform's names and bounds have one home, the operator's constants; the
+# variable names are re-exported here.
+from spillover_operator.constants import (
+    BUDGET_MAX,
+    BUDGET_MIN,
+    THRESHOLD_DEFAULT,
+    THRESHOLD_MAX,
+    THRESHOLD_MIN,
+)
 from spillover_operator.constants import BUDGET_VAR as BUDGET_VAR
 from spillover_operator.constants import ENABLED_VAR as ENABLED_VAR
 from spillover_operator.constants import SPILLOVER_VARS as SPILLOVER_VARS
 from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
 
 DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
+
+# The recipes and inputs the fixtures generate (`fixtures.build_fixtures`), with the
+# size class of each: a matrix naming anything else would spend every one of its runs
+# on an input that does not exist. tests/harness/test_matrix_load.py keeps this table
+# and the fixtures in step.
+KNOWN_INPUTS: Final[Mapping[str, Mapping[str, str]]] = {
+    "code-review": {"small": "small", "medium": "medium", "large": "large"},
+    "summarize": {"document": "medium"},
+}
+
+# The decision when no configuration of the chain passes: spillover off.
+DECISION_OFF: Final = "false"
+
+_DECIMAL = re.compile(r"[0-9]+")
 
 SizeClass = Literal["small", "medium", "large"]
 
@@ -106,36 +136,12 @@ class Matrix(_Strict):
     decision: Decision
 
     @model_validator(mode="after")
-    def _cross_references(self) -> Matrix:
-        names = [c.name for c in self.configurations]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate configuration names: {', '.join(dupes)}")
-        recipe_names = [r.name for r in self.recipes]
-        if len(set(recipe_names)) != len(recipe_names):
-            raise ValueError("duplicate recipe names")
-        if self.acceptance.baseline not in names:
-            raise ValueError(
-                f"acceptance.baseline '{self.acceptance.baseline}' is not a configuration "
-                f"(known: {', '.join(names)})"
-            )
-        for i, step in enumerate(self.decision.chain):
-            if step.config not in names:
-                raise ValueError(
-                    f"decision.chain.{i}.config '{step.config}' is not a configuration "
-                    f"(known: {', '.join(names)})"
-                )
-            if step.config == self.acceptance.baseline:
-                raise ValueError(
-                    f"decision.chain.{i}.config '{step.config}' is the baseline; "
-                    "a configuration is judged against the baseline, not itself"
-                )
-        for name in self.acceptance.quality_recipes:
-            if name not in recipe_names:
-                raise ValueError(
-                    f"acceptance.quality_recipes: '{name}' is not a recipe "
-                    f"(known: {', '.join(recipe_names)})"
-                )
+    def _checked(self) -> Matrix:
+        """Every cross-reference and platform value, all problems listed at once."""
+        problems = cross_reference_problems(self)
+        problems += platform_problems(self, skip_unknown=bool(problems))
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     # -- lookups used by the runner and the evaluator --------------------------------
@@ -156,6 +162,159 @@ class Matrix(_Strict):
                     if i.name == input_name:
                         return i.size_class
         return None
+
+    @property
+    def decision_values(self) -> tuple[str, ...]:
+        """Every decision this matrix can reach: the chain's defaults, then the fallback."""
+        return (*(step.default for step in self.decision.chain), self.decision.fallback)
+
+
+def cross_reference_problems(matrix: Matrix) -> list[str]:
+    """Names that must be unique or must name something else in the matrix."""
+    problems: list[str] = []
+    names = [c.name for c in matrix.configurations]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"duplicate configuration names: {', '.join(dupes)}")
+    recipe_names = [r.name for r in matrix.recipes]
+    dupes = sorted({n for n in recipe_names if recipe_names.count(n) > 1})
+    if dupes:
+        problems.append(f"duplicate recipe names: {', '.join(dupes)}")
+    if matrix.acceptance.baseline not in names:
+        problems.append(
+            f"acceptance.baseline '{matrix.acceptance.baseline}' is not a configuration "
+            f"(known: {', '.join(names)})"
+        )
+    for i, step in enumerate(matrix.decision.chain):
+        if step.config not in names:
+            problems.append(
+                f"decision.chain.{i}.config '{step.config}' is not a configuration "
+                f"(known: {', '.join(names)})"
+            )
+        elif step.config == matrix.acceptance.baseline:
+            problems.append(
+                f"decision.chain.{i}.config '{step.config}' is the baseline; "
+                "a configuration is judged against the baseline, not itself"
+            )
+    for name in matrix.acceptance.quality_recipes:
+        if name not in recipe_names:
+            problems.append(
+                f"acceptance.quality_recipes: '{name}' is not a recipe "
+                f"(known: {', '.join(recipe_names)})"
+            )
+    return problems
+
+
+# -- the platform's values (docs/reference.md §1) ----------------------------------------
+
+_THRESHOLD_ALLOWED = f"a decimal integer from {THRESHOLD_MIN} to {THRESHOLD_MAX} (bytes)"
+_BUDGET_ALLOWED = f"a decimal integer from {BUDGET_MIN} to {BUDGET_MAX} (bytes)"
+
+
+def _bounded(raw: str, low: int, high: int, allowed: str) -> str | None:
+    """Why `raw` is not a value the mcp-host accepts, or None."""
+    if not _DECIMAL.fullmatch(raw):
+        return f"{raw!r} is not a decimal integer; allowed: {allowed}"
+    if not low <= int(raw) <= high:
+        return f"{raw!r} is out of range; allowed: {allowed}"
+    return None
+
+
+def env_value_problem(var: str, raw: str) -> str | None:
+    """Why the mcp-host would not take `var=raw` as set (it would warn and use its
+    default), or None. The empty string counts as unset on the platform: in a matrix
+    it is refused, since leaving the key out says the same thing unambiguously."""
+    if raw == "":
+        return "an empty value (the platform reads it as unset); leave the key out instead"
+    if var == ENABLED_VAR:
+        return None if raw in ("true", "false") else f'{raw!r}; allowed: exactly "true" or "false"'
+    if var == THRESHOLD_VAR:
+        return _bounded(raw, THRESHOLD_MIN, THRESHOLD_MAX, _THRESHOLD_ALLOWED)
+    if var == BUDGET_VAR:
+        return _bounded(raw, BUDGET_MIN, BUDGET_MAX, _BUDGET_ALLOWED)
+    return f"unknown variable; allowed: {', '.join(SPILLOVER_VARS)}"
+
+
+def effective_threshold(config: Configuration) -> int | None:
+    """The threshold the mcp-host runs `config` with; None when spillover is off."""
+    if config.env.get(ENABLED_VAR) == "false":
+        return None
+    raw = config.env.get(THRESHOLD_VAR)
+    return int(raw) if raw else THRESHOLD_DEFAULT
+
+
+def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str]:
+    """Every value of `matrix` the platform or the harness cannot use, one line each,
+    naming the key and what is allowed. Empty when the matrix can run.
+
+    `skip_unknown`: the cross-references are broken (reported by
+    `cross_reference_problems`), so checks that follow a name are left out."""
+    problems: list[str] = []
+    names = [c.name for c in matrix.configurations]
+    bad_env: set[str] = set()
+    for i, config in enumerate(matrix.configurations):
+        for var, raw in config.env.items():
+            why = env_value_problem(var, raw)
+            if why is not None:
+                bad_env.add(config.name)
+                problems.append(
+                    f"key 'configurations.{i}.env.{var}' (configuration '{config.name}'): {why}"
+                )
+    base = matrix.acceptance.baseline
+    if base in names and names.count(base) == 1:
+        i = names.index(base)
+        if matrix.configurations[i].env.get(ENABLED_VAR) != "false":
+            problems.append(
+                f"key 'configurations.{i}.env' (the baseline '{base}', acceptance.baseline): "
+                f"the baseline is spillover turned off; allowed: an env that sets "
+                f'{ENABLED_VAR}: "false" (got {dict(matrix.configurations[i].env)})'
+            )
+    for i, recipe in enumerate(matrix.recipes):
+        known = KNOWN_INPUTS.get(recipe.name)
+        if known is None:
+            problems.append(
+                f"key 'recipes.{i}.name': unknown recipe {recipe.name!r}; allowed: "
+                f"{', '.join(KNOWN_INPUTS)} (the recipes the fixtures provide)"
+            )
+            continue
+        for j, spec in enumerate(recipe.inputs):
+            if spec.name not in known:
+                problems.append(
+                    f"key 'recipes.{i}.inputs.{j}.name': unknown input {spec.name!r} of recipe "
+                    f"'{recipe.name}'; allowed: {', '.join(known)}"
+                )
+            elif spec.size_class != known[spec.name]:
+                problems.append(
+                    f"key 'recipes.{i}.inputs.{j}.size_class': input '{recipe.name}/{spec.name}' "
+                    f"is a {known[spec.name]} input (its fixture); allowed: {known[spec.name]} "
+                    f"(got {spec.size_class!r})"
+                )
+    for i, step in enumerate(matrix.decision.chain):
+        if skip_unknown or step.config not in names or step.config == base:
+            continue  # reported by cross_reference_problems
+        if step.config in bad_env:
+            continue  # its env is reported above
+        threshold = effective_threshold(matrix.configuration(step.config))
+        if threshold is None:
+            problems.append(
+                f"key 'decision.chain.{i}.config': configuration '{step.config}' sets "
+                f'{ENABLED_VAR}: "false", so it cannot decide a threshold; allowed: a '
+                f"configuration with spillover on"
+            )
+        elif step.default != str(threshold):
+            problems.append(
+                f"key 'decision.chain.{i}.default': {step.default!r} is not the threshold "
+                f"configuration '{step.config}' runs with; allowed: \"{threshold}\""
+            )
+    fallback = matrix.decision.fallback
+    if fallback != DECISION_OFF and (
+        not _DECIMAL.fullmatch(fallback) or not THRESHOLD_MIN <= int(fallback) <= THRESHOLD_MAX
+    ):
+        problems.append(
+            f"key 'decision.fallback': {fallback!r}; allowed: \"{DECISION_OFF}\" (spillover "
+            f"off) or {_THRESHOLD_ALLOWED}"
+        )
+    return problems
 
 
 class MatrixError(ValueError):
@@ -184,26 +343,57 @@ def parse_matrix(data: object, *, source: str = "<matrix>") -> Matrix:
                 if isinstance(value, bool) and err["type"] != "bool_type":
                     got += _YAML_BOOL_HINT
                 where = f"key '{loc}': " if loc else ""
-                lines.append(f"{source}: {where}{msg}{got}")
+                # a whole-matrix check reports each problem on its own line
+                lines.extend(f"{source}: {where}{part}{got}" for part in msg.split("\n"))
         raise MatrixError("\n".join(lines)) from None
 
 
 _YAML_BOOL_HINT = '; YAML reads a bare off/on/no/yes/true/false as a boolean: quote it, e.g. "off"'
 
 
+class _DuplicateKey(yaml.YAMLError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with the same key twice (YAML would keep the
+    last value without a word, and the matrix would silently run something else)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: merged keys may be overridden, that is its point
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise _DuplicateKey(
+                    f"line {line}: duplicate key {key!r} (first at line {first_line[key]}); "
+                    f"YAML would silently keep only the last value: keep one"
+                )
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_yaml(text: str, source: str) -> Matrix:
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no object tags
+    except _DuplicateKey as exc:
+        raise MatrixError(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise MatrixError(f"{source}: not valid YAML: {exc}") from None
+    return parse_matrix(data, source=source)
+
+
 def load_matrix(path: Path | None = None) -> Matrix:
     """Load a matrix file; with no path, the default matrix shipped with the harness."""
     if path is None:
         ref = resources.files("spillover_harness.matrices").joinpath(DEFAULT_MATRIX_RESOURCE)
-        return parse_matrix(yaml.safe_load(ref.read_text(encoding="utf-8")), source=str(ref))
+        return _parse_yaml(ref.read_text(encoding="utf-8"), str(ref))
     if not path.exists():
         raise MatrixError(f"{path}: no such matrix file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise MatrixError(f"{path}: cannot read the matrix file: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MatrixError(f"{path}: not valid YAML: {exc}") from None
-    return parse_matrix(data, source=str(path))
+    return _parse_yaml(text, str(path))

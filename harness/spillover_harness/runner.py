@@ -18,11 +18,11 @@ Identity
 
 Durability
     Each record is appended to `<out>/runs.jsonl` (one line, flushed and
-    fsynced) as its run finishes. `<out>/stage.json` names the matrix (name and
-    content hash), the stage and the driver that made the records; `--resume`
-    refuses a directory made by anything else, and without `--resume` a
+    fsynced) as its run finishes. `<out>/stage.json` names the matrix, the
+    stage and the driver that made the records; `--resume` refuses a directory
+    made by anything else (saying what differs), and without `--resume` a
     directory that already holds records is refused: records are never
-    overwritten.
+    overwritten. One process writes a directory at a time (results_dir.py).
 
 Timeouts (a documented choice)
     A run gets `run_timeout_s` (the job carries it; a driver may enforce it
@@ -53,9 +53,8 @@ Driver exceptions
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
-import json
-import os
 import queue
 import re
 import threading
@@ -64,7 +63,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from spillover_harness.drivers.base import Driver, RunJob
 from spillover_harness.matrix import Matrix
@@ -77,17 +76,19 @@ from spillover_harness.records import (
     RunRecord,
     now_rfc3339,
 )
+from spillover_harness.results_dir import (
+    DEFAULT_MATRIX_SOURCE,
+    RECORDS_FILE,
+    StageSetup,
+    hold_results_dir,
+    prepare_results_dir,
+)
+from spillover_harness.results_dir import ResultsDirError as ResultsDirError
+from spillover_harness.results_dir import ResultsDirLocked as ResultsDirLocked
 
-RECORDS_FILE = "runs.jsonl"
-STAGE_FILE = "stage.json"
-STAGE_FILE_SCHEMA = 1
 DEFAULT_CANCEL_GRACE_S = 10.0
 _NOTE_MAX = 200
 _POLL_S = 0.05
-
-
-class ResultsDirError(Exception):
-    """The results directory cannot be used as asked; the message says why and the fix."""
 
 
 class StageAbort(Exception):
@@ -126,19 +127,6 @@ class StageResult:
 
 # ---------------------------------------------------------------------------------------
 # the plan
-
-
-def matrix_hash(matrix: Matrix) -> str:
-    """Content hash of a matrix, used to refuse resuming with another matrix.
-
-    Taken over the parsed matrix (so comments and formatting do not count),
-    without `concurrency`: how many runs go at once changes no record's meaning,
-    and `--concurrency` can override it anyway.
-    """
-    data = matrix.model_dump(mode="json")
-    data.pop("concurrency", None)
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -193,141 +181,6 @@ def job_key(job: RunJob) -> RunKey:
 
 def cell_label(job: RunJob) -> str:
     return f"{job.recipe}/{job.input.name} {job.config.name} r{job.repetition}"
-
-
-# ---------------------------------------------------------------------------------------
-# the results directory
-
-
-def stage_identity(
-    matrix: Matrix, stage: str, driver_identity: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    return {
-        "stage": stage,
-        "matrix_name": matrix.name,
-        "matrix_hash": matrix_hash(matrix),
-        "driver": dict(driver_identity or {}),
-    }
-
-
-def _describe_identity(ident: Mapping[str, Any]) -> str:
-    text = (
-        f"matrix '{ident.get('matrix_name')}' ({str(ident.get('matrix_hash'))[:19]}…), "
-        f"stage '{ident.get('stage')}'"
-    )
-    driver = ident.get("driver") or {}
-    if driver:
-        text += ", driver " + ", ".join(f"{k}={v}" for k, v in sorted(driver.items()))
-    return text
-
-
-def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _has_records(path: Path) -> bool:
-    if not path.exists():
-        return False
-    with path.open("rb") as handle:
-        return any(line.strip() for line in handle)
-
-
-def prepare_results_dir(
-    out_dir: Path,
-    identity: Mapping[str, Any],
-    *,
-    resume: bool,
-    matrix_source: str,
-    resume_hint: str,
-) -> None:
-    """Check that the stage may write into `out_dir`, and write `stage.json` if new.
-
-    Raises ResultsDirError with the reason and the fix.
-    """
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ResultsDirError(f"{out_dir}: exists and is not a directory; pick another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    records_path = out_dir / RECORDS_FILE
-    stage_path = out_dir / STAGE_FILE
-    has_records = _has_records(records_path)
-    if has_records and not resume:
-        raise ResultsDirError(
-            f"{records_path} already holds run records, and records are never overwritten.\n"
-            f"  To continue that stage:   {resume_hint}\n"
-            f"  To start a new one:       pass another --out directory, or move {out_dir} aside"
-        )
-    previous: dict[str, Any] | None = None
-    if stage_path.exists():
-        try:
-            loaded = json.loads(stage_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ResultsDirError(
-                f"{stage_path}: unreadable ({exc}); cannot tell which matrix made "
-                f"{records_path}. Pass another --out directory."
-            ) from None
-        if not isinstance(loaded, dict):
-            raise ResultsDirError(f"{stage_path}: not a JSON object; pass another --out directory")
-        previous = loaded
-    if has_records:
-        if previous is None:
-            raise ResultsDirError(
-                f"{records_path} holds records but {stage_path} is missing, so the harness "
-                f"cannot tell which matrix and stage made them. Pass another --out directory."
-            )
-        mine = dict(identity)
-        theirs = {k: previous.get(k) for k in mine}
-        if theirs != mine:
-            source = previous.get("matrix_source")
-            fix = (
-                f"  Resume with what made it (--matrix {source} --stage {previous.get('stage')}"
-                f"{_faults_hint(previous)}), or pass another --out directory."
-            )
-            raise ResultsDirError(
-                f"refusing to resume into {out_dir}: its records were made with\n"
-                f"    {_describe_identity(theirs)}\n"
-                f"  but this run uses\n"
-                f"    {_describe_identity(mine)}\n"
-                f"  Mixing them would compare runs of different matrices.\n{fix}"
-            )
-        return
-    _write_json_atomic(
-        stage_path,
-        {
-            "schema": STAGE_FILE_SCHEMA,
-            **identity,
-            "matrix_source": matrix_source,
-            "created_at": now_rfc3339(),
-        },
-    )
-
-
-def _faults_hint(previous: Mapping[str, Any]) -> str:
-    driver = previous.get("driver")
-    if not isinstance(driver, dict):
-        return ""
-    faults = driver.get("faults")
-    if not isinstance(faults, list):
-        return ""
-    return "".join(f" --fault {f}" for f in faults)
-
-
-def read_stage_file(out_dir: Path) -> dict[str, Any] | None:
-    path = out_dir / STAGE_FILE
-    if not path.exists():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -398,47 +251,97 @@ def _settle(
     return result
 
 
+@dataclass(frozen=True)
+class StageOptions:
+    """How `run_stage` runs a stage: everything but the matrix, the stage, the driver,
+    the results directory and the cancel event.
+
+    `progress`: a tqdm bar when stderr is a terminal (plain lines every
+    `progress_every` runs otherwise, or with `progress=False`); `quiet`: neither.
+    `driver_identity`, `matrix_source` and `resume_hint` go into stage.json (the
+    hint is the command that continues the stage, shown when it must be resumed).
+    `order` reorders the runs still to do (cluster stages run them in
+    configuration blocks, see `cluster.plan.block_order`); the default keeps the
+    interleaved plan order.
+    """
+
+    resume: bool = False
+    concurrency: int | None = None  # None: the matrix's
+    progress: bool = True
+    progress_every: int | None = None
+    quiet: bool = False
+    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S
+    driver_identity: Mapping[str, Any] = field(default_factory=dict)
+    matrix_source: str = DEFAULT_MATRIX_SOURCE
+    resume_hint: str | None = None
+    order: Callable[[list[RunJob]], list[RunJob]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 (got {self.concurrency})")
+
+
+class StageOptionFields(TypedDict, total=False):
+    """The fields of StageOptions, as keywords of `run_stage` (see there)."""
+
+    resume: bool
+    concurrency: int | None
+    progress: bool
+    progress_every: int | None
+    quiet: bool
+    cancel_grace_s: float
+    driver_identity: Mapping[str, Any]
+    matrix_source: str
+    resume_hint: str | None
+    order: Callable[[list[RunJob]], list[RunJob]] | None
+
+
 def run_stage(
     matrix: Matrix,
     stage: str,
     driver: Driver,
     out_dir: Path,
+    options: StageOptions | None = None,
     *,
-    resume: bool,
-    concurrency: int | None = None,
-    progress: bool = True,
     cancel: threading.Event | None = None,
-    driver_identity: Mapping[str, Any] | None = None,
-    matrix_source: str = "<default>",
-    resume_hint: str | None = None,
-    cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
-    progress_every: int | None = None,
-    quiet: bool = False,
-    order: Callable[[list[RunJob]], list[RunJob]] | None = None,
+    **fields: Unpack[StageOptionFields],
 ) -> StageResult:
     """Run every planned job of `stage` not yet recorded in `out_dir`; see the module doc.
 
-    `progress`: a tqdm bar when stderr is a terminal (plain lines every
-    `progress_every` runs otherwise, or with `progress=False`); `quiet`: neither.
-    Raises ResultsDirError when the directory cannot be used as asked (records
-    there and no `resume`, records of another matrix/stage/driver, a records
-    file with a bad line); never because a run went wrong. Raises StageAbort
-    when a driver raised it (after the running runs stopped).
+    `options` says how; keywords named after its fields override them (a
+    shorthand: `run_stage(m, "sim", d, out, resume=True)`). `cancel` stops the
+    stage (the CLI sets it on SIGINT/SIGTERM). The directory is held for this
+    process while the stage runs (results_dir.hold_results_dir).
 
-    `order`: reorders the runs still to do (cluster stages run them in
-    configuration blocks, see `cluster.plan.block_order`); the default keeps
-    the interleaved plan order.
+    Raises ResultsDirError when the directory cannot be used as asked (another
+    process writes it: ResultsDirLocked; records there and no `resume`, records
+    of another matrix/stage/driver, a records file with a bad line); never
+    because a run went wrong. Raises StageAbort when a driver raised it (after
+    the running runs stopped).
     """
+    opts = dataclasses.replace(options or StageOptions(), **fields)
+    with hold_results_dir(out_dir, command=opts.resume_hint):
+        return _run_held(matrix, stage, driver, out_dir, opts, cancel or threading.Event())
+
+
+def _run_held(
+    matrix: Matrix,
+    stage: str,
+    driver: Driver,
+    out_dir: Path,
+    opts: StageOptions,
+    cancel: threading.Event,
+) -> StageResult:
     t0 = time.monotonic()
-    cancel = cancel if cancel is not None else threading.Event()
-    workers = concurrency if concurrency is not None else matrix.concurrency
-    if workers < 1:
-        raise ValueError(f"concurrency must be >= 1 (got {workers})")
-    identity = stage_identity(matrix, stage, driver_identity)
-    hint = resume_hint or f"add --resume (same --matrix, --stage {stage} and --out)"
-    prepare_results_dir(
-        out_dir, identity, resume=resume, matrix_source=matrix_source, resume_hint=hint
+    workers = opts.concurrency if opts.concurrency is not None else matrix.concurrency
+    setup = StageSetup(
+        matrix=matrix,
+        stage=stage,
+        driver=dict(opts.driver_identity),
+        matrix_source=opts.matrix_source,
+        resume_command=opts.resume_hint,
     )
+    prepare_results_dir(out_dir, setup, resume=opts.resume)
     plan = plan_jobs(matrix, stage, out_dir)
     planned_keys = {job_key(j) for j in plan}
 
@@ -462,8 +365,8 @@ def run_stage(
             )
         seen.add(rec.key)
     todo = [j for j in plan if job_key(j) not in seen]
-    if order is not None:
-        reordered = order(todo)
+    if opts.order is not None:
+        reordered = opts.order(todo)
         if sorted(j.run_id for j in reordered) != sorted(j.run_id for j in todo):
             raise ValueError("order() must return the same runs it was given")
         todo = reordered
@@ -474,9 +377,9 @@ def run_stage(
         total=len(plan),
         initial=len(seen),
         label=stage,
-        bar=progress,
-        every=progress_every,
-        quiet=quiet,
+        bar=opts.progress,
+        every=opts.progress_every,
+        quiet=opts.quiet,
     )
     if log.repaired_from is not None:
         prog.message(
@@ -519,7 +422,7 @@ def run_stage(
                         a.reason = "stop"
                         a.cancelled_at = now
                     a.cancel.set()
-            if stop_at is not None and (now - stop_at >= cancel_grace_s or _forced(cancel)):
+            if stop_at is not None and (now - stop_at >= opts.cancel_grace_s or _forced(cancel)):
                 break
             while stop_at is None and pending and len(active) < workers:
                 job = pending.popleft()
@@ -558,7 +461,7 @@ def run_stage(
                     a.reason = "timeout"
                     a.cancelled_at = now
                     a.cancel.set()
-                elif a.reason == "timeout" and now - a.cancelled_at >= cancel_grace_s:
+                elif a.reason == "timeout" and now - a.cancelled_at >= opts.cancel_grace_s:
                     del active[run_id]
                     abandoned.append(run_id)
                     record(
@@ -567,7 +470,7 @@ def run_stage(
                             a.started_at,
                             f"no outcome observed: the run passed run_timeout_s={timeout_s:g}s, "
                             f"the harness cancelled it, and the driver did not stop within "
-                            f"{cancel_grace_s:g}s",
+                            f"{opts.cancel_grace_s:g}s",
                         ),
                         a.job,
                     )

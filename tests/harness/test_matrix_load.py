@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 from repo_paths import REPO_ROOT
-from spillover_harness.matrix import MatrixError, load_matrix
+from spillover_harness.fixtures import build_fixtures
+from spillover_harness.matrix import KNOWN_INPUTS, MatrixError, load_matrix
 
 GOOD = """\
 name: small
@@ -81,8 +82,8 @@ BAD: list[tuple[str, str, str, list[str]]] = [
     ("unknown-key", "concurrency: 2", "concurrency: 2\ncolour: blue", ["unknown key 'colour'"]),
     (
         "unknown-nested-key",
-        "run_timeout_s: 60",
-        "run_timeout_s: 60\nrepetitions: {sim: 2, minikube: 1, dev: 1, prod: 3}",
+        "repetitions: {sim: 2, minikube: 1, dev: 1}",
+        "repetitions: {sim: 2, minikube: 1, dev: 1, prod: 3}",
         ["unknown key 'repetitions.prod'"],
     ),
     ("wrong-type", "concurrency: 2", "concurrency: two", ["key 'concurrency'"]),
@@ -203,3 +204,211 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 def test_good_fixture_is_valid_yaml() -> None:
     assert yaml.safe_load(GOOD)["configurations"][0]["name"] == "off"
+
+
+# -- every value checked before any run (issue 12, item 3) ------------------------------
+
+THRESHOLD_KEY = "configurations.2.env.CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD"
+ENABLED_KEY = "configurations.0.env.CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED"
+BUDGET_KEY = "configurations.1.env.CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES"
+THRESHOLD_ALLOWED = "allowed: a decimal integer from 4096 to 1048576"
+BUDGET_ALLOWED = "allowed: a decimal integer from 1048576 to 268435456"
+ENABLED_ALLOWED = 'allowed: exactly "true" or "false"'
+THRESHOLD_LINE = '{CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD: "32768"}'
+ENABLED_LINE = '{CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"}'
+BUDGET_LINE = "  - name: 128KiB\n"
+
+
+def threshold(value: str) -> tuple[str, str]:
+    return THRESHOLD_LINE, THRESHOLD_LINE.replace('"32768"', value)
+
+
+def enabled(value: str) -> tuple[str, str]:
+    return ENABLED_LINE, ENABLED_LINE.replace('"false"', value)
+
+
+def budget(value: str) -> tuple[str, str]:
+    return (
+        BUDGET_LINE,
+        f"{BUDGET_LINE}    env: {{CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES: {value}}}\n",
+    )
+
+
+# (id, (old, new), the key the message must name, what else it must say)
+BAD_VALUES: list[tuple[str, tuple[str, str], str, list[str]]] = [
+    (
+        "threshold-too-small",
+        threshold('"100"'),
+        THRESHOLD_KEY,
+        ["'100' is out of range", THRESHOLD_ALLOWED],
+    ),
+    (
+        "threshold-too-large",
+        threshold('"2000000"'),
+        THRESHOLD_KEY,
+        ["'2000000' is out of range", THRESHOLD_ALLOWED],
+    ),
+    (
+        "threshold-32k",
+        threshold('"32k"'),
+        THRESHOLD_KEY,
+        ["'32k' is not a decimal integer", THRESHOLD_ALLOWED],
+    ),
+    ("threshold-32KiB", threshold('"32KiB"'), THRESHOLD_KEY, ["not a decimal integer"]),
+    ("threshold-space", threshold('"32768 "'), THRESHOLD_KEY, ["not a decimal integer"]),
+    ("threshold-negative", threshold('"-32768"'), THRESHOLD_KEY, ["not a decimal integer"]),
+    ("threshold-hex", threshold('"0x8000"'), THRESHOLD_KEY, ["not a decimal integer"]),
+    ("threshold-empty", threshold('""'), THRESHOLD_KEY, ["empty value", "leave the key out"]),
+    ("threshold-unquoted", threshold("32768"), THRESHOLD_KEY, ["valid string"]),
+    ("budget-too-small", budget('"1000"'), BUDGET_KEY, ["'1000' is out of range", BUDGET_ALLOWED]),
+    ("budget-too-large", budget('"300000000"'), BUDGET_KEY, ["out of range", BUDGET_ALLOWED]),
+    ("budget-16MiB", budget('"16MiB"'), BUDGET_KEY, ["not a decimal integer", BUDGET_ALLOWED]),
+    ("enabled-no", enabled('"no"'), ENABLED_KEY, ["'no'", ENABLED_ALLOWED]),
+    ("enabled-False", enabled('"False"'), ENABLED_KEY, ["'False'", ENABLED_ALLOWED]),
+    ("enabled-0", enabled('"0"'), ENABLED_KEY, ["'0'", ENABLED_ALLOWED]),
+    ("enabled-off", enabled('"off"'), ENABLED_KEY, ["'off'", ENABLED_ALLOWED]),
+    (
+        "baseline-not-off",
+        ("    env: " + ENABLED_LINE + "\n", ""),
+        "configurations.0.env",
+        ["the baseline 'off'", 'CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"', "got {}"],
+    ),
+    (
+        "baseline-enabled-true",
+        enabled('"true"'),
+        "configurations.0.env",
+        ["the baseline 'off'", "allowed: an env that sets"],
+    ),
+    (
+        "unknown-recipe",
+        ("  - name: code-review", "  - name: code-reveiw"),
+        "recipes.0.name",
+        ["unknown recipe 'code-reveiw'", "allowed: code-review, summarize"],
+    ),
+    (
+        "unknown-input",
+        ("{name: large, size_class: large}", "{name: huge, size_class: large}"),
+        "recipes.0.inputs.0.name",
+        ["unknown input 'huge' of recipe 'code-review'", "allowed: small, medium, large"],
+    ),
+    (
+        "wrong-size-class",
+        ("{name: large, size_class: large}", "{name: large, size_class: small}"),
+        "recipes.0.inputs.0.size_class",
+        ["'code-review/large' is a large input", "allowed: large", "got 'small'"],
+    ),
+    (
+        "duplicate-top-level-key",
+        ("seed: 7", "seed: 7\nseed: 8"),
+        "'seed'",
+        ["line 3: duplicate key", "first at line 2"],
+    ),
+    (
+        "duplicate-env-key",
+        (
+            THRESHOLD_LINE,
+            THRESHOLD_LINE[:-1] + ', CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD: "65536"}',
+        ),
+        "'CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD'",
+        ["duplicate key", "keep one"],
+    ),
+    (
+        "duplicate-config-field",
+        ("  - name: 128KiB\n", "  - name: 128KiB\n    name: 64KiB\n"),
+        "'name'",
+        ["duplicate key"],
+    ),
+    (
+        "chain-default-not-a-number",
+        ('default: "32768"', 'default: "32k"'),
+        "decision.chain.1.default",
+        ["'32k' is not the threshold configuration '32KiB' runs with", 'allowed: "32768"'],
+    ),
+    (
+        "chain-default-other-threshold",
+        ('default: "131072"', 'default: "65536"'),
+        "decision.chain.0.default",
+        ["'65536'", "configuration '128KiB'", 'allowed: "131072"'],
+    ),
+    (
+        "chain-config-is-off",
+        ("  - name: 128KiB\n", "  - name: 128KiB\n    env: " + ENABLED_LINE + "\n"),
+        "decision.chain.0.config",
+        ["configuration '128KiB' sets", "allowed: a configuration with spillover on"],
+    ),
+    (
+        "fallback-no",
+        ('fallback: "false"', 'fallback: "no"'),
+        "decision.fallback",
+        ["'no'", 'allowed: "false"'],
+    ),
+    (
+        "fallback-out-of-range",
+        ('fallback: "false"', 'fallback: "100"'),
+        "decision.fallback",
+        ["'100'", "or a decimal integer from 4096 to 1048576"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "change", "key", "expected"), BAD_VALUES, ids=[b[0] for b in BAD_VALUES]
+)
+def test_every_value_is_checked_before_any_run(
+    tmp_path: Path, kind: str, change: tuple[str, str], key: str, expected: list[str]
+) -> None:
+    old, new = change
+    assert old in GOOD, kind
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    message = str(info.value)
+    line = next((m for m in message.splitlines() if key in m), None)
+    assert line is not None, f"the key {key} is not named: {message}"
+    assert line.startswith(f"{path}: "), line
+    for part in expected:
+        assert part in line, line
+
+
+def test_every_problem_is_listed_at_once(tmp_path: Path) -> None:
+    """A reviewer fixes the file in one pass: each bad value has its own line."""
+    text = GOOD.replace('"32768"}', '"32k"}', 1).replace(ENABLED_LINE, enabled('"no"')[1], 1)
+    with pytest.raises(MatrixError) as info:
+        load_matrix(write(tmp_path, text))
+    lines = str(info.value).splitlines()
+    assert any(THRESHOLD_KEY in m for m in lines) and any(ENABLED_KEY in m for m in lines)
+
+
+def test_values_the_platform_accepts_load(tmp_path: Path) -> None:
+    """Bounds included, an explicit ENABLED=true, a budget, and a chain ending in 65536."""
+    text = (
+        GOOD.replace('"32768"}', '"65536"}', 1)
+        .replace("name: 32KiB", "name: 64KiB")
+        .replace('{config: 32KiB, default: "32768"}', '{config: 64KiB, default: "65536"}')
+        .replace(
+            BUDGET_LINE,
+            BUDGET_LINE + '    env: {CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "true", '
+            'CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES: "268435456"}\n',
+        )
+    )
+    m = load_matrix(write(tmp_path, text))
+    assert m.decision_values == ("131072", "65536", "false")
+    assert (
+        m.configuration("128KiB").env["CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES"] == "268435456"
+    )
+
+
+@pytest.mark.parametrize("value", ["4096", "1048576"])
+def test_threshold_bounds_are_inclusive(tmp_path: Path, value: str) -> None:
+    text = GOOD.replace("name: 32KiB", "name: t").replace(
+        '{config: 32KiB, default: "32768"}', f'{{config: t, default: "{value}"}}'
+    )
+    m = load_matrix(write(tmp_path, text.replace('"32768"}', f'"{value}"}}', 1)))
+    assert m.decision_values[1] == value
+
+
+def test_known_inputs_are_what_the_fixtures_build() -> None:
+    fixtures = build_fixtures(1)
+    built = {(f.recipe, f.input_name, f.size_class) for f in fixtures}
+    table = {(r, i, size) for r, inputs in KNOWN_INPUTS.items() for i, size in inputs.items()}
+    assert built == table

@@ -34,11 +34,13 @@ from platform_env import (
     platform_env,
     report_image_ids_as_kubelet,
 )
-from spillover_harness.cli import EXIT_CLUSTER, EXIT_INCONCLUSIVE, EXIT_OK
 from spillover_harness.cluster.observe import mcp_host_image
 from spillover_harness.profile import PodSelector
 from spillover_harness.records import read_records
 from spillover_operator.constants import ENABLED_VAR
+from spillover_operator.exit_codes import API as EXIT_CLUSTER
+from spillover_operator.exit_codes import INCONCLUSIVE as EXIT_INCONCLUSIVE
+from spillover_operator.exit_codes import OK as EXIT_OK
 
 pytestmark = pytest.mark.integration
 

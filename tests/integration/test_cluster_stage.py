@@ -27,7 +27,7 @@ import pytest
 from k8s_helpers import DynamicClient, create_object, is_ready, wait_for
 from kubernetes import client
 from platform_env import PlatformEnv, fake_deployment, platform_env
-from spillover_harness.cli import EXIT_CLUSTER, EXIT_OK, EXIT_PREFLIGHT, main
+from spillover_harness.cli import main
 from spillover_harness.cluster.kubeconn import Target
 from spillover_harness.cluster.preflight import run_preflight
 from spillover_harness.fixtures import build_fixtures
@@ -35,6 +35,9 @@ from spillover_harness.matrix import load_matrix
 from spillover_harness.profile import load_profile
 from spillover_harness.records import read_records
 from spillover_operator.constants import ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
+from spillover_operator.exit_codes import API as EXIT_CLUSTER
+from spillover_operator.exit_codes import OK as EXIT_OK
+from spillover_operator.exit_codes import PREFLIGHT as EXIT_PREFLIGHT
 
 pytestmark = pytest.mark.integration
 
@@ -217,7 +220,7 @@ def test_a_configuration_not_applied_stops_the_stage_before_any_run(
     env: PlatformEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No operator running: the first configuration never becomes Ready; the stage stops
-    with exit 5 and a clear message, no record is written, the policy is restored."""
+    with exit API (5) and a clear message, no record is written, the policy is restored."""
     before = env.policy()["spec"]
     out_dir = env.tmp / "results-mismatch"
     args = _stage_args(env, env.profile_path, out_dir)

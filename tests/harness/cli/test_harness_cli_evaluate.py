@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.cli import main
+from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 DECISIONS = {"131072", "32768", "false", "inconclusive"}
 CRITERIA = {"success_rate", "iteration_limit", "input_tokens", "summary_quality", "no_leak"}
@@ -42,7 +43,7 @@ def sim_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-progress",
         ]
     )
-    assert code in (0, 3)
+    assert code in (OK, INCONCLUSIVE)
     return out
 
 
@@ -54,7 +55,7 @@ def test_evaluate_json_prints_one_object_with_the_documented_keys(
     data = json.loads(stdout)  # the whole stdout is exactly one JSON document
     assert isinstance(data, dict)
     assert data["decision"] in DECISIONS
-    assert code == (3 if data["decision"] == "inconclusive" else 0)
+    assert code == (INCONCLUSIVE if data["decision"] == "inconclusive" else OK)
     assert set(data["configs"]) == {"128KiB", "32KiB"}
     for cfg in data["configs"].values():
         assert cfg["verdict"] in {"pass", "fail", "inconclusive"}
@@ -69,7 +70,7 @@ def test_evaluate_markdown(sim_results: Path, capsys: pytest.CaptureFixture[str]
     code = main(["evaluate", "--records", str(sim_results / "runs.jsonl")])
     out = capsys.readouterr().out
     decision = json.loads((sim_results / "verdict.json").read_text())["decision"]
-    assert code in (0, 3) and decision in out and out.lstrip().startswith("#")
+    assert code in (OK, INCONCLUSIVE) and decision in out and out.lstrip().startswith("#")
 
 
 def test_report_writes_the_report(
@@ -78,7 +79,7 @@ def test_report_writes_the_report(
     out = tmp_path / "report"
     code = main(["report", "--records", str(sim_results / "runs.jsonl"), "--out", str(out)])
     stdout = capsys.readouterr().out
-    assert code in (0, 3)
+    assert code in (OK, INCONCLUSIVE)
     assert (out / "report.md").exists() and (out / "verdict.json").exists()
     assert list((out / "plots").glob("*.png"))
     assert f"report: {out / 'report.md'}" in stdout and "decision: " in stdout
@@ -124,7 +125,7 @@ def test_a_bad_line_is_named_and_exits_2(
         argv += ["--out", str(tmp_path / "r")]
     code = main(argv)
     captured = capsys.readouterr()
-    assert code == 2 and captured.out == ""
+    assert code == BAD_INPUT and captured.out == ""
     assert captured.err.startswith(f"error: bad records file: {path}:3: ")
     assert expected in captured.err
     assert "Traceback" not in captured.err
@@ -132,7 +133,7 @@ def test_a_bad_line_is_named_and_exits_2(
 
 def test_missing_records_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["evaluate", "--records", str(tmp_path / "nope.jsonl")])
-    assert code == 2 and "no such records file" in capsys.readouterr().err
+    assert code == BAD_INPUT and "no such records file" in capsys.readouterr().err
 
 
 def test_records_of_another_matrix_are_refused(
@@ -142,7 +143,7 @@ def test_records_of_another_matrix_are_refused(
     path = corrupt(sim_results, tmp_path, 1, json.dumps({**original, "config": "16KiB"}))
     code = main(["evaluate", "--records", str(path), "--format", "json"])
     captured = capsys.readouterr()
-    assert code == 2 and captured.out == ""
+    assert code == BAD_INPUT and captured.out == ""
     assert "configurations not in the matrix: 16KiB" in captured.err
     assert "--matrix" in captured.err
 
@@ -153,7 +154,7 @@ def test_records_of_several_stages_are_refused(
     original = json.loads((sim_results / "runs.jsonl").read_text().splitlines()[0])
     path = corrupt(sim_results, tmp_path, 1, json.dumps({**original, "stage": "dev"}))
     code = main(["evaluate", "--records", str(path)])
-    assert code == 2 and "mix stages (dev, sim)" in capsys.readouterr().err
+    assert code == BAD_INPUT and "mix stages (dev, sim)" in capsys.readouterr().err
 
 
 def test_an_empty_records_file_is_inconclusive(
@@ -163,7 +164,7 @@ def test_an_empty_records_file_is_inconclusive(
     path.write_text("")
     code = main(["evaluate", "--records", str(path), "--format", "json"])
     assert json.loads(capsys.readouterr().out)["decision"] == "inconclusive"
-    assert code == 3
+    assert code == INCONCLUSIVE
 
 
 def test_fixtures_export_is_deterministic(
@@ -188,7 +189,7 @@ def test_fixtures_export_into_a_file_is_refused(
 ) -> None:
     target = tmp_path / "f"
     target.write_text("x")
-    assert main(["fixtures", "export", str(target)]) == 2
+    assert main(["fixtures", "export", str(target)]) == BAD_INPUT
     assert "is not a directory" in capsys.readouterr().err
 
 
@@ -199,6 +200,6 @@ def test_report_of_no_records_is_inconclusive_and_says_so(
     path.write_text("")
     code = main(["report", "--records", str(path), "--out", str(tmp_path / "r")])
     stdout = capsys.readouterr().out
-    assert code == 3
+    assert code == INCONCLUSIVE
     assert stdout.startswith("decision: inconclusive (128KiB inconclusive: success_rate")
     assert json.loads((tmp_path / "r" / "verdict.json").read_text())["decision"] == "inconclusive"

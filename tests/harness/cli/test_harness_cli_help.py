@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.cli import main
+from spillover_operator import exit_codes
 
 SUBCOMMANDS = [[], ["run"], ["evaluate"], ["report"], ["fixtures"], ["fixtures", "export"]]
 
@@ -24,19 +25,38 @@ def test_every_subcommand_has_help(words: list[str], capsys: pytest.CaptureFixtu
 
 
 def test_top_level_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """The epilog is the shared table (spillover_operator.exit_codes), the harness's rows."""
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for line in [
-        "0    a decision was reached",
-        "3    the verdict is inconclusive",
-        "2    bad input",
-        "130  interrupted",
-        "1    internal error",
-    ]:
+    for code in (0, 1, 2, 5, 7, 8, 9, 10, 130):
+        row = next(r for r in exit_codes.TABLE if r.code == code)
+        assert f"  {code:<5}{row.meaning.split()[0]}" in out, code
+    for line in ["8    the verdict is inconclusive", "10   another spillover-harness process"]:
         assert line in out, line
+    assert "\n  3    " not in out and "\n  4    " not in out  # spilloverctl's own rows
     for command in ["run", "evaluate", "report", "fixtures"]:
         assert command in out
+
+
+@pytest.mark.parametrize(
+    ("words", "codes"),
+    [
+        (["evaluate"], (0, 1, 2, 8, 9, 130)),
+        (["report"], (0, 1, 2, 8, 9, 10, 130)),
+        (["preflight"], (0, 1, 2, 5, 7, 130)),
+        (["fixtures", "export"], (0, 1, 2, 130)),
+    ],
+)
+def test_each_command_lists_the_codes_it_returns(
+    words: list[str], codes: tuple[int, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([*words, "--help"])
+    out = capsys.readouterr().out
+    listed = [int(line.split()[0]) for line in out.split("exit codes:")[1].splitlines()
+              if line.startswith("  ") and line.split()[0].isdigit()]  # fmt: skip
+    assert tuple(listed) == codes
 
 
 def test_run_help_names_its_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,7 +120,7 @@ def test_cluster_stages_refuse_sim_only_and_concurrency_flags(
     assert main([*base, "--concurrency", "2"]) == 2
     assert "one run at a time" in capsys.readouterr().err
     assert main([*base, "--override-stage1", "why"]) == 2
-    assert "are for --stage dev" in capsys.readouterr().err
+    assert "--override-stage1 is for --stage dev only" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

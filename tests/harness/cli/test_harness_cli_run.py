@@ -13,6 +13,7 @@ from spillover_harness.cli import main
 from spillover_harness.matrix import load_matrix
 from spillover_harness.records import read_records
 from spillover_harness.runner import job_key, plan_jobs
+from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 DECISIONS = {"131072", "32768", "false", "inconclusive"}
 CRITERIA = {"success_rate", "iteration_limit", "input_tokens", "summary_quality", "no_leak"}
@@ -51,7 +52,7 @@ def test_run_sim_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["decision"] in DECISIONS
-    assert code == (3 if verdict["decision"] == "inconclusive" else 0)
+    assert code == (INCONCLUSIVE if verdict["decision"] == "inconclusive" else OK)
     lines = stdout.splitlines()
     assert lines[-2].startswith(f"decision: {verdict['decision']}")
     assert lines[-1] == f"report: {out / 'report.md'}"
@@ -89,7 +90,7 @@ def test_the_default_matrix_decides_131072_on_the_simulator(
     )
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["decision"] == "131072", verdict["decision_reason"]
-    assert code == 0
+    assert code == OK
     assert "decision: 131072 (128KiB passed)" in stdout.splitlines()
 
 
@@ -107,7 +108,7 @@ def test_a_fault_makes_no_leak_fail(
         assert no_leak["status"] == "fail", (name, no_leak)
         assert verdict["configs"][name]["verdict"] == "fail"
     assert verdict["decision"] == "false"
-    assert code == 0  # `false` is a decision, not an error
+    assert code == OK  # `false` is a decision, not an error
     decision = next(line for line in stdout.splitlines() if line.startswith("decision: "))
     assert decision.startswith("decision: false (128KiB failed: ")
     assert decision.count("no_leak") == 2 and "; 32KiB failed: " in decision
@@ -121,11 +122,11 @@ def test_an_existing_results_dir_is_refused_without_resume(
     matrix = small_matrix(tmp_path, reps=1)
     out = tmp_path / "out"
     first, _, _ = run_cli(sim_args(matrix, out, "--no-progress"), capsys)
-    assert first in (0, 3)
+    assert first in (OK, INCONCLUSIVE)
     before = (out / "runs.jsonl").read_bytes()
 
     code, stdout, stderr = run_cli(sim_args(matrix, out, "--no-progress"), capsys)
-    assert code == 2 and stdout == ""
+    assert code == BAD_INPUT and stdout == ""
     assert "already holds run records" in stderr and "records are never overwritten" in stderr
     assert "--resume" in stderr and "another --out" in stderr
     assert (out / "runs.jsonl").read_bytes() == before
@@ -139,20 +140,32 @@ def test_an_existing_results_dir_is_refused_without_resume(
 def test_resume_with_another_matrix_or_faults_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The refusal says what changed (fields of the matrix, fault switches), never two
+    hashes, and gives the exact command that continues the stage as it was made."""
     matrix = small_matrix(tmp_path, reps=1)
     out = tmp_path / "out"
     run_cli(sim_args(matrix, out, "--no-progress"), capsys)
     before = (out / "runs.jsonl").read_bytes()
+    made_with = (
+        f"spillover-harness run --stage sim --matrix {matrix} --out {out} --no-progress --resume"
+    )
 
     other = small_matrix(tmp_path, reps=1, seed=42)
     code, _, stderr = run_cli(sim_args(other, out, "--no-progress", "--resume"), capsys)
-    assert code == 2
-    assert "refusing to resume" in stderr and f"--matrix {matrix}" in stderr
+    assert code == BAD_INPUT
+    assert f"refusing to resume into {out}: its records were made with another matrix" in stderr
+    assert "  - matrix seed: 20261130 -> 42" in stderr.splitlines()
+    assert "sha256" not in stderr
+    assert f"To continue that stage as it was made: {made_with}" in stderr
 
     code, _, stderr = run_cli(
         sim_args(matrix, out, "--no-progress", "--resume", "--fault", "log-results"), capsys
     )
-    assert code == 2 and "refusing to resume" in stderr and "faults=" in stderr
+    assert code == BAD_INPUT
+    assert "its records were made with other fault switches" in stderr
+    assert "  - fault switches: none -> log-results" in stderr.splitlines()
+    assert "different matrices" not in stderr and "another matrix" not in stderr
+    assert f"To continue that stage as it was made: {made_with}" in stderr
     assert (out / "runs.jsonl").read_bytes() == before
 
 
@@ -160,4 +173,4 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     target = tmp_path / "file"
     target.write_text("x")
     code, _, stderr = run_cli(sim_args(small_matrix(tmp_path, reps=1), target), capsys)
-    assert code == 2 and "is not a directory" in stderr
+    assert code == BAD_INPUT and "is not a directory" in stderr

@@ -21,6 +21,7 @@ import pytest
 from spillover_harness.matrix import load_matrix
 from spillover_harness.records import RunKey, read_records
 from spillover_harness.runner import job_key, plan_jobs
+from spillover_operator.exit_codes import INCONCLUSIVE, INTERRUPTED, OK
 
 EXE = str(Path(sys.executable).parent / "spillover-harness")
 REPS = 4  # 3 configs x 4 inputs x 4 reps = 48 runs
@@ -125,7 +126,7 @@ def test_sigkill_mid_matrix_then_resume_gives_exactly_the_plan(tmp_path: Path, t
             handle.write('{"schema": 1, "run_id": "sim-32KiB-code-review-lar')
 
     done = resume(matrix, out)
-    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert done.returncode in (OK, INCONCLUSIVE), done.stdout + done.stderr
     assert "decision: " in done.stdout and "report: " in done.stdout
     after = read_records(records_path)
     keys = [r.key for r in after]
@@ -158,7 +159,7 @@ def test_interrupt_exits_130_with_a_valid_file_and_resume_completes(
             proc.kill()
             proc.wait()
     output = log.read_text()
-    assert proc.returncode == 130, output
+    assert proc.returncode == INTERRUPTED, output
     assert f"interrupted by {sig.name}" in output
     assert "--resume" in output and f"--out {out}" in output
     before = read_records(records_path)
@@ -166,7 +167,7 @@ def test_interrupt_exits_130_with_a_valid_file_and_resume_completes(
     assert not (out / "report.md").exists()  # no verdict from a partial stage
 
     done = resume(matrix, out)
-    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert done.returncode in (OK, INCONCLUSIVE), done.stdout + done.stderr
     after = read_records(records_path)
     assert len(after) == len(plan) and {r.key for r in after} == plan
     assert after[: len(before)] == before

@@ -439,7 +439,10 @@ def test_resume_with_another_matrix_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ResultsDirError) as info:
         run_stage(other, "sim", ScriptedTestDriver(), out, resume=True, progress=False)
     message = str(info.value)
-    assert "refusing to resume" in message and "--matrix first.yaml" in message
+    assert "refusing to resume" in message and "made with another matrix" in message
+    assert "  - matrix seed: 11 -> 99" in message.splitlines()  # what changed, not two hashes
+    assert "sha256" not in message
+    assert f"spillover-harness run --stage sim --matrix first.yaml --out {out} --resume" in message
     assert "another --out" in message
     assert (out / "runs.jsonl").read_bytes() == before
 
@@ -456,7 +459,7 @@ def test_resume_with_another_driver_setup_is_refused(tmp_path: Path) -> None:
         progress=False,
         driver_identity={"kind": "sim", "faults": []},
     )
-    with pytest.raises(ResultsDirError, match="faults="):
+    with pytest.raises(ResultsDirError) as info:
         run_stage(
             matrix,
             "sim",
@@ -466,6 +469,10 @@ def test_resume_with_another_driver_setup_is_refused(tmp_path: Path) -> None:
             progress=False,
             driver_identity={"kind": "sim", "faults": ["spill-to-disk"]},
         )
+    message = str(info.value)
+    assert "made with other fault switches" in message  # not "different matrices"
+    assert "  - fault switches: none -> spill-to-disk" in message.splitlines()
+    assert "matri" not in message.split("Mixing")[0]
 
 
 def test_concurrency_is_not_part_of_the_identity(tmp_path: Path) -> None:

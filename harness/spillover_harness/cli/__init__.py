@@ -1,0 +1,32 @@
+"""`spillover-harness`: run the spillover validation matrix and decide the default.
+
+One module per command (`run`, `evaluate`, `report`, `preflight`, `fixtures`),
+`app` builds the parser and maps errors to the exit codes of the one shared
+table (`spillover_operator.exit_codes`), `outcome` turns a verdict into the
+printed decision and the exit code.
+
+This module imports nothing heavy on purpose: the console script imports it
+before anything else, and a Ctrl-C while pydantic, PyYAML and the rest load
+must end as an interruption (exit 130, no traceback), so they load inside
+`main`'s try.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script `spillover-harness` (argv defaults to sys.argv[1:])."""
+    try:
+        from spillover_harness.cli.app import dispatch
+
+        return dispatch(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # while the modules load, before the commands catch it
+        from spillover_operator.exit_codes import INTERRUPTED
+
+        print("interrupted", file=sys.stderr, flush=True)
+        return INTERRUPTED

@@ -1,0 +1,121 @@
+"""From records to what the user sees: the one call of the evaluator, the report
+written, and the one outcome printer that maps a verdict to its exit code.
+
+Exit codes (spillover_operator.exit_codes): a decision the matrix can reach
+(its chain's defaults or its fallback: `false` is a decision) is OK; runs of the
+matrix missing is INCOMPLETE; anything else is INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spillover_operator import exit_codes
+
+from spillover_harness.cli.common import BadInput, Interrupted
+from spillover_harness.matrix import Matrix
+from spillover_harness.records import RunRecord
+
+if TYPE_CHECKING:
+    from spillover_harness.evaluate import Verdict
+
+
+def judge(records: Sequence[RunRecord], matrix: Matrix, *, allow_incomplete: bool) -> Verdict:
+    """The one place the CLI asks the evaluator for a verdict: the expected matrix and
+    `allow_incomplete` (judge a stage with runs missing) go to the evaluator here."""
+    from spillover_harness.evaluate import evaluate
+
+    del allow_incomplete  # the evaluator takes it once it checks for missing runs
+    return evaluate(records, matrix)
+
+
+def decided(verdict: Verdict, matrix: Matrix) -> bool:
+    """Whether the verdict is one of the decisions the matrix can reach (not hard-coded
+    values: a chain may end in 65536)."""
+    return verdict.decision in matrix.decision_values
+
+
+def incomplete(verdict: Verdict) -> bool:
+    """Whether the evaluator found runs of the matrix missing (`Verdict.incomplete`)."""
+    return bool(getattr(verdict, "incomplete", None))
+
+
+def outcome_code(verdict: Verdict, matrix: Matrix) -> int:
+    if incomplete(verdict):
+        return exit_codes.INCOMPLETE
+    return exit_codes.OK if decided(verdict, matrix) else exit_codes.INCONCLUSIVE
+
+
+def decision_line(verdict: Verdict, matrix: Matrix) -> str:
+    """`decision: 32768 (128KiB failed: input_tokens; 32KiB passed)`: one short line.
+
+    The configurations are walked in the order of the decision chain, up to the
+    one that decided; the full reasons and evidence are in the report. A stage
+    with runs missing says that instead.
+    """
+    if incomplete(verdict):
+        return f"decision: {verdict.decision} ({verdict.decision_reason})"
+    parts: list[str] = []
+    for step in matrix.decision.chain:
+        cv = verdict.configs.get(step.config)
+        if cv is None:
+            continue
+        if cv.verdict == "pass":
+            parts.append(f"{cv.name} passed")
+            break
+        bad = [key for key, crit in cv.criteria.items() if crit.status == cv.verdict]
+        word = "failed" if cv.verdict == "fail" else "inconclusive"
+        parts.append(f"{cv.name} {word}" + (f": {', '.join(bad)}" if bad else ""))
+        if cv.verdict != "fail":
+            break  # an inconclusive configuration stops the chain
+    return f"decision: {verdict.decision}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def write_report(
+    verdict: Verdict,
+    records: Sequence[RunRecord],
+    matrix: Matrix,
+    out_dir: Path,
+    *,
+    stage_notes: Sequence[str] = (),
+    rerun: str,
+) -> Path:
+    """report.md, verdict.json and the plots under `out_dir` (which the caller holds).
+
+    `rerun` is the command that writes it again, named when writing fails or is
+    interrupted (the records are never touched here).
+    """
+    from spillover_harness.report import write_report as write
+
+    try:
+        paths = write(verdict, records, matrix, out_dir, stage_notes=stage_notes)
+    except OSError as exc:
+        raise BadInput(
+            f"{out_dir}: cannot write the report: {exc.strerror or exc}; no record was "
+            f"touched. After the fix: {rerun}"
+        ) from None
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted while writing the report: {out_dir / 'report.md'} was not written "
+            f"(no record was touched). To write it: {rerun}"
+        ) from None
+    return Path(paths.report_md)
+
+
+def print_outcome(
+    verdict: Verdict,
+    matrix: Matrix,
+    *,
+    lines: Sequence[str] = (),
+    report_md: Path | None = None,
+) -> int:
+    """Print the outcome on stdout (`lines` first, then the decision and the report)
+    and return its exit code."""
+    for line in lines:
+        print(line)
+    print(decision_line(verdict, matrix))
+    if report_md is not None:
+        print(f"report: {report_md}")
+    return outcome_code(verdict, matrix)

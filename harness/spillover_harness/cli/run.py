@@ -1,0 +1,366 @@
+"""`spillover-harness run`: run a stage of the matrix, then evaluate and report.
+
+The results directory is held (results_dir.hold_results_dir) from before the
+first write to the last byte of the report: a second process is refused at once.
+The command that continues the stage is built once, from the parsed arguments
+(`resume_command`), and is what every message and stage.json show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spillover_operator import exit_codes
+
+from spillover_harness.cli.common import (
+    FORMATTER,
+    BadInput,
+    Interrupted,
+    add_cluster_args,
+    add_matrix_arg,
+    dir_path,
+    epilog,
+    err,
+    load_matrix_arg,
+    positive_float,
+    positive_int,
+)
+from spillover_harness.cli.outcome import judge, print_outcome, write_report
+from spillover_harness.matrix import Matrix
+
+STAGES = ("sim", "minikube", "dev")
+CLUSTER = ("minikube", "dev")
+DEFAULT_APPLY_TIMEOUT_S = 600.0
+
+FAULTS = {
+    "spill-to-disk": "write spilled results under <run output dir>/.spill",
+    "log-results": "log tool-result content",
+}
+
+CODES = (
+    exit_codes.OK,
+    exit_codes.INTERNAL,
+    exit_codes.BAD_INPUT,
+    exit_codes.API,
+    exit_codes.PREFLIGHT,
+    exit_codes.INCONCLUSIVE,
+    exit_codes.INCOMPLETE,
+    exit_codes.LOCKED,
+    exit_codes.INTERRUPTED,
+)
+
+CLUSTER_NEEDS_PROFILE = (
+    "stage '{stage}' runs on a cluster and needs --profile (a file, or the shipped "
+    "'minikube' / 'dev'); see docs/cluster-profile.md"
+)
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """An option of `run`: which stages it applies to, and how it is given again."""
+
+    flag: str
+    dest: str
+    stages: tuple[str, ...]
+    kind: str = "value"  # "value" | "flag" | "repeat"
+
+
+# Every option of `run` but --stage and --resume, in the order the resume command
+# names them. An option given for a stage it does not apply to is refused.
+RUN_OPTIONS: tuple[RunOption, ...] = (
+    RunOption("--profile", "profile", CLUSTER),
+    RunOption("--kubeconfig", "kubeconfig", CLUSTER),
+    RunOption("--context", "context", CLUSTER),
+    RunOption("--stage1-results", "stage1_results", ("dev",)),
+    RunOption("--override-stage1", "override_stage1", ("dev",)),
+    RunOption("--apply-timeout", "apply_timeout", CLUSTER),
+    RunOption("--matrix", "matrix", STAGES),
+    RunOption("--out", "out", STAGES),
+    RunOption("--concurrency", "concurrency", STAGES),
+    RunOption("--fault", "fault", ("sim",), "repeat"),
+    RunOption("--no-progress", "no_progress", STAGES, "flag"),
+)
+
+
+def _given(args: argparse.Namespace, option: RunOption) -> bool:
+    value = getattr(args, option.dest)
+    return value not in (None, False, [])
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command that continues this stage: the same options, plus --resume."""
+    argv = ["spillover-harness", "run", "--stage", args.stage]
+    for option in RUN_OPTIONS:
+        if not _given(args, option):
+            continue
+        value: Any = getattr(args, option.dest)
+        if option.kind == "flag":
+            argv.append(option.flag)
+        elif option.kind == "repeat":
+            for item in value:
+                argv += [option.flag, str(item)]
+        else:
+            argv += [option.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    argv.append("--resume")
+    return shlex.join(argv)
+
+
+def check_options_apply(args: argparse.Namespace) -> None:
+    """Refuse options that do nothing for the chosen stage (rather than ignore them)."""
+    wrong = [o for o in RUN_OPTIONS if _given(args, o) and args.stage not in o.stages]
+    if wrong:
+        raise BadInput(
+            "\n  ".join(
+                f"{o.flag} is for --stage {', '.join(o.stages)} only; it does not apply to "
+                f"--stage {args.stage}: drop it"
+                for o in wrong
+            )
+        )
+    if args.stage in CLUSTER and args.concurrency not in (None, 1):
+        raise BadInput(
+            "cluster stages run one run at a time (one configuration on the cluster, counters "
+            "per mcp-host process): drop --concurrency"
+        )
+    if args.stage in CLUSTER and not args.profile:
+        raise BadInput(CLUSTER_NEEDS_PROFILE.format(stage=args.stage))
+
+
+def add_parser(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        formatter_class=FORMATTER,
+        help="run a stage of the matrix, then evaluate and write the report",
+        description=(
+            "Run every (configuration, recipe, input, repetition) of a stage, appending\n"
+            "each run record to OUT/runs.jsonl as it finishes (flushed and fsynced),\n"
+            "then evaluate the records and write OUT/report.md, OUT/verdict.json and\n"
+            "the plots. Configurations are interleaved. Ctrl-C stops cleanly (exit 130);\n"
+            "rerun the same command with --resume to finish the stage. A directory\n"
+            "that already holds records is refused without --resume (records are\n"
+            "never overwritten), --resume refuses a directory made by another matrix,\n"
+            "stage or fault set (and says what differs), and a directory another\n"
+            "spillover-harness process is writing is refused at once (exit 10).\n"
+            "Every value of the matrix is checked before the first run. An option\n"
+            "that does not apply to the chosen stage is refused."
+        ),
+        epilog=epilog(*CODES),
+    )
+    run.add_argument(
+        "--stage",
+        required=True,
+        choices=STAGES,
+        help="sim: the embedded simulator (no cluster); minikube, dev: cluster stages "
+        "(need --profile)",
+    )
+    add_cluster_args(run)
+    run.add_argument(
+        "--stage1-results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="dev only: the Stage 1 (minikube) results directory whose accepted verdict "
+        "for the same mcp-host version lets Stage 2 start (default: results/minikube)",
+    )
+    run.add_argument(
+        "--override-stage1",
+        metavar="REASON",
+        default=None,
+        help="dev only: start without an accepted Stage 1 verdict; REASON is printed "
+        "and written into the report",
+    )
+    run.add_argument(
+        "--apply-timeout",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="cluster stages: how long to wait for the operator to apply a configuration "
+        f"and the WRC to roll out (default {DEFAULT_APPLY_TIMEOUT_S:g})",
+    )
+    add_matrix_arg(run)
+    run.add_argument(
+        "--out", required=True, type=dir_path, metavar="DIR", help="results directory (created)"
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the stage recorded in --out: skip the runs already recorded",
+    )
+    run.add_argument(
+        "--concurrency",
+        type=positive_int,
+        metavar="N",
+        help="sim: runs at once (default: the matrix's `concurrency`); cluster stages run "
+        "one at a time",
+    )
+    run.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar; print a plain line every few runs instead (the default "
+        "when stderr is not a terminal)",
+    )
+    run.add_argument(
+        "--fault",
+        action="append",
+        choices=sorted(FAULTS),
+        default=[],
+        help="sim only, repeatable: make the simulated mcp-host misbehave so the leak "
+        "checks can be seen to work (criterion no_leak must fail). "
+        + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()),
+    )
+    run.set_defaults(func=cmd_run)
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from spillover_harness.results_dir import hold_results_dir
+
+    args.fault = sorted(set(args.fault))
+    check_options_apply(args)
+    matrix = load_matrix_arg(args.matrix)
+    profile = _load_profile(args.profile) if args.stage in CLUSTER else None
+    resume_cmd = resume_command(args)
+    with hold_results_dir(args.out, command=args.invoked):
+        if profile is None:
+            return _run_sim(args, matrix, resume_cmd)
+        return _run_cluster(args, matrix, profile, resume_cmd)
+
+
+def _load_profile(name: str) -> Any:
+    from spillover_harness.profile import ProfileError, load_profile
+
+    try:
+        return load_profile(name)
+    except ProfileError as exc:
+        raise BadInput(f"bad profile: {exc}") from None
+
+
+def _matrix_source(args: argparse.Namespace) -> str:
+    from spillover_harness.results_dir import DEFAULT_MATRIX_SOURCE
+
+    return str(args.matrix) if args.matrix else DEFAULT_MATRIX_SOURCE
+
+
+def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
+    from spillover_harness.drivers.sim import SimDriver, SimFaults
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.runner import StageOptions, StopRequest, run_stage, stop_on_signals
+
+    faults: list[str] = args.fault
+    driver = SimDriver(
+        faults=SimFaults(
+            write_spill_to_disk="spill-to-disk" in faults,
+            log_tool_results="log-results" in faults,
+        ),
+        fixtures=build_fixtures(matrix.seed),
+    )
+    if faults:
+        err(f"faults injected into the simulator: {', '.join(faults)}")
+    options = StageOptions(
+        resume=args.resume,
+        concurrency=args.concurrency,
+        progress=not args.no_progress,
+        driver_identity={"kind": "sim", "faults": faults},
+        matrix_source=_matrix_source(args),
+        resume_hint=resume_cmd,
+    )
+    stop = StopRequest()
+    with stop_on_signals(stop):
+        result = run_stage(matrix, args.stage, driver, args.out, options, cancel=stop)
+    return _finish(args, matrix, result, stop, resume_cmd)
+
+
+def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_cmd: str) -> int:
+    from spillover_harness.cluster.kubeconn import ClusterStageError, Target
+    from spillover_harness.cluster.stage import PreflightFailed, run_cluster_stage
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.runner import StageAbort, StopRequest, stop_on_signals
+
+    stop = StopRequest()
+    try:
+        with stop_on_signals(stop):
+            outcome = run_cluster_stage(
+                matrix=matrix,
+                stage=args.stage,
+                profile=profile,
+                target=Target(args.kubeconfig, args.context),
+                out_dir=args.out,
+                fixtures=build_fixtures(matrix.seed),
+                resume=args.resume,
+                cancel=stop,
+                log=err,
+                progress=not args.no_progress,
+                stage1_results=args.stage1_results,
+                override_stage1=args.override_stage1,
+                apply_timeout_s=args.apply_timeout or DEFAULT_APPLY_TIMEOUT_S,
+                matrix_source=_matrix_source(args),
+                resume_hint=resume_cmd,
+            )
+    except PreflightFailed:
+        err("error: preflight failed; fix the items marked ✘ above, then run again")
+        return exit_codes.PREFLIGHT
+    except (ClusterStageError, StageAbort) as exc:
+        err(f"error: stage {args.stage} stopped: {exc}")
+        err(f"  the runs already recorded are kept; after the fix: {resume_cmd}")
+        return exit_codes.API
+    lines = [f"mcp-host version: {outcome.version}"]
+    if outcome.stage1_override:
+        lines.append(f"Stage 1 gate overridden: {outcome.stage1_override}")
+    return _finish(
+        args, matrix, outcome.result, stop, resume_cmd, lines=lines, notes=outcome.stage_notes
+    )
+
+
+def _finish(
+    args: argparse.Namespace,
+    matrix: Matrix,
+    result: Any,
+    stop: Any,
+    resume_cmd: str,
+    *,
+    lines: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> int:
+    """After the runs: the interruption message, or the verdict, the report, the outcome."""
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(result.outcomes.items())) or "none"
+    if result.interrupted:
+        why = stop.signal_name or "a stop request"
+        err(
+            f"interrupted by {why}: {len(result.records)} of {result.planned} runs are "
+            f"recorded in {result.records_path} ({counts}); {result.missing} still to run."
+        )
+        if result.discarded:
+            err(f"  {result.discarded} runs cut short were not recorded; they will run again.")
+        err(f"  To finish the stage: {resume_cmd}")
+        return exit_codes.INTERRUPTED
+    if result.abandoned:
+        err(
+            f"warning: {len(result.abandoned)} runs never returned from the driver after their "
+            f"timeout; they are recorded as harness_error"
+        )
+    try:
+        verdict = judge(result.records, matrix, allow_incomplete=False)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"interrupted during the evaluation: the {len(result.records)} runs are recorded in "
+            f"{result.records_path}; the report was not written. To write it: {resume_cmd}"
+        ) from None
+    report_md = write_report(
+        verdict, result.records, matrix, args.out, stage_notes=notes or [], rerun=resume_cmd
+    )
+    return print_outcome(
+        verdict,
+        matrix,
+        lines=[
+            f"stage {args.stage}: {len(result.records)}/{result.planned} runs recorded "
+            f"({result.recorded_now} this time, {result.wall_s:.1f}s; {counts})",
+            *(lines or []),
+            f"records: {result.records_path}",
+        ],
+        report_md=report_md,
+    )
