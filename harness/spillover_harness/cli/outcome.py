@@ -27,19 +27,23 @@ def judge(records: Sequence[RunRecord], matrix: Matrix, *, allow_incomplete: boo
     `allow_incomplete` (judge a stage with runs missing) go to the evaluator here."""
     from spillover_harness.evaluate import evaluate
 
-    del allow_incomplete  # the evaluator takes it once it checks for missing runs
-    return evaluate(records, matrix)
+    return evaluate(records, matrix, allow_incomplete=allow_incomplete)
 
 
 def decided(verdict: Verdict, matrix: Matrix) -> bool:
-    """Whether the verdict is one of the decisions the matrix can reach (not hard-coded
-    values: a chain may end in 65536)."""
-    return verdict.decision in matrix.decision_values
+    """Whether the evaluator reached a decision (`Verdict.decided`: one the matrix's
+    chain can end in, never hard-coded values: a chain may end in 65536)."""
+    del matrix  # the evaluator judged against it; kept so callers read alike
+    return verdict.decided
 
 
 def incomplete(verdict: Verdict) -> bool:
-    """Whether the evaluator found runs of the matrix missing (`Verdict.incomplete`)."""
-    return bool(getattr(verdict, "incomplete", None))
+    """Whether runs of the matrix are missing and the stage was therefore not judged.
+
+    A stage judged anyway (`--allow-incomplete`) is not: its decision stands, and the
+    report's first line says it was judged on incomplete data."""
+    inc = verdict.incomplete
+    return inc is not None and not inc.judged
 
 
 def outcome_code(verdict: Verdict, matrix: Matrix) -> int:

@@ -277,14 +277,18 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
 
 def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_cmd: str) -> int:
     from spillover_harness.cluster.kubeconn import ClusterStageError, Target
-    from spillover_harness.cluster.stage import PreflightFailed, run_cluster_stage
+    from spillover_harness.cluster.stage import (
+        ClusterStageOptions,
+        PreflightFailed,
+        run_cluster,
+    )
     from spillover_harness.fixtures import build_fixtures
     from spillover_harness.runner import StageAbort, StopRequest, stop_on_signals
 
     stop = StopRequest()
     try:
         with stop_on_signals(stop):
-            outcome = run_cluster_stage(
+            options = ClusterStageOptions(
                 matrix=matrix,
                 stage=args.stage,
                 profile=profile,
@@ -292,8 +296,6 @@ def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_
                 out_dir=args.out,
                 fixtures=build_fixtures(matrix.seed),
                 resume=args.resume,
-                cancel=stop,
-                log=err,
                 progress=not args.no_progress,
                 stage1_results=args.stage1_results,
                 override_stage1=args.override_stage1,
@@ -301,6 +303,7 @@ def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_
                 matrix_source=_matrix_source(args),
                 resume_hint=resume_cmd,
             )
+            outcome = run_cluster(options, cancel=stop, log=err)
     except PreflightFailed:
         err("error: preflight failed; fix the items marked ✘ above, then run again")
         return exit_codes.PREFLIGHT

@@ -36,7 +36,7 @@ from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
-from spillover_harness.runner import StageResult, run_stage
+from spillover_harness.runner import StageOptions, StageResult, run_stage
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
 
@@ -70,10 +70,12 @@ def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
 def stage1_decided(verdict: Mapping[str, object], matrix: Matrix) -> bool:
     """Whether a Stage 1 verdict reached a decision (it is not `inconclusive`).
 
-    The one place the gate judges a decision: one the matrix's chain can end in (a
-    step's default or the fallback), never a fixed list of values. Once verdict.json
-    carries the evaluator's `decided`, this becomes `verdict.get("decided") is True`.
+    The one place the gate judges a decision: verdict.json's `decided`, written by
+    the evaluator. A verdict.json from before that field falls back to the matrix's
+    chain (a step's default or the fallback), never a fixed list of values.
     """
+    if "decided" in verdict:
+        return verdict.get("decided") is True
     reachable = {step.default for step in matrix.decision.chain} | {matrix.decision.fallback}
     return verdict.get("decision") in reachable
 
@@ -174,15 +176,10 @@ def run_cluster(
     guard = PolicyGuard(applier, log)
     try:
         with guard:
-            result = run_stage(
-                matrix,
-                stage,
-                driver,
-                options.out_dir,
+            stage_options = StageOptions(
                 resume=options.resume,
                 concurrency=1,
                 progress=options.progress,
-                cancel=cancel,
                 driver_identity={
                     "kind": "cluster",
                     "profile": profile.name,
@@ -192,6 +189,7 @@ def run_cluster(
                 resume_hint=options.resume_hint,
                 order=partial(block_order, config_names=[c.name for c in matrix.configurations]),
             )
+            result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
     finally:
         starter.close()
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
@@ -207,44 +205,3 @@ def _stage1_gate(options: ClusterStageOptions, version: str, log: Callable[[str]
     line = check_stage1(options.stage1_results or DEFAULT_STAGE1_DIR, version, options.matrix)
     log(line)
     return line
-
-
-def run_cluster_stage(
-    *,
-    matrix: Matrix,
-    stage: str,
-    profile: Profile,
-    target: Target,
-    out_dir: Path,
-    fixtures: FixtureSet,
-    resume: bool,
-    cancel: threading.Event,
-    log: Callable[[str], None],
-    progress: bool = True,
-    stage1_results: Path | None = None,
-    override_stage1: str | None = None,
-    skip_preflight: bool = False,
-    apply_timeout_s: float = 600.0,
-    matrix_source: str = "<default>",
-    resume_hint: str | None = None,
-) -> ClusterStageOutcome:
-    """The keyword form the CLI calls today: `run_cluster(ClusterStageOptions(...))`.
-
-    Transitional: once the CLI builds ClusterStageOptions itself, this goes."""
-    options = ClusterStageOptions(
-        matrix=matrix,
-        stage=stage,
-        profile=profile,
-        target=target,
-        out_dir=out_dir,
-        fixtures=fixtures,
-        resume=resume,
-        progress=progress,
-        stage1_results=stage1_results,
-        override_stage1=override_stage1,
-        skip_preflight=skip_preflight,
-        apply_timeout_s=apply_timeout_s,
-        matrix_source=matrix_source,
-        resume_hint=resume_hint,
-    )
-    return run_cluster(options, cancel=cancel, log=log)

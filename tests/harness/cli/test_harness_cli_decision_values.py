@@ -118,7 +118,7 @@ def test_a_chain_ending_in_65536_is_decided_after_128kib_fails(
     records = [
         good(c.name, r.name, i.name, i.size_class, rep,
              **({"disk_clean": False} if (c.name, i.name, rep) == ("128KiB", "small", 1) else {}))
-        for rep in (1, 2)
+        for rep in range(1, matrix.repetitions.sim + 1)
         for r, i in matrix.cells()
         for c in matrix.configurations
     ]  # fmt: skip

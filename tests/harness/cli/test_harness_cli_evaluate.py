@@ -157,14 +157,18 @@ def test_records_of_several_stages_are_refused(
     assert code == BAD_INPUT and "mix stages (dev, sim)" in capsys.readouterr().err
 
 
-def test_an_empty_records_file_is_inconclusive(
+def test_an_empty_records_file_is_refused_as_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Nothing to evaluate is not a verdict of nothing: the file is named, stdout stays
+    empty (a script reading JSON gets none), exit 2."""
     path = tmp_path / "runs.jsonl"
-    path.write_text("")
+    path.write_text("\n\n")
     code = main(["evaluate", "--records", str(path), "--format", "json"])
-    assert json.loads(capsys.readouterr().out)["decision"] == "inconclusive"
-    assert code == INCONCLUSIVE
+    out, err = capsys.readouterr()
+    assert code == BAD_INPUT
+    assert out == ""
+    assert f"{path}: the records file is empty" in err
 
 
 def test_fixtures_export_is_deterministic(
@@ -193,13 +197,14 @@ def test_fixtures_export_into_a_file_is_refused(
     assert "is not a directory" in capsys.readouterr().err
 
 
-def test_report_of_no_records_is_inconclusive_and_says_so(
+def test_report_of_no_records_is_refused_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "runs.jsonl"
     path.write_text("")
     code = main(["report", "--records", str(path), "--out", str(tmp_path / "r")])
-    stdout = capsys.readouterr().out
-    assert code == INCONCLUSIVE
-    assert stdout.startswith("decision: inconclusive (128KiB inconclusive: success_rate")
-    assert json.loads((tmp_path / "r" / "verdict.json").read_text())["decision"] == "inconclusive"
+    err = capsys.readouterr().err
+    assert code == BAD_INPUT
+    assert "the records file is empty" in err
+    assert not (tmp_path / "r" / "verdict.json").exists()
+    assert not (tmp_path / "r" / "report.md").exists()

@@ -28,9 +28,19 @@ def _stage1(tmp: Path, stage: str, version: str, decision: str) -> Path:
     return tmp
 
 
-def _matrix_with_decision(chain: list[dict[str, str]], fallback: str) -> Matrix:
-    """The default matrix with another decision chain (validated like a matrix file)."""
+def _matrix_with_decision(
+    chain: list[dict[str, str]], fallback: str, *, with_64kib: bool = False
+) -> Matrix:
+    """The default matrix with another decision chain (validated like a matrix file).
+
+    `with_64kib`: its 32KiB configuration becomes 64KiB (threshold 65536), so a step
+    may default to 65536 (a step's default must be its configuration's threshold)."""
     data: dict[str, Any] = load_matrix().model_dump(mode="json", by_alias=True)
+    if with_64kib:
+        for config in data["configurations"]:
+            if config["name"] == "32KiB":
+                config["name"] = "64KiB"
+                config["env"]["CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD"] = "65536"
     data["decision"] = {"chain": chain, "fallback": fallback}
     return parse_matrix(data, source="test")
 
@@ -47,7 +57,9 @@ def test_the_default_chain_accepts_its_decisions_and_refuses_the_rest(tmp_path: 
 
 
 def test_a_chain_ending_in_65536_lets_its_stage1_verdict_through(tmp_path: Path) -> None:
-    matrix = _matrix_with_decision([{"config": "128KiB", "default": "65536"}], "false")
+    matrix = _matrix_with_decision(
+        [{"config": "64KiB", "default": "65536"}], "false", with_64kib=True
+    )
     ok = _stage1(tmp_path / "ok", "minikube", VERSION, "65536")
     line = check_stage1(ok, VERSION, matrix)
     assert line == f"Stage 1 accepted for this mcp-host version: decision 65536 ({ok})"
@@ -67,6 +79,16 @@ def test_the_fallback_is_a_decision_too() -> None:
     assert not stage1_decided({"decision": "false"}, matrix)
     assert not stage1_decided({"decision": "inconclusive"}, matrix)
     assert not stage1_decided({}, matrix)
+
+
+def test_verdict_json_decided_is_what_the_gate_reads() -> None:
+    """verdict.json written by the evaluator carries `decided`; the gate takes it over
+    the chain (which only serves verdict.json files from before that field)."""
+    matrix = load_matrix()
+    assert stage1_decided({"decision": "131072", "decided": True}, matrix)
+    assert not stage1_decided({"decision": "131072", "decided": False}, matrix)
+    assert stage1_decided({"decision": "65536", "decided": True}, matrix)
+    assert not stage1_decided({"decision": "131072", "decided": "yes"}, matrix)
 
 
 def test_the_gate_refuses_another_version_stage_or_missing_results(tmp_path: Path) -> None:
