@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from controlplane.localcluster import LocalCluster  # noqa: E402
-from spillover_operator import kube  # noqa: E402
+from spillover_operator.client import Connection, find_deployment  # noqa: E402
 from spillover_operator.constants import ENABLED_VAR  # noqa: E402
 from spillover_operator.envplan import effective_env  # noqa: E402
 
@@ -95,11 +95,11 @@ def main() -> int:
         crd = yaml.safe_load((REPO / "manifests/crd/spilloverpolicies.yaml").read_text())
         client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
-        apps = client.AppsV1Api(api)
-        apps.create_namespaced_deployment(NAMESPACE, _wrc())
+        client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, _wrc())
+        conn = Connection.from_api_client(api, NAMESPACE, field_manager="bench")
 
         def enabled_on_deployment() -> str | None:
-            dep = kube.read_deployment(apps, NAMESPACE, WRC)
+            dep = find_deployment(conn, WRC)
             return None if dep is None else effective_env(dep, None).get(ENABLED_VAR)
 
         log = (Path(tmp) / "operator.log").open("wb")

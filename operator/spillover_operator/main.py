@@ -17,17 +17,19 @@ from spillover_operator.handlers import policies, runtime
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
+# Read once, at registration: kopf needs the timer's interval when it registers it.
 RESYNC_SECONDS = runtime.resync_seconds()
 
 
 @kopf.on.startup()
-def startup(*, settings: kopf.OperatorSettings, **_: Any) -> None:
+def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     runtime.configure(settings)
+    runtime.start(memo)
 
 
 @kopf.on.probe(id="clients")
-def probe(**_: Any) -> bool:
-    return runtime.get_clients() is not None
+def probe(*, memo: kopf.Memo, **_: Any) -> bool:
+    return runtime.of(memo).cluster is not None
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
@@ -40,29 +42,33 @@ def policies_by_target(
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def reconcile_policy(*, namespace: str | None, name: str, logger: Logger, **_: Any) -> None:
-    policies.reconcile(str(namespace), name, logger)
+def reconcile_policy(
+    *, namespace: str | None, name: str, memo: kopf.Memo, logger: Logger, **_: Any
+) -> None:
+    policies.reconcile(runtime.of(memo), str(namespace), name, logger)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-def resync_policy(*, namespace: str | None, name: str, logger: Logger, **_: Any) -> None:
-    policies.reconcile(str(namespace), name, logger)
+def resync_policy(
+    *, namespace: str | None, name: str, memo: kopf.Memo, logger: Logger, **_: Any
+) -> None:
+    policies.reconcile(runtime.of(memo), str(namespace), name, logger)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
-def delete_policy(*, body: kopf.Body, logger: Logger, **_: Any) -> None:
-    policies.finalize(body, logger)
+def delete_policy(*, body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:
+    policies.finalize(runtime.of(memo), body, logger)
 
 
 @kopf.on.event("apps", "v1", "deployments")
 def deployment_event(
     *,
-    event: kopf.RawEvent,
     namespace: str | None,
     name: str,
+    memo: kopf.Memo,
     logger: Logger,
     **kwargs: Any,
 ) -> None:
     index: kopf.Index[Any, Any] = kwargs["policies_by_target"]
     targeting: list[Any] = list(index.get((namespace, name), []))
-    policies.deployment_event(event, namespace, name, targeting, logger)
+    policies.deployment_event(runtime.of(memo), namespace, name, targeting, logger)

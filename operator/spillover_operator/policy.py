@@ -292,3 +292,29 @@ def spec_to_json(spec: PolicySpec) -> dict[str, Any]:
     body["target"] = target
     body["onDelete"] = spec.on_delete
     return body
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """What a stored policy points at: the Deployment and, if named, the container."""
+
+    deployment: str
+    container: str | None
+
+
+def target_of(spec: Any) -> TargetRef | None:
+    """The target a stored SpilloverPolicy `spec` names, read from `target` as it is.
+
+    The one place the target is read: the operator's index, reconcile, `status` and the
+    waits all ask here. It answers even when the rest of the spec is invalid (an invalid
+    policy is still found by its Deployment and reports InvalidSpec); for a valid spec it
+    is `parse_spec(...).deployment/.container`. None when no Deployment name is given.
+    """
+    target = spec.get("target") if isinstance(spec, Mapping) else None
+    if not isinstance(target, Mapping):
+        return None
+    deployment = target.get("deployment")
+    if not isinstance(deployment, str) or not deployment:
+        return None
+    container = target.get("container")
+    return TargetRef(deployment, container if isinstance(container, str) else None)

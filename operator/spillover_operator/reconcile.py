@@ -1,23 +1,35 @@
 """Reconciling a SpilloverPolicy onto its target Deployment.
 
-Plain functions over Kubernetes API clients: kopf handlers call them, tests call them
-directly. Every write happens only when something differs, so a resync or an operator
-restart never changes the Deployment (no rollout) nor rewrites an unchanged status.
+`reconcile_policy` and `finalize_policy` read and write through the client library
+(`spillover_operator.client`); what they decide is in pure functions next to them
+(`ownership_refusal`, `settle`, `failed_status`) that tests call without a cluster.
+Every write happens only when something differs, so a resync or an operator restart
+never changes the Deployment (no rollout) nor rewrites an unchanged status.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.client import ApiException, AppsV1Api, CustomObjectsApi
-
-from spillover_operator import allowlist, kube
+from spillover_operator import allowlist
+from spillover_operator.client import (
+    ApiError,
+    Conflict,
+    Connection,
+    NotFound,
+    find_deployment,
+    find_policy,
+    list_policies,
+    patch_deployment_env,
+    patch_policy_status,
+    post_event,
+    retry_on_conflict,
+)
 from spillover_operator.constants import (
     API_VERSION,
     COND_APPLIED,
@@ -36,8 +48,7 @@ from spillover_operator.envplan import (
     plan_remove,
     select_container,
 )
-from spillover_operator.events import EventRecorder
-from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec
+from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.rollout import rollout_state
 from spillover_operator.status import (
     Condition,
@@ -48,8 +59,6 @@ from spillover_operator.status import (
 )
 
 log = logging.getLogger(__name__)
-
-MAX_CONFLICT_RETRIES = 5
 
 
 class Outcome(enum.StrEnum):
@@ -82,11 +91,7 @@ class ApplyFailedError(RuntimeError):
     """The API server refused a change (other than a resourceVersion conflict)."""
 
 
-@dataclass
-class Clients:
-    apps: AppsV1Api
-    custom: CustomObjectsApi
-    events: EventRecorder
+Event = tuple[dict[str, Any], str, str, str]  # (object, type, reason, message)
 
 
 # ---- pure helpers -----------------------------------------------------------------
@@ -97,12 +102,12 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def policy_target(policy: Mapping[str, Any]) -> str | None:
-    """The target Deployment name of a stored policy, or None if its spec is invalid."""
+def _valid(policy: Mapping[str, Any]) -> bool:
     try:
-        return parse_spec(policy.get("spec") or {}).deployment
+        parse_spec(policy.get("spec") or {})
     except InvalidSpecError:
-        return None
+        return False
+    return True
 
 
 def competing_policies(
@@ -119,10 +124,25 @@ def competing_policies(
         name = str(meta.get("name", ""))
         if meta.get("deletionTimestamp") and name != include:
             continue
-        if policy_target(policy) != deployment:
+        target = target_of(policy.get("spec"))
+        if target is None or target.deployment != deployment or not _valid(policy):
             continue
         found.append((str(meta.get("creationTimestamp") or ""), name))
     return [name for _, name in sorted(found)]
+
+
+def ownership_refusal(
+    namespace: str, name: str, spec: PolicySpec, policies: Iterable[Mapping[str, Any]]
+) -> str | None:
+    """Why this policy may not manage its Deployment (an older policy does), or None."""
+    owners = competing_policies(policies, spec.deployment)
+    if not owners or owners[0] == name:
+        return None
+    return (
+        f"policy {owners[0]!r} (older) already manages Deployment "
+        f"{namespace}/{spec.deployment}; this policy changes nothing until that one is "
+        "deleted or targets another Deployment"
+    )
 
 
 def describe_changes(changes: Iterable[EnvChange]) -> str:
@@ -174,27 +194,16 @@ def _was_applied(policy: Mapping[str, Any]) -> bool:
     return False
 
 
-# ---- API-facing steps -------------------------------------------------------------
+def target_status(spec: PolicySpec, container: str | None = None) -> dict[str, Any]:
+    """`status.target`: the Deployment and (once known) the container."""
+    target = {"deployment": spec.deployment, "container": container or spec.container}
+    return {k: v for k, v in target.items() if v is not None}
 
 
-def write_status(clients: Clients, policy: Mapping[str, Any], desired: dict[str, Any]) -> bool:
-    """Patch the status subresource if it differs; True if it wrote."""
-    meta = _meta(policy)
-    patch = merge_patch(policy.get("status") or {}, desired)
-    if not patch:
-        return False
-    try:
-        kube.patch_policy_status(clients.custom, meta["namespace"], meta["name"], patch)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
-
-
-def _failed_status(
+def failed_status(
     policy: Mapping[str, Any], reason: str, message: str, **extra: Any
 ) -> dict[str, Any]:
+    """The status of a policy the operator could not apply (Ready and Applied False)."""
     return build_status(
         policy.get("status"),
         generation=_meta(policy).get("generation"),
@@ -204,157 +213,52 @@ def _failed_status(
     )
 
 
-def _apply_with_retries(
-    clients: Clients,
-    namespace: str,
-    deployment: dict[str, Any],
-    planner: Any,
-) -> tuple[dict[str, Any] | None, EnvPlan]:
-    """Plan and patch, re-reading and re-planning on a resourceVersion conflict.
+@dataclass(frozen=True)
+class Settlement:
+    """What an apply (or finding nothing to apply) means: the outcome, the status to
+    report and the Events to post."""
 
-    Returns (deployment after, the plan that was applied or found empty). The
-    deployment is None if it disappeared meanwhile.
-    """
-    name = str(_meta(deployment)["name"])
-    current: dict[str, Any] | None = deployment
-    for _attempt in range(MAX_CONFLICT_RETRIES):
-        assert current is not None
-        plan: EnvPlan = planner(current)
-        if plan.patch is None:
-            return current, plan
-        try:
-            return kube.apply_env_patch(clients.apps, namespace, name, plan), plan
-        except ApiException as exc:
-            if exc.status == 409:
-                current = kube.read_deployment(clients.apps, namespace, name)
-                if current is None:
-                    return None, plan
-                continue
-            if exc.status == 404:
-                return None, plan
-            raise ApplyFailedError(
-                f"the API server refused the change to Deployment {namespace}/{name} "
-                f"({exc.status} {exc.reason}): {_api_message(exc)}"
-            ) from exc
-    raise ApplyFailedError(
-        f"Deployment {namespace}/{name} kept changing while the operator patched it "
-        f"({MAX_CONFLICT_RETRIES} conflicts in a row); will retry"
-    )
+    outcome: Outcome
+    status: dict[str, Any]
+    events: list[Event]
+    container: str
+    ready: bool
 
 
-def _api_message(exc: ApiException) -> str:
-    try:
-        body = json.loads(exc.body or "")
-        if isinstance(body, dict) and body.get("message"):
-            return str(body["message"])
-    except ValueError:
-        pass
-    return str(exc.body or exc.reason)
-
-
-def reconcile_policy(clients: Clients, namespace: str, name: str) -> ReconcileResult:
-    """Make the target Deployment match the policy and report it in the status."""
-    policy = kube.read_policy(clients.custom, namespace, name)
-    if policy is None or _meta(policy).get("deletionTimestamp"):
-        return ReconcileResult(Outcome.GONE, f"policy {namespace}/{name} is gone or being deleted")
-
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError as exc:
-        message = (
-            "; ".join(exc.problems) + ". Fix the policy; nothing was changed on the Deployment."
-        )
-        write_status(clients, policy, _failed_status(policy, "InvalidSpec", message))
-        return ReconcileResult(Outcome.INVALID_SPEC, message)
-
-    target = {"deployment": spec.deployment, "container": spec.container}
-    target = {k: v for k, v in target.items() if v is not None}
-
-    refused = allowlist.refusal(spec.deployment, os.environ)
-    if refused is not None:  # before anything reads or patches the Deployment
-        failed = _failed_status(policy, REASON_TARGET_NOT_ALLOWED, refused, target=target)
-        if write_status(clients, policy, failed):
-            _record(clients, _policy_ref(policy), "Warning", REASON_TARGET_NOT_ALLOWED, refused)
-        return ReconcileResult(Outcome.TARGET_NOT_ALLOWED, refused, spec)
-
-    owners = competing_policies(kube.list_policies(clients.custom, namespace), spec.deployment)
-    if owners and owners[0] != name:
-        message = (
-            f"policy {owners[0]!r} (older) already manages Deployment "
-            f"{namespace}/{spec.deployment}; this policy changes nothing until that one is "
-            "deleted or targets another Deployment"
-        )
-        write_status(clients, policy, _failed_status(policy, "Conflict", message, target=target))
-        return ReconcileResult(Outcome.CONFLICT, message, spec)
-
-    deployment = kube.read_deployment(clients.apps, namespace, spec.deployment)
-    if deployment is None:
-        message = (
-            f"Deployment {namespace}/{spec.deployment} not found; the policy is applied "
-            "as soon as it appears"
-        )
-        write_status(
-            clients, policy, _failed_status(policy, "TargetNotFound", message, target=target)
-        )
-        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
-
-    try:
-        after, plan = _apply_with_retries(
-            clients, namespace, deployment, lambda dep: plan_apply(dep, spec)
-        )
-    except UnmanageableTargetError as exc:
-        message = f"{exc}. Nothing was changed."
-        write_status(
-            clients, policy, _failed_status(policy, "TargetNotSupported", message, target=target)
-        )
-        return ReconcileResult(Outcome.TARGET_NOT_SUPPORTED, message, spec)
-    except TargetError as exc:
-        message = f"{exc}. Nothing was changed."
-        write_status(
-            clients, policy, _failed_status(policy, "TargetNotFound", message, target=target)
-        )
-        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
-    except ApplyFailedError as exc:
-        write_status(
-            clients, policy, _failed_status(policy, "ApplyFailed", str(exc), target=target)
-        )
-        raise
-
-    if after is None:
-        message = (
-            f"Deployment {namespace}/{spec.deployment} disappeared while being updated; the "
-            "policy is applied when it appears again"
-        )
-        write_status(
-            clients, policy, _failed_status(policy, "TargetNotFound", message, target=target)
-        )
-        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
-
+def settle(
+    policy: Mapping[str, Any],
+    spec: PolicySpec,
+    after: Mapping[str, Any],
+    plan: EnvPlan,
+    *,
+    now: str,
+) -> Settlement:
+    """The status and Events once the Deployment is `after` (the plan applied, or found
+    empty). Pure: reconcile_policy writes what it returns."""
+    meta = _meta(policy)
+    namespace, name = meta.get("namespace"), meta.get("name")
     container = str(select_container(after, spec.container).get("name"))
-    target["container"] = container
-    changed = plan.patch is not None
     outcome = Outcome.IN_SYNC
     current_status = dict(policy.get("status") or {})
-    if changed:
+    events: list[Event] = []
+    if plan.patch is not None:
         drift = _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
         reason = "DriftCorrected" if drift else "Applied"
-        what = describe_changes(plan.changes)
         lead = (
             "restored the policy's values after the Deployment was changed by hand"
             if drift
             else describe_spec(spec)
         )
-        note = f"{lead}: {what} on Deployment {namespace}/{spec.deployment} container {container}"
-        _record(clients, _policy_ref(policy), "Normal", reason, note)
-        _record(
-            clients,
-            _deployment_ref(after),
-            "Normal",
-            reason,
-            f"{note} (SpilloverPolicy {name})",
+        note = (
+            f"{lead}: {describe_changes(plan.changes)} on Deployment "
+            f"{namespace}/{spec.deployment} container {container}"
         )
-        current_status["lastAppliedTime"] = now_rfc3339()
+        events.append((_policy_ref(policy), "Normal", reason, note))
+        events.append(
+            (_deployment_ref(after), "Normal", reason, f"{note} (SpilloverPolicy {name})")
+        )
+        current_status["lastAppliedTime"] = now
 
     env = effective_env(after, container)
     rollout = rollout_state(after)
@@ -366,42 +270,170 @@ def reconcile_policy(clients: Clients, namespace: str, name: str) -> ReconcileRe
         ready = Condition(COND_READY, True, "RolloutComplete", f"{applied_msg}; {rollout.message}")
     else:
         ready = Condition(COND_READY, False, "RolloutInProgress", rollout.message)
-    desired = build_status(
+    status = build_status(
         current_status,
-        generation=_meta(policy).get("generation"),
+        generation=meta.get("generation"),
         ready=ready,
         applied=Condition(COND_APPLIED, True, "Applied", applied_msg),
-        target=target,
+        target=target_status(spec, container),
         effective=effective_status(env),
         rollout=rollout,
         kill_switch_engaged=not spec.enabled,
+        now=now,
     )
-    write_status(clients, policy, desired)
+    return Settlement(outcome, status, events, container, rollout.complete)
+
+
+# ---- API-facing steps -------------------------------------------------------------
+
+
+def write_status(cluster: Connection, policy: Mapping[str, Any], desired: dict[str, Any]) -> bool:
+    """Patch the status subresource if it differs; True if it wrote."""
+    patch = merge_patch(policy.get("status") or {}, desired)
+    if not patch:
+        return False
+    try:
+        patch_policy_status(cluster, str(_meta(policy)["name"]), patch)
+    except NotFound:
+        return False
+    return True
+
+
+def _apply_with_retries(
+    cluster: Connection,
+    deployment: dict[str, Any],
+    planner: Callable[[Mapping[str, Any]], EnvPlan],
+) -> tuple[dict[str, Any] | None, EnvPlan]:
+    """Plan and patch, re-reading and re-planning on a resourceVersion conflict.
+
+    Returns (deployment after, the plan that was applied or found empty). The
+    deployment is None if it disappeared meanwhile.
+    """
+    name = str(_meta(deployment)["name"])
+    first: list[dict[str, Any]] = [deployment]
+
+    def attempt() -> tuple[dict[str, Any] | None, EnvPlan]:
+        current = first.pop() if first else find_deployment(cluster, name)
+        if current is None:
+            return None, EnvPlan([], None)
+        plan = planner(current)
+        if plan.patch is None:
+            return current, plan
+        try:
+            return patch_deployment_env(cluster, name, plan), plan
+        except NotFound:
+            return None, plan
+
+    try:
+        return retry_on_conflict(attempt, what=f"Deployment {cluster.namespace}/{name}")
+    except Conflict as exc:
+        raise ApplyFailedError(f"{exc.message}; will retry") from None
+    except ApiError as exc:
+        raise ApplyFailedError(
+            f"the API server refused the change to Deployment {cluster.namespace}/{name} "
+            f"(HTTP {exc.status}): {exc.message}"
+        ) from None
+
+
+def reconcile_policy(cluster: Connection, namespace: str, name: str) -> ReconcileResult:
+    """Make the target Deployment match the policy and report it in the status."""
+    cluster = cluster.in_namespace(namespace)
+    policy = find_policy(cluster, name)
+    if policy is None or _meta(policy).get("deletionTimestamp"):
+        return ReconcileResult(Outcome.GONE, f"policy {namespace}/{name} is gone or being deleted")
+
+    try:
+        spec = parse_spec(policy.get("spec") or {})
+    except InvalidSpecError as exc:
+        message = (
+            "; ".join(exc.problems) + ". Fix the policy; nothing was changed on the Deployment."
+        )
+        write_status(cluster, policy, failed_status(policy, "InvalidSpec", message))
+        return ReconcileResult(Outcome.INVALID_SPEC, message)
+
+    target = target_status(spec)
+
+    not_allowed = allowlist.refusal(spec.deployment, os.environ)
+    if not_allowed is not None:  # before anything reads or patches the Deployment
+        failed = failed_status(policy, REASON_TARGET_NOT_ALLOWED, not_allowed, target=target)
+        if write_status(cluster, policy, failed):
+            _record(cluster, _policy_ref(policy), "Warning", REASON_TARGET_NOT_ALLOWED, not_allowed)
+        return ReconcileResult(Outcome.TARGET_NOT_ALLOWED, not_allowed, spec)
+
+    refused = ownership_refusal(namespace, name, spec, list_policies(cluster))
+    if refused is not None:
+        write_status(cluster, policy, failed_status(policy, "Conflict", refused, target=target))
+        return ReconcileResult(Outcome.CONFLICT, refused, spec)
+
+    deployment = find_deployment(cluster, spec.deployment)
+    if deployment is None:
+        message = (
+            f"Deployment {namespace}/{spec.deployment} not found; the policy is applied "
+            "as soon as it appears"
+        )
+        write_status(
+            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+        )
+        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
+
+    try:
+        after, plan = _apply_with_retries(cluster, deployment, lambda dep: plan_apply(dep, spec))
+    except UnmanageableTargetError as exc:
+        message = f"{exc}. Nothing was changed."
+        write_status(
+            cluster, policy, failed_status(policy, "TargetNotSupported", message, target=target)
+        )
+        return ReconcileResult(Outcome.TARGET_NOT_SUPPORTED, message, spec)
+    except TargetError as exc:
+        message = f"{exc}. Nothing was changed."
+        write_status(
+            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+        )
+        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
+    except ApplyFailedError as exc:
+        write_status(cluster, policy, failed_status(policy, "ApplyFailed", str(exc), target=target))
+        raise
+
+    if after is None:
+        message = (
+            f"Deployment {namespace}/{spec.deployment} disappeared while being updated; the "
+            "policy is applied when it appears again"
+        )
+        write_status(
+            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+        )
+        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
+
+    done = settle(policy, spec, after, plan, now=now_rfc3339())
+    for event in done.events:
+        _record(cluster, *event)
+    write_status(cluster, policy, done.status)
     return ReconcileResult(
-        outcome,
+        done.outcome,
         describe_changes(plan.changes),
         spec,
         list(plan.changes),
         after,
-        ready=rollout.complete,
+        ready=done.ready,
     )
 
 
 def _record(
-    clients: Clients, obj: Mapping[str, Any], type_: str, reason: str, message: str
+    cluster: Connection, obj: Mapping[str, Any], type_: str, reason: str, message: str
 ) -> None:
     try:
-        clients.events(obj, type_, reason, message)
+        post_event(cluster, obj, type_, reason, message)
     except Exception as exc:  # an Event is best effort: never fail the change for it
         log.warning("could not post Event %s on %s: %s", reason, _meta(obj).get("name"), exc)
 
 
-def finalize_policy(clients: Clients, policy: Mapping[str, Any]) -> ReconcileResult:
+def finalize_policy(cluster: Connection, policy: Mapping[str, Any]) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
     Deployment, or whose Deployment another policy takes over, changes nothing."""
     meta = _meta(policy)
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    cluster = cluster.in_namespace(namespace)
     try:
         spec = parse_spec(policy.get("spec") or {})
     except InvalidSpecError:
@@ -412,9 +444,7 @@ def finalize_policy(clients: Clients, policy: Mapping[str, Any]) -> ReconcileRes
         )
     if allowlist.refusal(spec.deployment, os.environ) is not None:
         return ReconcileResult(Outcome.RETAINED, "target not allowed: never changed", spec)
-    owners = competing_policies(
-        kube.list_policies(clients.custom, namespace), spec.deployment, include=name
-    )
+    owners = competing_policies(list_policies(cluster), spec.deployment, include=name)
     if owners and owners[0] != name:
         return ReconcileResult(Outcome.RETAINED, f"policy {owners[0]!r} owns the Deployment", spec)
     others = [other for other in owners if other != name]
@@ -424,13 +454,11 @@ def finalize_policy(clients: Clients, policy: Mapping[str, Any]) -> ReconcileRes
             f"policy {others[0]!r} takes over Deployment {namespace}/{spec.deployment}",
             spec,
         )
-    deployment = kube.read_deployment(clients.apps, namespace, spec.deployment)
+    deployment = find_deployment(cluster, spec.deployment)
     if deployment is None:
         return ReconcileResult(Outcome.RETAINED, "the target Deployment does not exist", spec)
     try:
-        after, plan = _apply_with_retries(
-            clients, namespace, deployment, lambda dep: plan_remove(dep, spec)
-        )
+        after, plan = _apply_with_retries(cluster, deployment, lambda dep: plan_remove(dep, spec))
     except TargetError as exc:
         return ReconcileResult(Outcome.RETAINED, str(exc), spec)
     if after is None or plan.patch is None:
@@ -439,16 +467,16 @@ def finalize_policy(clients: Clients, policy: Mapping[str, Any]) -> ReconcileRes
         f"policy deleted with onDelete=Remove: {describe_changes(plan.changes)} on Deployment "
         f"{namespace}/{spec.deployment}"
     )
-    _record(clients, _policy_ref(policy), "Normal", "Removed", note)
+    _record(cluster, _policy_ref(policy), "Normal", "Removed", note)
     _record(
-        clients, _deployment_ref(after), "Normal", "Removed", f"{note} (SpilloverPolicy {name})"
+        cluster, _deployment_ref(after), "Normal", "Removed", f"{note} (SpilloverPolicy {name})"
     )
     return ReconcileResult(Outcome.REMOVED, note, spec, list(plan.changes), after)
 
 
 def policies_targeting(
-    clients: Clients, namespace: str, deployment: str, *, exclude: str | None = None
+    cluster: Connection, namespace: str, deployment: str, *, exclude: str | None = None
 ) -> list[str]:
     """Live policies (valid specs) targeting `deployment`, oldest first."""
-    names = competing_policies(kube.list_policies(clients.custom, namespace), deployment)
+    names = competing_policies(list_policies(cluster.in_namespace(namespace)), deployment)
     return [n for n in names if n != exclude]

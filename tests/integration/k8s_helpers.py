@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
-from spillover_operator import kube
+from spillover_operator.client import Connection, find_deployment, find_policy
 from spillover_operator.constants import GROUP, VERSION
 
 if TYPE_CHECKING:
@@ -200,22 +200,27 @@ def policy_manifest(
 # ---------------------------------------------------------------------------- readers
 
 
+def connection(api: client.ApiClient, namespace: str) -> Connection:
+    """The client library's connection over the test's admin ApiClient."""
+    return Connection.from_api_client(api, namespace, field_manager="integration-test")
+
+
 def read_deployment(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     """The Deployment as the API returns it (JSON); fails the test if it is gone."""
-    found = kube.read_deployment(client.AppsV1Api(api), namespace, name)
+    found = find_deployment(connection(api, namespace), name)
     assert found is not None, f"Deployment {namespace}/{name} not found"
     return found
 
 
 def read_policy(api: client.ApiClient, namespace: str, name: str = "spillover") -> dict[str, Any]:
     """The SpilloverPolicy as the API returns it; fails the test if it is gone."""
-    found = kube.read_policy(client.CustomObjectsApi(api), namespace, name)
+    found = find_policy(connection(api, namespace), name)
     assert found is not None, f"SpilloverPolicy {namespace}/{name} not found"
     return found
 
 
 def policy_gone(api: client.ApiClient, namespace: str, name: str) -> bool:
-    return kube.read_policy(client.CustomObjectsApi(api), namespace, name) is None
+    return find_policy(connection(api, namespace), name) is None
 
 
 def condition(policy: Mapping[str, Any], type_: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import yaml
 from k8s_helpers import (
     CRD_FILE,
     condition,
+    connection,
     container_manifest,
     current,
     deployment_manifest,
@@ -37,7 +38,7 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client import ApiException
-from spillover_operator import kube
+from spillover_operator.client import list_policies, patch_policy
 from spillover_operator.constants import (
     BUDGET_VAR,
     ENABLED_VAR,
@@ -145,7 +146,7 @@ class Cluster:
         return policy_gone(self.api, self.namespace, name)
 
     def patch_policy(self, name: str, spec_patch: dict[str, Any]) -> dict[str, Any]:
-        return kube.patch_policy(self.custom, self.namespace, name, {"spec": spec_patch})
+        return patch_policy(connection(self.api, self.namespace), name, {"spec": spec_patch})
 
     def delete_policy(self, name: str) -> None:
         self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, name)
@@ -243,14 +244,10 @@ def cluster(
             for op in c.operators:
                 op.stop()
             # Let the namespace go: drop finalizers left by a stopped operator.
-            for item in kube.list_policies(c.custom, namespace):
+            conn = connection(api, namespace)
+            for item in list_policies(conn):
                 if item["metadata"].get("finalizers"):
-                    kube.patch_policy(
-                        c.custom,
-                        namespace,
-                        item["metadata"]["name"],
-                        {"metadata": {"finalizers": None}},
-                    )
+                    patch_policy(conn, item["metadata"]["name"], {"metadata": {"finalizers": None}})
 
 
 # ---------------------------------------------------------------- tests

@@ -29,13 +29,7 @@ from k8s_helpers import (
 )
 from kopf_operator import running_operator
 from kubernetes import client
-from spillover_operator.cli.errors import (
-    EXIT_API,
-    EXIT_NOT_CONSISTENT,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_TIMEOUT,
-)
+from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
 from spillover_operator.constants import (
     BUDGET_VAR,
@@ -155,7 +149,7 @@ def test_kill_direct_without_operator_patches_both_and_repeats_as_noop(
     before = deployment(admin, namespace)
 
     code, out, err = ctl(control_plane, namespace, "kill", "--direct")
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     assert "enabled=true -> enabled=false" in out
     assert "patched directly" in out
 
@@ -175,7 +169,7 @@ def test_kill_direct_without_operator_patches_both_and_repeats_as_noop(
     assert events_for(admin, namespace, "wrc", "KillSwitchDirect")
 
     code, out, err = ctl(control_plane, namespace, "kill", "--direct")
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     assert "already enabled=false" in out
     assert "nothing to change" in out
     again = deployment(admin, namespace)
@@ -185,7 +179,7 @@ def test_kill_direct_without_operator_patches_both_and_repeats_as_noop(
 
     # --wait with --direct waits for the rollout only, and says the status is stale.
     code, out, err = ctl(control_plane, namespace, "kill", "--direct", "--wait", "--timeout", "120")
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     assert "policy status: never written by the operator" in out
     assert "rollout is complete" in out
     assert rolled_out(admin, namespace)
@@ -201,7 +195,7 @@ def test_operator_finds_nothing_to_change_after_a_direct_kill(
         {"enabled": True, "target": {"deployment": "wrc"}},
     )
     code, _, err = ctl(control_plane, namespace, "kill", "--direct", "--wait", "--timeout", "120")
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     dep = deployment(admin, namespace)
 
     with operator(control_plane, namespace, tmp_path):
@@ -210,7 +204,7 @@ def test_operator_finds_nothing_to_change_after_a_direct_kill(
         )
         assert pol["status"]["killSwitch"]["engagedAt"]
         code, out, err = ctl(control_plane, namespace, "status")
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
         assert "OK: spillover is OFF" in out
 
     after = deployment(admin, namespace)
@@ -231,15 +225,15 @@ def test_status_reports_the_mismatch_when_the_operator_is_not_running(
         wait_for("the operator to apply", lambda: ready_for_generation(admin, namespace))
         wait_for("the operator's rollout", lambda: rolled_out(admin, namespace))
         code, out, err = ctl(control_plane, namespace, "status")
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
 
     # The operator is down; the kill switch goes through the policy only.
     code, out, err = ctl(control_plane, namespace, "kill")
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     generation = policy(admin, namespace)["metadata"]["generation"]
 
     code, out, err = ctl(control_plane, namespace, "status")
-    assert code == EXIT_NOT_CONSISTENT
+    assert code == exit_codes.MISMATCH
     assert (
         f"MISMATCH: policy says enabled=false, Deployment has {ENABLED_VAR}=true — the "
         f"operator has not applied it yet (generation {generation}, observed "
@@ -249,7 +243,7 @@ def test_status_reports_the_mismatch_when_the_operator_is_not_running(
     assert out.rstrip().splitlines()[-1].startswith("NOT CONSISTENT")
 
     code, out, _ = ctl(control_plane, namespace, "status", "-o", "json")
-    assert code == EXIT_NOT_CONSISTENT
+    assert code == exit_codes.MISMATCH
     doc = yaml.safe_load(out)
     assert doc["consistent"] is False
     assert doc["deployment"]["env"][ENABLED_VAR] == "true"
@@ -269,7 +263,7 @@ def test_kill_wait_restore_and_set_through_the_running_operator(
         code, out, err = ctl(
             control_plane, namespace, "kill", "spillover", "--wait", "--timeout", "120"
         )
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
         assert "applied by the operator" in out
         assert "rollout:" in err  # progress on stderr
         dep = deployment(admin, namespace)
@@ -277,24 +271,24 @@ def test_kill_wait_restore_and_set_through_the_running_operator(
         assert env_of(dep)[PASSTHROUGH_VAR] == f"A,B,{ALL_NAMES}"
         assert rolled_out(admin, namespace)  # --wait returned only after the rollout
         code, out, err = ctl(control_plane, namespace, "status")
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
 
         code, out, err = ctl(control_plane, namespace, "restore", "--wait", "--timeout", "120")
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
         assert env_of(deployment(admin, namespace))[ENABLED_VAR] == "true"
 
         code, out, err = ctl(
             control_plane, namespace, "set", "--threshold", "32KiB", "--budget", "2MiB",
             "--wait", "--timeout", "120",
         )  # fmt: skip
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
         env = env_of(deployment(admin, namespace))
         assert (env[THRESHOLD_VAR], env[BUDGET_VAR]) == ("32768", "2097152")
 
         code, out, err = ctl(
             control_plane, namespace, "set", "--unset-threshold", "--wait", "--timeout", "120"
         )
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
         env = env_of(deployment(admin, namespace))
         assert THRESHOLD_VAR not in env
         assert env[BUDGET_VAR] == "2097152"
@@ -303,7 +297,7 @@ def test_kill_wait_restore_and_set_through_the_running_operator(
         # Nothing new to apply: no new generation, and --wait still returns at once.
         generation = policy(admin, namespace)["metadata"]["generation"]
         code, out, err = ctl(control_plane, namespace, "restore", "--wait", "--timeout", "120")
-        assert code == EXIT_OK, out + err
+        assert code == exit_codes.OK, out + err
         assert "already enabled=true" in out
         assert policy(admin, namespace)["metadata"]["generation"] == generation
 
@@ -313,7 +307,7 @@ def test_wait_without_an_operator_times_out_with_exit_3(
 ) -> None:
     setup_wrc(admin, namespace, {}, {"enabled": True, "target": {"deployment": "wrc"}})
     code, _, err = ctl(control_plane, namespace, "kill", "--wait", "--timeout", "2")
-    assert code == EXIT_TIMEOUT
+    assert code == exit_codes.TIMEOUT
     assert "timed out after 2s" in err
     assert "is it running?" in err
     assert "Traceback" not in err
@@ -324,11 +318,11 @@ def test_not_found_is_exit_4(
     control_plane: LocalCluster, admin: client.ApiClient, namespace: str
 ) -> None:
     code, _, err = ctl(control_plane, namespace, "status", "nope")
-    assert code == EXIT_NOT_FOUND
+    assert code == exit_codes.NOT_FOUND
     assert f"SpilloverPolicy 'nope' not found in namespace '{namespace}'" in err
 
     code, _, err = ctl(control_plane, namespace, "kill", "nope", "--direct")
-    assert code == EXIT_NOT_FOUND
+    assert code == exit_codes.NOT_FOUND
 
     # A policy whose Deployment does not exist: status says so, --direct writes nothing.
     create_object(
@@ -336,10 +330,10 @@ def test_not_found_is_exit_4(
     )
     generation = policy(admin, namespace)["metadata"]["generation"]
     code, out, err = ctl(control_plane, namespace, "status")
-    assert code == EXIT_NOT_FOUND
+    assert code == exit_codes.NOT_FOUND
     assert "NOT FOUND" in out
     code, _, err = ctl(control_plane, namespace, "kill", "--direct")
-    assert code == EXIT_NOT_FOUND
+    assert code == exit_codes.NOT_FOUND
     assert "Deployment 'wrc' not found" in err
     pol = policy(admin, namespace)
     assert pol["metadata"]["generation"] == generation
@@ -354,7 +348,7 @@ def test_not_found_is_exit_4(
         text=True,
         timeout=60,
     )  # fmt: skip
-    assert proc.returncode == EXIT_NOT_FOUND
+    assert proc.returncode == exit_codes.NOT_FOUND
     assert "SpilloverPolicy 'missing' not found" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -365,7 +359,7 @@ def test_forbidden_names_the_permission_and_the_context(
     kubeconfig = control_plane.service_account_kubeconfig(namespace, "default")
     out, err = io.StringIO(), io.StringIO()
     code = run(["--kubeconfig", str(kubeconfig), "status"], stdout=out, stderr=err)
-    assert code == EXIT_API
+    assert code == exit_codes.API
     message = err.getvalue()
     assert "forbidden" in message
     assert "may not get spilloverpolicies.spillover.clerum.io" in message
@@ -414,7 +408,7 @@ def test_direct_kill_with_rbac_but_no_event_permission(
     kubeconfig = control_plane.service_account_kubeconfig(namespace, "oncall")
     out, err = io.StringIO(), io.StringIO()
     code = run(["--kubeconfig", str(kubeconfig), "kill", "--direct"], stdout=out, stderr=err)
-    assert code == EXIT_OK, err.getvalue()
+    assert code == exit_codes.OK, err.getvalue()
     assert "no Event recorded" in err.getvalue()
     assert "may not create events" in err.getvalue()
     assert env_of(deployment(admin, namespace))[ENABLED_VAR] == "false"
@@ -462,7 +456,7 @@ def test_wait_stops_when_the_operator_refuses_the_policy(
             ),
         )
         code, out, err = ctl(control_plane, namespace, "kill", "second", "--wait")
-        assert code == EXIT_NOT_CONSISTENT, out + err
+        assert code == exit_codes.MISMATCH, out + err
         assert "the operator refused generation 2: Ready=False reason=Conflict" in err
         # The refused policy changed nothing.
         assert env_of(deployment(admin, namespace))[ENABLED_VAR] == "true"

@@ -1,4 +1,5 @@
-"""The small pure parts of the kopf handler layer: the index, the settings, metrics."""
+"""The small parts of the kopf handler layer: the index, the settings, the runtime kept
+in kopf's memo, metrics (on a registry of the test's own)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import logging
 
 import kopf
 import pytest
-from prometheus_client import REGISTRY
+from kubernetes.client import ApiClient, Configuration
+from prometheus_client import CollectorRegistry
+from spillover_operator.client import Connection
 from spillover_operator.constants import FINALIZER
 from spillover_operator.handlers import metrics, runtime
 from spillover_operator.handlers.policies import index_entry
@@ -26,9 +29,7 @@ def test_index_entry_keeps_an_invalid_policy_reachable_by_its_target() -> None:
     assert index_entry("clerum", "bad", {"target": "nope"}) == {}
 
 
-def test_configure_sets_namespaced_role_friendly_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(runtime.METRICS_PORT_VAR, "0")
-    monkeypatch.setattr(runtime, "get_clients", lambda: None)
+def test_configure_sets_namespaced_role_friendly_settings() -> None:
     settings = kopf.OperatorSettings()
     runtime.configure(settings)
     assert settings.peering.standalone is True
@@ -56,18 +57,40 @@ def test_resync_default(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runtime.resync_seconds() == runtime.DEFAULT_RESYNC_SECONDS
 
 
-def _sample(name: str, **labels: str) -> float | None:
-    return REGISTRY.get_sample_value(name, labels)
+def test_the_runtime_lives_in_the_memo() -> None:
+    memo = kopf.Memo()
+    with pytest.raises(RuntimeError, match="start-up handler has not run"):
+        runtime.of(memo)
+    conn = Connection(ApiClient(Configuration()), "ns", "spillover-operator")
+    rt = runtime.OperatorRuntime(conn, metrics.Metrics(CollectorRegistry()))
+    memo[runtime.MEMO_KEY] = rt
+    copied = kopf.Memo(memo)  # kopf gives each object a shallow copy of the memo
+    assert runtime.of(copied) is rt
+    assert runtime.of(copied).lock is rt.lock
 
 
 def test_metrics_record_and_forget() -> None:
+    registry = CollectorRegistry()
+    m = metrics.Metrics(registry)
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
     spec = PolicySpec(False, None, None, "wrc", None, "Retain")
-    before = _sample("spillover_operator_reconcile_total", result="drift_corrected") or 0.0
-    metrics.record("ns-m", "p", ReconcileResult(Outcome.DRIFT_CORRECTED, "x", spec, ready=True))
-    assert _sample("spillover_operator_policy_enabled", namespace="ns-m", policy="p") == 0
-    assert _sample("spillover_operator_policy_ready", namespace="ns-m", policy="p") == 1
-    assert _sample("spillover_operator_drift_corrections_total", namespace="ns-m", policy="p") == 1
-    assert _sample("spillover_operator_reconcile_total", result="drift_corrected") == before + 1
-    assert _sample("spillover_operator_last_apply_timestamp_seconds", namespace="ns-m", policy="p")
-    metrics.record("ns-m", "p", ReconcileResult(Outcome.GONE, "gone"))
-    assert _sample("spillover_operator_policy_enabled", namespace="ns-m", policy="p") is None
+    m.record("ns-m", "p", ReconcileResult(Outcome.DRIFT_CORRECTED, "x", spec, ready=True))
+    assert sample("spillover_operator_policy_enabled", namespace="ns-m", policy="p") == 0
+    assert sample("spillover_operator_policy_ready", namespace="ns-m", policy="p") == 1
+    assert sample("spillover_operator_drift_corrections_total", namespace="ns-m", policy="p") == 1
+    assert sample("spillover_operator_reconcile_total", result="drift_corrected") == 1
+    assert sample("spillover_operator_last_apply_timestamp_seconds", namespace="ns-m", policy="p")
+    m.record_failure()
+    assert sample("spillover_operator_reconcile_total", result="error") == 1
+    m.record("ns-m", "p", ReconcileResult(Outcome.GONE, "gone"))
+    assert sample("spillover_operator_policy_enabled", namespace="ns-m", policy="p") is None
+
+
+def test_metrics_for_the_process_carry_the_process_series() -> None:
+    m = metrics.Metrics.for_process()
+    names = {family.name for family in m.registry.collect()}
+    assert "spillover_operator_reconcile" in names
+    assert "python_info" in names  # the platform collector, as the default registry has

@@ -1,14 +1,10 @@
-"""Status building, merge patches, conflict ordering, Events: the pure parts of reconcile."""
+"""Status building and merge patches (spillover_operator.status)."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from spillover_operator.constants import BUDGET_VAR, ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
-from spillover_operator.envplan import EnvChange
-from spillover_operator.events import event_body
-from spillover_operator.reconcile import competing_policies, describe_changes
 from spillover_operator.rollout import rollout_state
 from spillover_operator.status import Condition, build_status, effective_status, merge_patch
 
@@ -74,60 +70,3 @@ def test_rollout_in_status_is_stable() -> None:
         now="t",
     )
     assert merge_patch(status, dict(status)) == {}
-
-
-def _policy(name: str, created: str, target: str = "wrc", deleting: bool = False) -> Any:
-    meta: dict[str, Any] = {"name": name, "creationTimestamp": created}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-09T00:00:00Z"
-    return {"metadata": meta, "spec": {"target": {"deployment": target}}}
-
-
-def test_competing_policies_oldest_first_then_name() -> None:
-    policies = [
-        _policy("b", "2026-01-02T00:00:00Z"),
-        _policy("a", "2026-01-02T00:00:00Z"),
-        _policy("z", "2026-01-01T00:00:00Z"),
-        _policy("other", "2025-01-01T00:00:00Z", target="another"),
-        _policy("old-deleting", "2020-01-01T00:00:00Z", deleting=True),
-        {
-            "metadata": {"name": "invalid", "creationTimestamp": "2019-01-01T00:00:00Z"},
-            "spec": {"target": {"deployment": "wrc"}, "thresholdBytes": 1},
-        },
-    ]
-    assert competing_policies(policies, "wrc") == ["z", "a", "b"]
-    assert competing_policies(policies, "wrc", include="old-deleting") == [
-        "old-deleting",
-        "z",
-        "a",
-        "b",
-    ]
-
-
-def test_describe_changes() -> None:
-    text = describe_changes(
-        [EnvChange("A", None, "1"), EnvChange("B", "1", "2"), EnvChange("C", "3", None)]
-    )
-    assert text == "set A=1; set B=2 (was 1); removed C (was 3)"
-    assert describe_changes([]) == "no change"
-
-
-def test_event_body() -> None:
-    obj = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "wrc", "namespace": "clerum", "uid": "u1", "resourceVersion": "7"},
-    }
-    now = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
-    body = event_body(obj, "Normal", "Applied", "x" * 2000, now=now)
-    assert body["involvedObject"] == {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": "wrc",
-        "namespace": "clerum",
-        "uid": "u1",
-        "resourceVersion": "7",
-    }
-    assert body["metadata"] == {"generateName": "wrc.", "namespace": "clerum"}
-    assert body["firstTimestamp"] == "2026-01-02T03:04:05Z"
-    assert len(body["message"]) == 1000

@@ -1,9 +1,10 @@
 """A configuration of the matrix applied through the operator, verified, and undone.
 
 For each configuration the stage patches the SpilloverPolicy's spec (JSON merge
-patch of `enabled`, `thresholdBytes`, `budgetBytes` only), waits with spilloverctl's
-own wait loop (`wait_until_settled`: observedGeneration == generation, Ready=True,
-Deployment env as the policy says, rollout complete), then checks the WRC
+patch of `enabled`, `thresholdBytes`, `budgetBytes` only), waits with the client
+library's wait loop (`wait_until_settled`, the one spilloverctl uses: observedGeneration
+== generation, Ready=True, Deployment env as the policy says, rollout complete), then
+checks the WRC
 Deployment's container itself: its three variables must be exactly the
 configuration's. Mapping (docs/reference.md §1):
 
@@ -21,7 +22,6 @@ them when it can.
 
 from __future__ import annotations
 
-import io
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,9 +29,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from spillover_operator.cli.actions import wait_until_settled
-from spillover_operator.cli.cluster import Cluster
-from spillover_operator.cli.errors import CliError
+from spillover_operator.client import (
+    ClientError,
+    Connection,
+    WaitProgress,
+    env_in_effect,
+    get_policy,
+    patch_policy,
+    wait_until_settled,
+)
 from spillover_operator.constants import (
     BUDGET_VAR,
     ENABLED_VAR,
@@ -39,7 +45,7 @@ from spillover_operator.constants import (
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
-from spillover_operator.envplan import TargetError, effective_env, passthrough_names
+from spillover_operator.envplan import passthrough_names
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
 from spillover_harness.matrix import Configuration
@@ -129,21 +135,25 @@ class PolicyApplier:
     """Sets the policy for one configuration at a time and verifies it took effect.
 
     Thread-safe; after `close()` (the stage's restore) no configuration is applied
-    any more (a late call raises ConfigApplyError).
+    any more (a late call raises ConfigApplyError). `progress` is called while the
+    applier waits for the operator (the library's WaitProgress, whenever what it shows
+    changes); by default nothing is shown, as the stage logs one line per configuration.
     """
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Connection,
         profile: Profile,
         *,
         timeout_s: float = DEFAULT_APPLY_TIMEOUT_S,
         log: Callable[[str], None] | None = None,
+        progress: Callable[[WaitProgress], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.profile = profile
         self.timeout_s = timeout_s
         self._log = log or (lambda _line: None)
+        self._progress = progress
         self._lock = threading.Lock()
         self._closed = False
         self.active: Applied | None = None
@@ -152,21 +162,18 @@ class PolicyApplier:
 
     def read_policy(self) -> dict[str, Any]:
         try:
-            return self.cluster.get_policy(self.profile.policy)
-        except CliError as exc:
+            return get_policy(self.cluster, self.profile.policy)
+        except ClientError as exc:
             raise ConfigApplyError(exc.message) from None
 
     def wrc_env(self) -> dict[str, str | None]:
         """The spillover variables and the passthrough list on the WRC container."""
-        name = self.profile.wrc.deployment
         try:
-            deployment = self.cluster.get_deployment(name)
-        except CliError as exc:
+            return env_in_effect(
+                self.cluster, self.profile.wrc.deployment, self.profile.wrc.container
+            )
+        except ClientError as exc:
             raise ConfigApplyError(exc.message) from None
-        try:
-            return effective_env(deployment, self.profile.wrc.container)
-        except TargetError as exc:
-            raise ConfigApplyError(str(exc)) from None
 
     def verify(self, config: Configuration) -> dict[str, str | None]:
         """The WRC container's env must be exactly the configuration's; returns it."""
@@ -216,8 +223,8 @@ class PolicyApplier:
 
     def _patch(self, fields: Mapping[str, Any], what: str) -> None:
         try:
-            self.cluster.merge_patch_policy(self.profile.policy, {"spec": dict(fields)})
-        except CliError as exc:
+            patch_policy(self.cluster, self.profile.policy, {"spec": dict(fields)})
+        except ClientError as exc:
             raise ConfigApplyError(f"{what}: cannot patch the policy: {exc.message}") from None
 
     def _wait(self, cancel: threading.Event | None, what: str) -> int | None:
@@ -227,17 +234,15 @@ class PolicyApplier:
             elif cancel.wait(seconds):
                 raise Interrupted(f"{what}: interrupted while waiting for the operator")
 
-        progress = io.StringIO()
         try:
             report = wait_until_settled(
                 self.cluster,
                 self.profile.policy,
-                direct=False,
                 timeout=self.timeout_s,
-                err=progress,
+                progress=self._progress,
                 sleep=sleep,
             )
-        except CliError as exc:
+        except ClientError as exc:
             raise ConfigApplyError(
                 f"{what}: not applied: {exc.message}\n(policy "
                 f"{self.cluster.namespace}/{self.profile.policy}; is the operator running? "

@@ -1,14 +1,17 @@
-"""The connection to the cluster: spilloverctl's (`spillover_operator.cli.cluster`), so
-the harness names the kubeconfig, context and permission in its errors the same way."""
+"""The connection to the cluster, through the client library (`spillover_operator.client`),
+so the harness names the kubeconfig, context and permission in its errors the same way
+spilloverctl does."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spillover_operator.cli.cluster import Cluster, connect
-from spillover_operator.cli.errors import CliError
+from spillover_operator.client import ClientError, Connection, connect
 
 from spillover_harness.profile import Profile
+
+# Shown in managedFields of what the harness patches (the policy) and creates (runs).
+FIELD_MANAGER = "spillover-harness"
 
 
 class ClusterStageError(Exception):
@@ -29,9 +32,14 @@ def context_for(profile: Profile, target: Target) -> str | None:
     return target.context if target.context is not None else profile.kube_context
 
 
-def connect_profile(profile: Profile, target: Target) -> Cluster:
-    """A Cluster for the profile's namespace; ClusterStageError when it cannot connect."""
+def connect_profile(profile: Profile, target: Target) -> Connection:
+    """A Connection for the profile's namespace; ClusterStageError when it cannot connect."""
     try:
-        return connect(target.kubeconfig, context_for(profile, target), profile.namespace)
-    except CliError as exc:
+        return connect(
+            target.kubeconfig,
+            context_for(profile, target),
+            profile.namespace,
+            field_manager=FIELD_MANAGER,
+        )
+    except ClientError as exc:
         raise ClusterStageError(exc.message) from None

@@ -12,11 +12,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
-from spillover_operator.cli.assess import assess
-from spillover_operator.cli.cluster import Cluster
-from spillover_operator.cli.errors import CliError
+from spillover_operator.assess import assess
+from spillover_operator.client import (
+    ApiError,
+    ClientError,
+    Connection,
+    CustomResource,
+    env_in_effect,
+    find_deployment,
+    get_policy,
+    is_served,
+    policy_crd_installed,
+    server_version,
+)
 from spillover_operator.constants import COND_READY, GROUP, PASSTHROUGH_VAR, PLURAL, SPILLOVER_VARS
-from spillover_operator.envplan import TargetError, effective_env, passthrough_names
+from spillover_operator.envplan import passthrough_names
 
 from spillover_harness.cluster.kubeconn import (
     ClusterStageError,
@@ -115,11 +125,11 @@ def run_preflight(
         return PreflightResult(checks)
 
     ns = profile.namespace
-    core = client.CoreV1Api(cluster.api_client)
-    apps = client.AppsV1Api(cluster.api_client)
+    core = cluster.core
+    apps = cluster.apps
 
     # 2. CRD
-    crd_ok = _crd_installed(cluster)
+    crd_ok = policy_crd_installed(cluster)
     add(
         Check(
             "SpilloverPolicy CRD",
@@ -136,8 +146,8 @@ def run_preflight(
     policy = None
     if crd_ok:
         try:
-            policy = cluster.get_policy(profile.policy)
-        except CliError as exc:
+            policy = get_policy(cluster, profile.policy)
+        except ClientError as exc:
             add(
                 Check(
                     "policy",
@@ -149,7 +159,7 @@ def run_preflight(
     else:
         add(Check("policy", False, "not checked: the CRD is missing", "install the CRD first"))
     if policy is not None:
-        report = assess(policy, cluster.find_deployment(profile.wrc.deployment))
+        report = assess(policy, _find_wrc(cluster, profile.wrc.deployment))
         ready = report.condition(COND_READY)
         current = report.observed_generation == report.generation
         ok = bool(ready and ready.get("status") == "True" and current)
@@ -168,8 +178,7 @@ def run_preflight(
 
     # 5. WRC and passthrough
     try:
-        dep = cluster.get_deployment(profile.wrc.deployment)
-        env = effective_env(dep, profile.wrc.container)
+        env = env_in_effect(cluster, profile.wrc.deployment, profile.wrc.container)
         names = passthrough_names(env.get(PASSTHROUGH_VAR))
         missing = [v for v in SPILLOVER_VARS if v not in names]
         add(
@@ -187,11 +196,13 @@ def run_preflight(
                 "Deployment and the operator is running (`spilloverctl status`)",
             )
         )
-    except (CliError, TargetError) as exc:
-        msg = exc.message if isinstance(exc, CliError) else str(exc)
+    except ClientError as exc:
         add(
             Check(
-                "WRC passthrough", False, msg, "set wrc.deployment / wrc.container in the profile"
+                "WRC passthrough",
+                False,
+                exc.message,
+                "set wrc.deployment / wrc.container in the profile",
             )
         )
 
@@ -216,29 +227,21 @@ def run_preflight(
     return PreflightResult(checks)
 
 
-def _reachable(cluster: Cluster) -> bool:
+def _reachable(cluster: Connection) -> bool:
     try:
-        client.VersionApi(cluster.api_client).get_code(_request_timeout=10)
-    except Exception:
+        server_version(cluster)
+    except ClientError:
         return False
     return True
 
 
-def _crd_installed(cluster: Cluster) -> bool:
+def _find_wrc(cluster: Connection, name: str) -> dict[str, Any] | None:
+    """The WRC Deployment for the policy check (a failure to read it is reported by the
+    passthrough check, which reads it again)."""
     try:
-        client.ApiextensionsV1Api(cluster.api_client).read_custom_resource_definition(
-            f"{PLURAL}.{GROUP}", _request_timeout=10
-        )
-        return True
-    except Exception:
-        # No permission to read CRDs: fall back to listing the resource in the namespace.
-        try:
-            cluster.custom.list_namespaced_custom_object(
-                GROUP, "v1alpha1", cluster.namespace, PLURAL, _request_timeout=10
-            )
-            return True
-        except Exception:
-            return False
+        return find_deployment(cluster, name)
+    except ClientError:
+        return None
 
 
 def _operator_check(
@@ -271,7 +274,7 @@ def _operator_check(
 
 
 def _recipes_check(
-    profile: Profile, target: Target, cluster: Cluster, core: client.CoreV1Api
+    profile: Profile, target: Target, cluster: Connection, core: client.CoreV1Api
 ) -> Check:
     run = profile.run
     if isinstance(run, HttpRun):
@@ -296,15 +299,17 @@ def _recipes_check(
             f"(HTTP {status} for an unknown run)",
             "the WRC answers with a server error: look at its logs",
         )
+    resource = CustomResource(run.group, run.version, run.plural, run.kind)
     try:
-        cluster.custom.list_namespaced_custom_object(
-            run.group, run.version, profile.namespace, run.plural, limit=1, _request_timeout=10
-        )
-    except Exception as exc:
+        served = is_served(cluster.in_namespace(profile.namespace), resource)
+        problem = "" if served else "the API server does not serve it"
+    except ApiError as exc:
+        served, problem = False, exc.message
+    if not served:
         return Check(
             "recipes",
             False,
-            f"{run.kind} ({run.api_version}) not served: {type(exc).__name__}",
+            f"{run.kind} ({run.api_version}) not served: {problem}",
             "install the platform's recipe CRD, or fix run.api_version/plural in the profile",
         )
     return Check(

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import requests
-from spillover_operator.cli.cluster import Cluster
+from spillover_operator.client import (
+    ClientError,
+    Connection,
+    CustomResource,
+    create_object,
+    delete_object,
+    get_object,
+)
 
 from spillover_harness.cluster.kubeconn import Target, context_for
 from spillover_harness.profile import (
@@ -142,7 +149,7 @@ def _drain(proc: subprocess.Popen[str]) -> None:
 
 
 class HttpStarter:
-    def __init__(self, profile: Profile, target: Target, cluster: Cluster) -> None:
+    def __init__(self, profile: Profile, target: Target, cluster: Connection) -> None:
         assert isinstance(profile.run, HttpRun)
         self.profile = profile
         self.run = profile.run
@@ -263,11 +270,14 @@ def object_name(text: str) -> str:
 
 
 class CustomResourceStarter:
-    def __init__(self, profile: Profile, cluster: Cluster) -> None:
+    def __init__(self, profile: Profile, cluster: Connection) -> None:
         assert isinstance(profile.run, CustomResourceRun)
         self.profile = profile
         self.run = profile.run
-        self.cluster = cluster
+        self.cluster = cluster.in_namespace(profile.namespace)
+        self.resource = CustomResource(
+            self.run.group, self.run.version, self.run.plural, self.run.kind
+        )
 
     def start(self, values: Mapping[str, object]) -> RunHandle:
         name = object_name(str(render_template(self.run.name_template, values)))
@@ -277,55 +287,35 @@ class CustomResourceStarter:
         meta.update({"name": name, "namespace": self.profile.namespace})
         body.update({"apiVersion": self.run.api_version, "kind": self.run.kind, "metadata": meta})
         try:
-            self.cluster.custom.create_namespaced_custom_object(
-                self.run.group, self.run.version, self.profile.namespace, self.run.plural, body
-            )
-        except Exception as exc:
-            raise StartError(f"cannot create {self.run.kind} {name}: {_short(exc)}") from None
+            create_object(self.cluster, self.resource, body)
+        except ClientError as exc:
+            raise StartError(f"cannot create {self.run.kind} {name}: {exc.message}") from None
         return RunHandle(str(values["run_id"]), name)
 
     def status(self, handle: RunHandle) -> dict[str, Any]:
-        custom: Any = self.cluster.custom
         try:
-            resp = custom.get_namespaced_custom_object(
-                self.run.group,
-                self.run.version,
-                self.profile.namespace,
-                self.run.plural,
-                handle.platform_run_id,
-                _preload_content=False,
-            )
-            doc = json.loads(resp.data)
-        except Exception as exc:
+            return get_object(self.cluster, self.resource, handle.platform_run_id)
+        except ClientError as exc:
             raise StartError(
-                f"cannot read {self.run.kind} {handle.platform_run_id}: {_short(exc)}"
+                f"cannot read {self.run.kind} {handle.platform_run_id}: {exc.message}"
             ) from None
-        if not isinstance(doc, dict):
-            raise StartError(f"{self.run.kind} {handle.platform_run_id} is not an object")
-        return doc
 
     def logs(self, handle: RunHandle) -> list[str] | None:
         return None
 
     def cancel(self, handle: RunHandle) -> None:
         try:
-            self.cluster.custom.delete_namespaced_custom_object(
-                self.run.group,
-                self.run.version,
-                self.profile.namespace,
-                self.run.plural,
-                handle.platform_run_id,
-            )
-        except Exception as exc:
+            delete_object(self.cluster, self.resource, handle.platform_run_id)
+        except ClientError as exc:
             raise StartError(
-                f"cannot delete {self.run.kind} {handle.platform_run_id}: {_short(exc)}"
+                f"cannot delete {self.run.kind} {handle.platform_run_id}: {exc.message}"
             ) from None
 
     def close(self) -> None:
         return None
 
 
-def make_starter(profile: Profile, target: Target, cluster: Cluster) -> Starter:
+def make_starter(profile: Profile, target: Target, cluster: Connection) -> Starter:
     if isinstance(profile.run, HttpRun):
         return HttpStarter(profile, target, cluster)
     return CustomResourceStarter(profile, cluster)

@@ -1,33 +1,54 @@
-"""Exit codes and the one exception type spilloverctl turns into a message and an exit code."""
+"""spilloverctl's own failure type and the one mapping from failures to exit codes.
+
+The numbers are the shared table (`spillover_operator.exit_codes`); the client library
+raises types without codes, and this module alone decides which code each one gets.
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
-EXIT_OK: Final = 0
-EXIT_NOT_CONSISTENT: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_TIMEOUT: Final = 3
-EXIT_NOT_FOUND: Final = 4
-EXIT_API: Final = 5
-EXIT_INTERRUPTED: Final = 130
+from spillover_operator import exit_codes
+from spillover_operator.client import (
+    ClientError,
+    NotFound,
+    OperatorRefused,
+    TimedOut,
+)
 
-EXIT_CODES_HELP: Final = f"""\
-exit codes:
-  {EXIT_OK}    success (status: policy and Deployment agree, rollout complete)
-  {EXIT_NOT_CONSISTENT}    status found a mismatch or a not-ready state (each one is printed);
-       --wait: the operator refused the policy (Ready=False: InvalidSpec, Conflict, ...)
-  {EXIT_USAGE}    bad input or usage: unknown flag, value out of range, invalid policy file
-  {EXIT_TIMEOUT}    --wait timed out (the change itself was made; what was still pending is printed)
-  {EXIT_NOT_FOUND}    the SpilloverPolicy or its target Deployment does not exist
-  {EXIT_API}    API error: kubeconfig/context unusable, server unreachable, forbidden, rejected
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a change already sent stays in place"""
+# What spilloverctl can return (its --help lists these rows of the table).
+CODES: Final[tuple[int, ...]] = (
+    exit_codes.OK,
+    exit_codes.INTERNAL,
+    exit_codes.BAD_INPUT,
+    exit_codes.TIMEOUT,
+    exit_codes.NOT_FOUND,
+    exit_codes.API,
+    exit_codes.MISMATCH,
+    exit_codes.INTERRUPTED,
+)
+
+EXIT_CODES_HELP: Final = exit_codes.describe(CODES)
 
 
-class CliError(Exception):
-    """An expected failure: printed as `spilloverctl: error: <message>`, never as a traceback."""
+class BadInput(Exception):
+    """A file, a value or a policy that spilloverctl cannot use; the message names the
+    file or field and the fix. Printed as `spilloverctl: error: <message>`."""
 
-    def __init__(self, message: str, exit_code: int) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        self.exit_code = exit_code
+
+
+def exit_code(error: BadInput | ClientError) -> int:
+    """The exit code of an expected failure."""
+    if isinstance(error, BadInput):
+        return exit_codes.BAD_INPUT
+    if isinstance(error, NotFound):
+        return exit_codes.NOT_FOUND
+    if isinstance(error, TimedOut):
+        return exit_codes.TIMEOUT
+    if isinstance(error, OperatorRefused):
+        return exit_codes.MISMATCH
+    # ConfigError, ApiUnavailable, Unauthorized, Forbidden, Rejected, Conflict, ApiError
+    return exit_codes.API

@@ -1,8 +1,9 @@
 """spilloverctl: the kill switch and status view for the SpilloverPolicy operator.
 
 `run(argv)` is the testable entry point (returns the exit code); `main()` is the console
-script. Expected failures print one clear message and map to the exit codes listed in
-`errors.EXIT_CODES_HELP`; they never print a traceback.
+script. Expected failures (the client library's error types, BadInput) print one clear
+message and map to the shared exit-code table (`errors.exit_code`); only a bug prints a
+traceback, and exits 1.
 """
 
 from __future__ import annotations
@@ -11,17 +12,22 @@ import argparse
 import json
 import re
 import sys
+import traceback
 from typing import Any, TextIO
 
 import yaml
 
+from spillover_operator import exit_codes
+from spillover_operator.client import ClientError
 from spillover_operator.constants import BUDGET_MAX, BUDGET_MIN, THRESHOLD_MAX, THRESHOLD_MIN
 
-from . import actions
-from .errors import EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
+from . import change as changes
+from .errors import EXIT_CODES_HELP, BadInput, exit_code
 from .render import render, rendered_to_document
 
 DEFAULT_POLICY = "spillover"
+# Shown in managedFields of the policy and as the source of Events: who flipped the switch.
+FIELD_MANAGER = "spilloverctl"
 DEFAULT_TIMEOUT = 300.0
 
 _DESCRIPTION = """\
@@ -33,7 +39,7 @@ commands:
   status   [POLICY]   what the policy says, what is in effect on the WRC Deployment
                       (the three CLERUM_WORKFLOW_TOOL_SPILLOVER_* variables and whether
                       MCP_HOST_ENV_PASSTHROUGH forwards them), rollout progress, and
-                      every mismatch between them (exit 1 if there is any)
+                      every mismatch between them (exit 6 if there is any)
   kill     [POLICY]   engage the kill switch: spec.enabled=false (spillover OFF)
   restore  [POLICY]   release the kill switch: spec.enabled=true (spillover ON)
   set      [POLICY]   --threshold N / --unset-threshold, --budget N / --unset-budget
@@ -148,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
         help="policy, what is in effect on the WRC Deployment, rollout, mismatches",
         description="Show the policy, the env in effect on the WRC Deployment container, "
-        "the rollout and every mismatch between them.\nExit 0 when consistent, 1 when a "
+        "the rollout and every mismatch between them.\nExit 0 when consistent, 6 when a "
         "mismatch or a not-ready state exists, 4 when the policy or Deployment is missing.",
         epilog=EXIT_CODES_HELP,
     )
@@ -268,21 +274,21 @@ def _dispatch(
 ) -> int:
     if args.command is None:
         parser.print_help(err)
-        return EXIT_USAGE
+        return exit_codes.BAD_INPUT
 
     if args.command == "render":
         rendered = render(args.filename, args.deployment)
         out.write(_dump(rendered_to_document(rendered), args.output))
-        return EXIT_OK
+        return exit_codes.OK
 
-    change: actions.Change | None = None
+    change: changes.Change | None = None
     if args.command in ("kill", "restore", "set"):
         if args.timeout is not None and not args.wait:
             args.command_parser.error("--timeout only applies together with --wait")
         if args.command == "kill":
-            change = actions.KILL
+            change = changes.KILL
         elif args.command == "restore":
-            change = actions.RESTORE
+            change = changes.RESTORE
         else:
             fields: dict[str, Any] = {}
             if args.threshold is not None or args.unset_threshold:
@@ -294,16 +300,18 @@ def _dispatch(
                     "nothing to set; give --threshold N or --unset-threshold, and/or "
                     "--budget N or --unset-budget"
                 )
-            change = actions.set_change(fields)
+            change = changes.set_change(fields)
 
     # Imported here so `render` and `--help` work without touching kubeconfig machinery.
-    from .cluster import connect
+    from spillover_operator.client import connect
 
-    cluster = connect(args.kubeconfig, args.context, args.namespace)
+    from .status import cmd_status
+
+    cluster = connect(args.kubeconfig, args.context, args.namespace, field_manager=FIELD_MANAGER)
     if args.command == "status":
-        return actions.cmd_status(cluster, args.policy, args.output, out)
+        return cmd_status(cluster, args.policy, args.output, out)
     assert change is not None
-    return actions.cmd_change(
+    return changes.cmd_change(
         cluster,
         args.policy,
         change,
@@ -326,16 +334,20 @@ def run(
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         return _dispatch(parser, args, out, err)
     except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    except CliError as exc:
+        return exc.code if isinstance(exc.code, int) else exit_codes.BAD_INPUT
+    except (BadInput, ClientError) as exc:
         err.write(f"spilloverctl: error: {exc.message}\n")
-        return exc.exit_code
+        return exit_code(exc)
     except KeyboardInterrupt:
         err.write(
             "spilloverctl: interrupted; any change already sent to the cluster stays in place "
             "(check with `spilloverctl status`)\n"
         )
-        return EXIT_INTERRUPTED
+        return exit_codes.INTERRUPTED
+    except Exception:
+        err.write("spilloverctl: internal error (a bug in spilloverctl; please report it)\n")
+        err.write(traceback.format_exc())
+        return exit_codes.INTERNAL
 
 
 def main(argv: list[str] | None = None) -> None:

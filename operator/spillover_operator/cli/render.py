@@ -1,6 +1,6 @@
 """`spilloverctl render`: what a policy file renders to, with no cluster.
 
-Every way a file can be wrong becomes a CliError (exit code 2) that names the file, the
+Every way a file can be wrong becomes a BadInput (exit code 2) that names the file, the
 field and the fix.
 """
 
@@ -30,7 +30,7 @@ from spillover_operator.policy import (
     spec_to_json,
 )
 
-from .errors import EXIT_USAGE, CliError
+from .errors import BadInput
 
 _MINIMAL_CONTAINER = "workflow-recipe-controller"
 
@@ -51,40 +51,37 @@ def read_text(path: str) -> str:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError:
-        raise CliError(f"{path}: no such file", EXIT_USAGE) from None
+        raise BadInput(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise CliError(f"{path}: is a directory, expected a YAML file", EXIT_USAGE) from None
+        raise BadInput(f"{path}: is a directory, expected a YAML file") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path}: not a text file (not UTF-8)", EXIT_USAGE) from None
+        raise BadInput(f"{path}: not a text file (not UTF-8)") from None
     except OSError as exc:
-        raise CliError(f"{path}: cannot read: {exc.strerror or exc}", EXIT_USAGE) from None
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def load_one_document(text: str, source: str, what: str) -> Any:
-    """The single YAML document in `text`; CliError(2) if it is not YAML, empty or several."""
+    """The single YAML document in `text`; BadInput if it is not YAML, empty or several."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = exc.problem or exc.context or "syntax error"
-        raise CliError(
+        raise BadInput(
             f"{source}: not valid YAML{where}: {problem}. Check the indentation and quoting "
-            "around that spot.",
-            EXIT_USAGE,
+            "around that spot."
         ) from None
     except yaml.YAMLError as exc:
-        raise CliError(f"{source}: not valid YAML: {exc}", EXIT_USAGE) from None
+        raise BadInput(f"{source}: not valid YAML: {exc}") from None
     if not docs:
-        raise CliError(
+        raise BadInput(
             f"{source}: empty file; expected one {what} manifest "
-            "(see manifests/samples/ for examples)",
-            EXIT_USAGE,
+            "(see manifests/samples/ for examples)"
         )
     if len(docs) > 1:
-        raise CliError(
-            f"{source}: holds {len(docs)} YAML documents; put exactly one {what} in the file",
-            EXIT_USAGE,
+        raise BadInput(
+            f"{source}: holds {len(docs)} YAML documents; put exactly one {what} in the file"
         )
     return docs[0]
 
@@ -95,17 +92,16 @@ def load_policy(path: str) -> tuple[dict[str, Any], PolicySpec]:
     try:
         return parse_policy_document(doc, source=source)
     except InvalidSpecError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
+        raise BadInput(str(exc)) from None
 
 
 def load_deployment(path: str, spec: PolicySpec) -> dict[str, Any]:
     source = "<stdin>" if path == "-" else path
     doc = load_one_document(read_text(path), source, "Deployment")
     if not isinstance(doc, Mapping):
-        raise CliError(
+        raise BadInput(
             f"{source}: expected a Deployment mapping (apiVersion, kind, metadata, spec), "
-            f"got a {type(doc).__name__}",
-            EXIT_USAGE,
+            f"got a {type(doc).__name__}"
         )
     problems: list[str] = []
     if doc.get("apiVersion") != "apps/v1":
@@ -141,7 +137,7 @@ def load_deployment(path: str, spec: PolicySpec) -> dict[str, Any]:
                 )
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
-        raise CliError(f"{source}: invalid Deployment:\n{listed}", EXIT_USAGE)
+        raise BadInput(f"{source}: invalid Deployment:\n{listed}")
     return dict(doc)
 
 
@@ -173,7 +169,7 @@ def render(policy_path: str, deployment_path: str | None) -> Rendered:
     try:
         plan = plan_apply(deployment, spec)
     except TargetError as exc:
-        raise CliError(f"{deployment_path}: {exc}", EXIT_USAGE) from None
+        raise BadInput(f"{deployment_path}: {exc}") from None
     return Rendered(metadata, spec, deployment, source, plan)
 
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the operator (served by `start_metrics_server`)."""
+"""Prometheus metrics of the operator: one `Metrics` per process, made at start-up and
+kept in kopf's memo (tests make their own, on their own registry)."""
 
 from __future__ import annotations
 
@@ -6,76 +7,101 @@ import contextlib
 import logging
 import time
 
-from prometheus_client import Counter, Gauge, start_http_server
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    start_http_server,
+)
 
 from spillover_operator.reconcile import Outcome, ReconcileResult
 
 log = logging.getLogger(__name__)
 
-POLICY_ENABLED = Gauge(
-    "spillover_operator_policy_enabled",
-    "1 if the policy enables spillover, 0 if its kill switch is engaged.",
-    ["namespace", "policy"],
-)
-POLICY_READY = Gauge(
-    "spillover_operator_policy_ready",
-    "1 if the policy is applied and its Deployment rolled out, else 0.",
-    ["namespace", "policy"],
-)
-RECONCILES = Counter(
-    "spillover_operator_reconcile_total",
-    "Reconciliations of SpilloverPolicies, by result.",
-    ["result"],
-)
-DRIFT_CORRECTIONS = Counter(
-    "spillover_operator_drift_corrections_total",
-    "Hand edits of a target Deployment's env that the operator reverted.",
-    ["namespace", "policy"],
-)
-LAST_APPLY = Gauge(
-    "spillover_operator_last_apply_timestamp_seconds",
-    "Unix time the operator last changed the policy's Deployment.",
-    ["namespace", "policy"],
-)
-LAST_SUCCESS = Gauge(
-    "spillover_operator_last_successful_reconcile_timestamp_seconds",
-    "Unix time the policy's Deployment was last found or made to match the policy.",
-    ["namespace", "policy"],
-)
-
 _OK = {Outcome.APPLIED, Outcome.DRIFT_CORRECTED, Outcome.IN_SYNC}
 
 
-def record(namespace: str, policy: str, result: ReconcileResult) -> None:
-    RECONCILES.labels(result.outcome.value).inc()
-    if result.outcome == Outcome.GONE:
-        forget(namespace, policy)
-        return
-    if result.spec is not None:
-        POLICY_ENABLED.labels(namespace, policy).set(1 if result.spec.enabled else 0)
-    POLICY_READY.labels(namespace, policy).set(1 if result.ready else 0)
-    now = time.time()
-    if result.outcome in _OK:
-        LAST_SUCCESS.labels(namespace, policy).set(now)
-    if result.outcome in (Outcome.APPLIED, Outcome.DRIFT_CORRECTED):
-        LAST_APPLY.labels(namespace, policy).set(now)
-    if result.outcome == Outcome.DRIFT_CORRECTED:
-        DRIFT_CORRECTIONS.labels(namespace, policy).inc()
+class Metrics:
+    """The operator's series, registered in `registry`."""
 
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.policy_enabled = Gauge(
+            "spillover_operator_policy_enabled",
+            "1 if the policy enables spillover, 0 if its kill switch is engaged.",
+            ["namespace", "policy"],
+            registry=registry,
+        )
+        self.policy_ready = Gauge(
+            "spillover_operator_policy_ready",
+            "1 if the policy is applied and its Deployment rolled out, else 0.",
+            ["namespace", "policy"],
+            registry=registry,
+        )
+        self.reconciles = Counter(
+            "spillover_operator_reconcile_total",
+            "Reconciliations of SpilloverPolicies, by result.",
+            ["result"],
+            registry=registry,
+        )
+        self.drift_corrections = Counter(
+            "spillover_operator_drift_corrections_total",
+            "Hand edits of a target Deployment's env that the operator reverted.",
+            ["namespace", "policy"],
+            registry=registry,
+        )
+        self.last_apply = Gauge(
+            "spillover_operator_last_apply_timestamp_seconds",
+            "Unix time the operator last changed the policy's Deployment.",
+            ["namespace", "policy"],
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "spillover_operator_last_successful_reconcile_timestamp_seconds",
+            "Unix time the policy's Deployment was last found or made to match the policy.",
+            ["namespace", "policy"],
+            registry=registry,
+        )
 
-def record_failure() -> None:
-    RECONCILES.labels("error").inc()
+    @classmethod
+    def for_process(cls) -> Metrics:
+        """A registry of its own with the usual process, platform and GC series."""
+        registry = CollectorRegistry()
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            registry.register(collector)
+        return cls(registry)
 
+    def record(self, namespace: str, policy: str, result: ReconcileResult) -> None:
+        self.reconciles.labels(result.outcome.value).inc()
+        if result.outcome == Outcome.GONE:
+            self.forget(namespace, policy)
+            return
+        if result.spec is not None:
+            self.policy_enabled.labels(namespace, policy).set(1 if result.spec.enabled else 0)
+        self.policy_ready.labels(namespace, policy).set(1 if result.ready else 0)
+        now = time.time()
+        if result.outcome in _OK:
+            self.last_success.labels(namespace, policy).set(now)
+        if result.outcome in (Outcome.APPLIED, Outcome.DRIFT_CORRECTED):
+            self.last_apply.labels(namespace, policy).set(now)
+        if result.outcome == Outcome.DRIFT_CORRECTED:
+            self.drift_corrections.labels(namespace, policy).inc()
 
-def forget(namespace: str, policy: str) -> None:
-    for gauge in (POLICY_ENABLED, POLICY_READY, LAST_APPLY, LAST_SUCCESS):
-        with contextlib.suppress(KeyError):
-            gauge.remove(namespace, policy)
+    def record_failure(self) -> None:
+        self.reconciles.labels("error").inc()
 
+    def forget(self, namespace: str, policy: str) -> None:
+        for gauge in (self.policy_enabled, self.policy_ready, self.last_apply, self.last_success):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, policy)
 
-def start_metrics_server(port: int) -> None:
-    if port <= 0:
-        log.info("metrics disabled (SPILLOVER_METRICS_PORT=%d)", port)
-        return
-    start_http_server(port)
-    log.info("metrics served on :%d/metrics", port)
+    def serve(self, port: int) -> None:
+        """Serve /metrics on `port` (0: not at all)."""
+        if port <= 0:
+            log.info("metrics disabled (SPILLOVER_METRICS_PORT=%d)", port)
+            return
+        start_http_server(port, registry=self.registry)
+        log.info("metrics served on :%d/metrics", port)

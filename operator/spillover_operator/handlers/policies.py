@@ -9,8 +9,8 @@ from typing import Any
 import kopf
 
 from spillover_operator import reconcile as domain
-from spillover_operator.handlers import metrics, runtime
-from spillover_operator.policy import InvalidSpecError, parse_spec
+from spillover_operator.handlers.runtime import OperatorRuntime
+from spillover_operator.policy import target_of
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -18,60 +18,56 @@ RETRY_DELAY = 30.0
 
 
 def index_entry(namespace: str | None, name: str | None, spec: Mapping[str, Any]) -> dict[Any, Any]:
-    """The index from (namespace, target Deployment) to the policies targeting it."""
-    try:
-        deployment = parse_spec(spec).deployment
-    except InvalidSpecError:
-        target = spec.get("target") if isinstance(spec, Mapping) else None
-        raw = target.get("deployment") if isinstance(target, Mapping) else None
-        if not isinstance(raw, str):
-            return {}
-        deployment = raw
-    return {(namespace, deployment): name}
+    """The index from (namespace, target Deployment) to the policies targeting it (an
+    invalid policy too: it is reconciled on Deployment events to report InvalidSpec)."""
+    target = target_of(spec)
+    if target is None:
+        return {}
+    return {(namespace, target.deployment): name}
 
 
-def reconcile(namespace: str, name: str, logger: Logger) -> None:
+def reconcile(rt: OperatorRuntime, namespace: str, name: str, logger: Logger) -> None:
     """Reconcile one policy; a refused change is retried by kopf."""
-    with runtime.RECONCILE_LOCK:
+    with rt.lock:
         try:
-            result = domain.reconcile_policy(runtime.get_clients(), namespace, name)
+            result = domain.reconcile_policy(rt.cluster, namespace, name)
         except domain.ApplyFailedError as exc:
-            metrics.record_failure()
+            rt.metrics.record_failure()
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
         except Exception:
-            metrics.record_failure()
+            rt.metrics.record_failure()
             raise
-    metrics.record(namespace, name, result)
+    rt.metrics.record(namespace, name, result)
     if result.outcome in (domain.Outcome.IN_SYNC, domain.Outcome.GONE):
         logger.debug("policy %s/%s: %s", namespace, name, result.outcome.value)
     else:
         logger.info("policy %s/%s: %s: %s", namespace, name, result.outcome.value, result.message)
 
 
-def finalize(body: Mapping[str, Any], logger: Logger) -> None:
+def finalize(rt: OperatorRuntime, body: Mapping[str, Any], logger: Logger) -> None:
     """The policy is being deleted: apply onDelete, then let a waiting policy take over."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
-    with runtime.RECONCILE_LOCK:
+    with rt.lock:
         try:
-            result = domain.finalize_policy(runtime.get_clients(), body)
+            result = domain.finalize_policy(rt.cluster, body)
         except domain.ApplyFailedError as exc:
-            metrics.record_failure()
+            rt.metrics.record_failure()
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
-    metrics.forget(namespace, name)
+    rt.metrics.forget(namespace, name)
     logger.info(
         "policy %s/%s deleted: %s: %s", namespace, name, result.outcome.value, result.message
     )
     if result.spec is not None:
         others = domain.policies_targeting(
-            runtime.get_clients(), namespace, result.spec.deployment, exclude=name
+            rt.cluster, namespace, result.spec.deployment, exclude=name
         )
         for other in others:
-            reconcile(namespace, other, logger)
+            reconcile(rt, namespace, other, logger)
 
 
 def deployment_event(
-    event: Mapping[str, Any],
+    rt: OperatorRuntime,
     namespace: str | None,
     name: str | None,
     policies: Iterable[Any],
@@ -81,4 +77,4 @@ def deployment_event(
     if namespace is None or name is None:
         return
     for policy in sorted({str(p) for p in policies}):
-        reconcile(namespace, policy, logger)
+        reconcile(rt, namespace, policy, logger)

@@ -1,18 +1,21 @@
-"""Process-wide state of the operator: settings, API clients, the reconcile lock."""
+"""Process-wide state of the operator: settings from the environment, and the
+`OperatorRuntime` (API connection, reconcile lock, metrics) that the start-up handler
+puts in kopf's memo and every handler takes from there. Nothing lives in module
+globals, so tests build their own runtime."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
+from dataclasses import dataclass, field
+from typing import Any
 
 import kopf
-from kubernetes import client, config
 
-from spillover_operator.constants import FINALIZER, GROUP
-from spillover_operator.events import ApiEventRecorder
-from spillover_operator.handlers import metrics
-from spillover_operator.reconcile import Clients
+from spillover_operator.client import Connection, connect
+from spillover_operator.constants import FIELD_MANAGER, FINALIZER, GROUP
+from spillover_operator.handlers.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -20,17 +23,25 @@ RESYNC_VAR = "SPILLOVER_RESYNC_SECONDS"
 METRICS_PORT_VAR = "SPILLOVER_METRICS_PORT"
 DEFAULT_RESYNC_SECONDS = 300.0
 DEFAULT_METRICS_PORT = 9090
-
-# One reconcile at a time: a policy handler, a Deployment event and the resync timer
-# may want the same policy and Deployment at once; the operator manages one namespace
-# with (normally) one policy, so serialising everything costs nothing.
-RECONCILE_LOCK = threading.Lock()
-
-_clients: Clients | None = None
+MEMO_KEY = "spillover_runtime"
 
 
 class ConfigError(ValueError):
     pass
+
+
+@dataclass
+class OperatorRuntime:
+    """What every handler shares.
+
+    `lock`: one reconcile at a time. A policy handler, a Deployment event and the resync
+    timer may want the same policy and Deployment at once; the operator manages one
+    namespace with (normally) one policy, so serialising everything costs nothing.
+    """
+
+    cluster: Connection
+    metrics: Metrics
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _number(var: str, default: float, *, minimum: float) -> float:
@@ -73,22 +84,23 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "spillover-operator"
     settings.execution.max_workers = 4
-    metrics.start_metrics_server(metrics_port())
-    get_clients()
 
 
-def get_clients() -> Clients:
-    """API clients from the in-cluster ServiceAccount, else $KUBECONFIG / ~/.kube/config."""
-    global _clients
-    if _clients is None:
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
-        api = client.ApiClient()
-        _clients = Clients(
-            apps=client.AppsV1Api(api),
-            custom=client.CustomObjectsApi(api),
-            events=ApiEventRecorder(client.CoreV1Api(api)),
-        )
-    return _clients
+def start(memo: Any) -> OperatorRuntime:
+    """Connect (the in-cluster ServiceAccount, else $KUBECONFIG / ~/.kube/config), serve
+    the metrics and keep the runtime in kopf's `memo`."""
+    runtime = OperatorRuntime(
+        cluster=connect(field_manager=FIELD_MANAGER, prefer_in_cluster=True),
+        metrics=Metrics.for_process(),
+    )
+    runtime.metrics.serve(metrics_port())
+    memo[MEMO_KEY] = runtime
+    return runtime
+
+
+def of(memo: Any) -> OperatorRuntime:
+    """The runtime `start` put in the memo (kopf copies the memo into every object's)."""
+    runtime = memo.get(MEMO_KEY) if memo is not None else None
+    if not isinstance(runtime, OperatorRuntime):
+        raise RuntimeError("the operator's start-up handler has not run (no runtime in memo)")
+    return runtime

@@ -1,5 +1,6 @@
 """spilloverctl argument handling: every usage error is exit 2 with a message naming the
-flag, before any cluster is contacted; kubeconfig problems are exit 5 naming the file."""
+flag, before any cluster is contacted; kubeconfig problems are exit 5 naming the file;
+a bug is exit 1 with a traceback and a request to report it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from spillover_operator.cli.errors import EXIT_API, EXIT_OK, EXIT_USAGE
+from spillover_operator import exit_codes
 from spillover_operator.cli.main import build_parser, run
 
 
@@ -46,25 +47,29 @@ def test_usage_errors_exit_2_and_name_the_flag(
     # exit code would be 5, not 2.
     code, _, err = _run(["--kubeconfig", "/nonexistent/kubeconfig", *argv])
     captured = capsys.readouterr()
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert needle in err + captured.err
     assert "Traceback" not in err + captured.err
 
 
 def test_no_command_prints_help_and_exits_2() -> None:
     code, _, err = _run([])
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert "commands:" in err
 
 
 def test_help_documents_every_command_and_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, _ = _run(["--help"])
     text = capsys.readouterr().out
-    assert code == EXIT_OK
+    assert code == exit_codes.OK
     for word in ("status", "kill", "restore", "set", "render", "--direct", "--wait"):
         assert word in text
-    for line in ("0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "130"):
+    for line in ("0 ", "1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "130"):
         assert f"\n  {line}" in text
+    # Rendered from the shared table: only the codes spilloverctl can return.
+    assert exit_codes.describe((exit_codes.MISMATCH,)).splitlines()[1] in text
+    for harness_only in (exit_codes.PREFLIGHT, exit_codes.INCONCLUSIVE, exit_codes.LOCKED):
+        assert f"\n  {harness_only} " not in text
 
 
 @pytest.mark.parametrize(
@@ -107,7 +112,7 @@ def test_flags_after_the_command_override_those_before() -> None:
 
 def test_missing_kubeconfig_is_an_api_error_naming_the_file() -> None:
     code, _, err = _run(["--kubeconfig", "/nonexistent/kubeconfig", "status"])
-    assert code == EXIT_API
+    assert code == exit_codes.API
     assert "/nonexistent/kubeconfig" in err
     assert "Traceback" not in err
 
@@ -132,7 +137,7 @@ def _kubeconfig(tmp_path: Path, server: str, namespace: str | None = None) -> Pa
 def test_unknown_context_is_an_api_error_listing_the_contexts(tmp_path: Path) -> None:
     path = _kubeconfig(tmp_path, "https://127.0.0.1:1")
     code, _, err = _run(["--kubeconfig", str(path), "--context", "nope", "status"])
-    assert code == EXIT_API
+    assert code == exit_codes.API
     assert "context 'nope' is not in kubeconfig" in err
     assert "ctx" in err
 
@@ -146,21 +151,10 @@ def _closed_port() -> int:
 def test_unreachable_api_server_names_context_and_kubeconfig(tmp_path: Path) -> None:
     path = _kubeconfig(tmp_path, f"https://127.0.0.1:{_closed_port()}")
     code, _, err = _run(["--kubeconfig", str(path), "kill"])
-    assert code == EXIT_API
+    assert code == exit_codes.API
     assert "cannot reach the API server" in err
     assert "context 'ctx'" in err and str(path) in err
     assert "Traceback" not in err
-
-
-def test_namespace_comes_from_the_context_then_defaults_to_clerum(tmp_path: Path) -> None:
-    from spillover_operator.cli.cluster import connect
-
-    with_ns = _kubeconfig(tmp_path, "https://127.0.0.1:1", namespace="team-a")
-    assert connect(str(with_ns), None, None).namespace == "team-a"
-    assert connect(str(with_ns), None, "explicit").namespace == "explicit"
-    (tmp_path / "b").mkdir()
-    without = _kubeconfig(tmp_path / "b", "https://127.0.0.1:1")
-    assert connect(str(without), None, None).namespace == "clerum"
 
 
 @pytest.mark.parametrize(
@@ -177,7 +171,7 @@ def test_broken_kubeconfig_is_an_api_error_not_a_traceback(
     path = tmp_path / "kubeconfig"
     path.write_text(text)
     code, _, err = _run(["--kubeconfig", str(path), "status"])
-    assert code == EXIT_API
+    assert code == exit_codes.API
     assert str(path) in err and needle in err
     assert "Traceback" not in err
 
@@ -187,5 +181,26 @@ def test_no_kubeconfig_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     code, _, err = _run(["status"])
-    assert code == EXIT_API
+    assert code == exit_codes.API
     assert "does not exist; pass --kubeconfig PATH or set KUBECONFIG" in err
+
+
+class _BrokenStream(io.StringIO):
+    """An output stream that fails: something spilloverctl does not expect."""
+
+    def write(self, text: str) -> int:
+        raise RuntimeError("the stream broke")
+
+
+def test_an_unexpected_exception_is_internal_error_1_with_the_traceback(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: spillover.clerum.io/v1alpha1\nkind: SpilloverPolicy\n"
+        "metadata: {name: spillover}\nspec: {target: {deployment: wrc}}\n"
+    )
+    err = io.StringIO()
+    code = run(["render", "-f", str(policy)], stdout=_BrokenStream(), stderr=err)
+    assert code == exit_codes.INTERNAL
+    text = err.getvalue()
+    assert "internal error (a bug in spilloverctl; please report it)" in text
+    assert "Traceback" in text and "RuntimeError: the stream broke" in text

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from repo_paths import MANIFESTS
-from spillover_operator.cli.errors import EXIT_OK, EXIT_USAGE
+from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
 from spillover_operator.constants import (
     BUDGET_VAR,
@@ -71,7 +71,7 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
 
 def test_render_against_the_minimal_deployment(tmp_path: Path) -> None:
     code, out, err = _run(["render", "-f", _write(tmp_path, "p.yaml", GOOD)])
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     doc = yaml.safe_load(out)
     assert doc["env"] == {
         ENABLED_VAR: "false",
@@ -101,7 +101,7 @@ def test_render_against_a_deployment_file_as_json(tmp_path: Path) -> None:
             "json",
         ]
     )
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     doc = json.loads(out)
     assert doc["deployment"]["container"] == "controller"  # the first container
     changes = {c["name"]: (c["before"], c["after"]) for c in doc["changes"]}
@@ -135,7 +135,7 @@ def test_render_with_nothing_to_change_prints_a_null_patch(tmp_path: Path) -> No
             _write(tmp_path, "d.yaml", done),
         ]
     )
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     doc = yaml.safe_load(out)
     assert doc["patch"] is None
     assert doc["changes"] == []
@@ -144,7 +144,7 @@ def test_render_with_nothing_to_change_prints_a_null_patch(tmp_path: Path) -> No
 def test_render_reads_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(GOOD))
     code, out, _ = _run(["render", "-f", "-"])
-    assert code == EXIT_OK
+    assert code == exit_codes.OK
     assert yaml.safe_load(out)["env"][ENABLED_VAR] == "false"
 
 
@@ -244,7 +244,7 @@ def test_bad_policy_files_exit_2_with_a_clear_message(
 ) -> None:
     path = _write(tmp_path, "policy.yaml", text)
     code, out, err = _run(["render", "-f", path])
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert out == ""
     assert err.startswith(f"spilloverctl: error: {path}")
     for needle in needles:
@@ -255,20 +255,20 @@ def test_bad_policy_files_exit_2_with_a_clear_message(
 def test_several_problems_are_all_listed(tmp_path: Path) -> None:
     text = GOOD.replace("32768", "1").replace("enabled: false", "enabled: maybe")
     code, _, err = _run(["render", "-f", _write(tmp_path, "p.yaml", text)])
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert "2 problems" in err
     assert "spec.enabled" in err and "spec.thresholdBytes" in err
 
 
 def test_missing_policy_file(tmp_path: Path) -> None:
     code, _, err = _run(["render", "-f", str(tmp_path / "nope.yaml")])
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert "nope.yaml: no such file" in err
 
 
 def test_a_directory_is_not_a_policy_file(tmp_path: Path) -> None:
     code, _, err = _run(["render", "-f", str(tmp_path)])
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert "is a directory" in err
 
 
@@ -304,7 +304,7 @@ def test_bad_deployment_files_exit_2(tmp_path: Path, text: str, needles: list[st
     policy = _write(tmp_path, "p.yaml", GOOD)
     deployment = _write(tmp_path, "d.yaml", text)
     code, out, err = _run(["render", "-f", policy, "--deployment", deployment])
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert out == ""
     for needle in needles:
         assert needle in err
@@ -322,7 +322,7 @@ def test_a_named_container_missing_from_the_deployment(tmp_path: Path) -> None:
             _write(tmp_path, "d.yaml", DEPLOYMENT),
         ]
     )
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert "container 'main' not found" in err
     assert "controller, sidecar" in err
 
@@ -341,7 +341,7 @@ def test_a_passthrough_from_value_from_cannot_be_planned(tmp_path: Path) -> None
             _write(tmp_path, "d.yaml", dep),
         ]
     )
-    assert code == EXIT_USAGE
+    assert code == exit_codes.BAD_INPUT
     assert "valueFrom" in err
 
 
@@ -355,7 +355,7 @@ def test_there_are_samples_to_render() -> None:
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_every_shipped_sample_renders(sample: Path) -> None:
     code, out, err = _run(["render", "-f", str(sample), "-o", "json"])
-    assert code == EXIT_OK, err
+    assert code == exit_codes.OK, err
     doc = json.loads(out)
     enabled = doc["policy"]["spec"]["enabled"]
     assert doc["env"][ENABLED_VAR] == ("true" if enabled else "false")

@@ -7,7 +7,8 @@ import copy
 import json
 from typing import Any
 
-from spillover_operator.cli.assess import assess, format_text, report_to_json, summary
+from spillover_operator.assess import assess
+from spillover_operator.cli.report import format_text, report_to_json, summary
 from spillover_operator.constants import (
     BUDGET_VAR,
     ENABLED_VAR,

@@ -1,32 +1,37 @@
-"""The commands that talk to the cluster: status, kill/restore/set (through the operator or
-`--direct`), and waiting for the result."""
+"""`spilloverctl kill / restore / set`: change the policy (and with `--direct` the
+Deployment too), then optionally wait until the change is in effect."""
 
 from __future__ import annotations
 
 import getpass
-import json
 import socket
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from spillover_operator import exit_codes
+from spillover_operator.assess import StatusReport
+from spillover_operator.client import (
+    ClientError,
+    Connection,
+    NotFound,
+    WaitProgress,
+    get_deployment,
+    get_policy,
+    patch_deployment_env,
+    patch_policy,
+    post_event,
+    retry_on_conflict,
+    wait_until_settled,
+)
 from spillover_operator.constants import COND_READY
 from spillover_operator.envplan import EnvPlan, TargetError, plan_apply
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
 
-from .assess import Area, Finding, StatusReport, assess, format_text, report_to_json
-from .cluster import Cluster, JsonDict, retry_on_conflict
-from .errors import (
-    EXIT_NOT_CONSISTENT,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    EXIT_TIMEOUT,
-    EXIT_USAGE,
-    CliError,
-)
+from .errors import BadInput
+from .report import progress_line
 
-UNSET = None  # a field set to None in a Change is removed from the spec
+JsonDict = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -57,37 +62,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-# ---- status --------------------------------------------------------------------------------
-
-
-def target_name(policy: Mapping[str, Any]) -> str | None:
-    target = (policy.get("spec") or {}).get("target")
-    if isinstance(target, Mapping) and isinstance(target.get("deployment"), str):
-        return str(target["deployment"])
-    return None
-
-
-def observe(cluster: Cluster, name: str) -> StatusReport:
-    policy = cluster.get_policy(name)
-    dep_name = target_name(policy)
-    deployment = cluster.find_deployment(dep_name) if dep_name else None
-    return assess(policy, deployment)
-
-
-def cmd_status(cluster: Cluster, name: str, output: str, out: TextIO) -> int:
-    report = observe(cluster, name)
-    if output == "json":
-        out.write(json.dumps(report_to_json(report), indent=2) + "\n")
-    else:
-        out.write(format_text(report) + "\n")
-    if report.deployment_name and not report.deployment_found:
-        return EXIT_NOT_FOUND
-    return EXIT_OK if report.consistent else EXIT_NOT_CONSISTENT
-
-
-# ---- kill / restore / set ------------------------------------------------------------------
-
-
 def _new_spec(raw_spec: Mapping[str, Any], change: Change, where: str) -> PolicySpec:
     merged = dict(raw_spec)
     for key, value in change.fields.items():
@@ -99,10 +73,9 @@ def _new_spec(raw_spec: Mapping[str, Any], change: Change, where: str) -> Policy
         return parse_spec(merged)
     except InvalidSpecError as exc:
         problems = "\n".join(f"  - {p}" for p in exc.problems)
-        raise CliError(
+        raise BadInput(
             f"{where}: the policy spec would be invalid after this change, so nothing was "
-            f"changed:\n{problems}\nFix the policy first (kubectl edit spilloverpolicy ...).",
-            EXIT_USAGE,
+            f"changed:\n{problems}\nFix the policy first (kubectl edit spilloverpolicy ...)."
         ) from None
 
 
@@ -122,7 +95,7 @@ def _who() -> str:
 
 
 def cmd_change(
-    cluster: Cluster,
+    cluster: Connection,
     name: str,
     change: Change,
     *,
@@ -133,7 +106,7 @@ def cmd_change(
     err: TextIO,
 ) -> int:
     ref = f"SpilloverPolicy {cluster.namespace}/{name}"
-    policy = cluster.get_policy(name)
+    policy = get_policy(cluster, name)
     raw_spec = policy.get("spec") or {}
     new_spec = _new_spec(raw_spec, change, ref)
     old_spec = _old_spec(raw_spec)
@@ -143,12 +116,12 @@ def cmd_change(
     # container leaves the policy untouched too.
     deployment: JsonDict | None = None
     if direct:
-        deployment = cluster.get_deployment(new_spec.deployment)
+        deployment = get_deployment(cluster, new_spec.deployment)
         _plan_or_fail(deployment, new_spec, cluster.namespace)
 
     generation = policy.get("metadata", {}).get("generation")
     if spec_changes:
-        patched = cluster.merge_patch_policy(name, {"spec": dict(change.fields)})
+        patched = patch_policy(cluster, name, {"spec": dict(change.fields)})
         new_generation = patched.get("metadata", {}).get("generation")
         before = (
             ", ".join(f"{k}={_fmt(_field(old_spec, k))}" for k in change.fields)
@@ -167,15 +140,14 @@ def cmd_change(
     if direct:
         try:
             deployment, plan = _apply_direct(cluster, new_spec)
-        except CliError as exc:
+        except ClientError as exc:
             # Say exactly what state the emergency path left behind.
             done = "was updated" if spec_changes else "already had these values"
-            raise CliError(
+            raise exc.with_message(
                 f"{ref} {done} ({change.describe()}), but the direct patch of Deployment "
                 f"{cluster.namespace}/{new_spec.deployment} failed: {exc.message}\n"
                 "Run the same command again; it re-reads the Deployment and patches only "
-                "what still differs.",
-                exc.exit_code,
+                "what still differs."
             ) from None
         dep_ref = f"Deployment {cluster.namespace}/{new_spec.deployment}"
         if plan.noop:
@@ -195,9 +167,13 @@ def cmd_change(
                 "the operator applies it to the Deployment; follow with "
                 f"`spilloverctl -n {cluster.namespace} status {name}` or use --wait\n"
             )
-        return EXIT_OK
+        return exit_codes.OK
 
-    report = wait_until_settled(cluster, name, direct=direct, timeout=timeout, err=err)
+    def progress(look: WaitProgress) -> None:
+        err.write(progress_line(look) + "\n")
+        err.flush()
+
+    report = wait_until_settled(cluster, name, direct=direct, timeout=timeout, progress=progress)
     if direct:
         out.write(_staleness(report) + "\n")
         out.write(
@@ -210,7 +186,7 @@ def cmd_change(
             f"Ready=True) and Deployment {cluster.namespace}/{report.deployment_name} "
             "rolled out\n"
         )
-    return EXIT_OK
+    return exit_codes.OK
 
 
 def _field(spec: PolicySpec | None, key: str) -> Any:
@@ -223,28 +199,27 @@ def _plan_or_fail(deployment: JsonDict, spec: PolicySpec, namespace: str) -> Env
     try:
         return plan_apply(deployment, spec)
     except TargetError as exc:
-        raise CliError(
+        raise NotFound(
             f"cannot patch the Deployment directly: {exc} (namespace {namespace!r}); "
-            "nothing was changed",
-            EXIT_NOT_FOUND,
+            "nothing was changed"
         ) from None
 
 
-def _apply_direct(cluster: Cluster, spec: PolicySpec) -> tuple[JsonDict, EnvPlan]:
+def _apply_direct(cluster: Connection, spec: PolicySpec) -> tuple[JsonDict, EnvPlan]:
     """Read, plan and patch the target; re-read and re-plan when it changed in between."""
 
     def attempt() -> tuple[JsonDict, EnvPlan]:
-        deployment = cluster.get_deployment(spec.deployment)
+        deployment = get_deployment(cluster, spec.deployment)
         plan = _plan_or_fail(deployment, spec, cluster.namespace)
         if plan.noop:
             return deployment, plan
-        return cluster.apply_deployment_plan(spec.deployment, plan), plan
+        return patch_deployment_env(cluster, spec.deployment, plan), plan
 
-    return retry_on_conflict(attempt)
+    return retry_on_conflict(attempt, what=f"Deployment {cluster.namespace}/{spec.deployment}")
 
 
 def _record_direct_events(
-    cluster: Cluster,
+    cluster: Connection,
     change: Change,
     policy: JsonDict,
     deployment: JsonDict,
@@ -252,6 +227,8 @@ def _record_direct_events(
     out: TextIO,
     err: TextIO,
 ) -> None:
+    """An Event on the policy and the Deployment; lacking RBAC for Events is a note, never
+    a failure of the kill switch."""
     if plan.noop:
         deployment_part = "Deployment env already matched (not patched)"
     else:
@@ -260,14 +237,15 @@ def _record_direct_events(
     message = (
         f"spilloverctl {change.command} --direct by {_who()}: policy {change.describe()}, "
         f"{deployment_part}"
-    )[:1024]
+    )
     for obj in (policy, deployment):
         what = f"{obj.get('kind')} {obj.get('metadata', {}).get('name')}"
-        failure = cluster.record_event(obj, reason=change.direct_reason, message=message)
-        if failure is None:
-            out.write(f"Event {change.direct_reason} recorded on {what}\n")
+        try:
+            post_event(cluster, obj, "Normal", change.direct_reason, message)
+        except ClientError as exc:
+            err.write(f"spilloverctl: note: no Event recorded on {what}: {exc.message}\n")
         else:
-            err.write(f"spilloverctl: note: no Event recorded on {what}: {failure}\n")
+            out.write(f"Event {change.direct_reason} recorded on {what}\n")
 
 
 def _staleness(report: StatusReport) -> str:
@@ -286,105 +264,3 @@ def _staleness(report: StatusReport) -> str:
     ready = report.condition(COND_READY)
     state = ready.get("status") if ready else "not reported"
     return f"policy status: current (observedGeneration {obs}, Ready={state})"
-
-
-# ---- waiting -------------------------------------------------------------------------------
-
-
-def progress_line(report: StatusReport, pending: list[Any]) -> str:
-    ready = report.condition(COND_READY)
-    ready_text = "?" if ready is None else f"{ready.get('status')}({ready.get('reason')})"
-    obs = "never" if report.observed_generation is None else report.observed_generation
-    env_diff = sum(1 for f in pending if f.area in ("env", "passthrough"))
-    parts = [
-        f"policy generation {report.generation} observed {obs} Ready={ready_text}",
-        "env: " + ("matches" if env_diff == 0 else f"{env_diff} difference(s)"),
-    ]
-    r = report.rollout
-    if r is not None:
-        parts.append(
-            f"rollout: updated {r.updated}/{r.desired} available {r.available}/{r.desired}"
-            f" {'complete' if r.complete else 'in progress'}"
-        )
-    else:
-        parts.append("rollout: Deployment not found")
-    return " | ".join(parts)
-
-
-# Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
-# operator refused the policy and touches nothing until someone changes something.
-REFUSED_REASONS = ("InvalidSpec", "Conflict", "TargetNotSupported", "TargetNotAllowed")
-
-
-def _fail_fast(report: StatusReport, pending: list[Finding], *, direct: bool) -> None:
-    """Stop waiting when the state cannot settle by itself."""
-    for finding in pending:
-        if finding.area == "target":
-            raise CliError(
-                f"{finding.message}; nothing will roll out until that is fixed", EXIT_NOT_FOUND
-            )
-    if direct or report.observed_generation != report.generation:
-        return
-    ready = report.condition(COND_READY)
-    if (
-        ready is not None
-        and ready.get("status") != "True"
-        and ready.get("reason") in REFUSED_REASONS
-    ):
-        raise CliError(
-            f"the operator refused generation {report.generation}: Ready=False "
-            f"reason={ready.get('reason')}: {ready.get('message')}",
-            EXIT_NOT_CONSISTENT,
-        )
-
-
-def wait_until_settled(
-    cluster: Cluster,
-    name: str,
-    *,
-    direct: bool,
-    timeout: float,
-    err: TextIO,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> StatusReport:
-    """Poll (with backoff) until the policy is applied and the rollout complete.
-
-    Through the operator: observedGeneration == metadata.generation, Ready=True, the
-    Deployment env matches and its rollout is complete. `direct`: only the Deployment
-    (env matches, rollout complete); the policy status may be stale.
-    Progress goes to `err` whenever it changes; CliError(3) on timeout.
-    """
-    ignore: tuple[Area, ...] = ("operator",) if direct else ()
-    start = clock()
-    delay = 0.5
-    last = ""
-    while True:
-        report = observe(cluster, name)
-        if report.deployment_name and not report.deployment_found:
-            raise CliError(
-                f"the target Deployment {report.deployment_name!r} does not exist in namespace "
-                f"{cluster.namespace!r}; the policy is updated and the operator applies it when "
-                "the Deployment appears",
-                EXIT_NOT_FOUND,
-            )
-        pending = report.problems(ignore=ignore)
-        _fail_fast(report, pending, direct=direct)
-        elapsed = clock() - start
-        if not pending:
-            err.write(f"[{elapsed:5.1f}s] {progress_line(report, pending)}\n")
-            return report
-        line = progress_line(report, pending)
-        if line != last:
-            err.write(f"[{elapsed:5.1f}s] {line}\n")
-            last = line
-            delay = 0.5
-        if elapsed >= timeout:
-            listed = "\n".join(f"  {f}" for f in pending)
-            raise CliError(
-                f"timed out after {timeout:g}s waiting; the change was made but is not fully "
-                f"in effect yet. Still pending:\n{listed}",
-                EXIT_TIMEOUT,
-            )
-        sleep(max(0.05, min(delay, timeout - elapsed)))
-        delay = min(delay * 1.5, 5.0)

@@ -1,7 +1,8 @@
-"""What `spilloverctl status` reports, computed from plain dicts (no cluster): the policy,
-what is in effect on the target container, the rollout, and every mismatch between them.
+"""What is in effect compared with what the policy says, from plain dicts (no cluster):
+the policy, the target container's env, the rollout, and every mismatch between them.
 
-`assess(policy, deployment)` is pure; `format_text` and `report_to_json` render its result.
+`assess(policy, deployment)` is pure. `spilloverctl status` prints its result
+(cli/report.py), the client's wait loop polls it, the harness preflight reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any, Literal
 from spillover_operator.constants import (
     BUDGET_DEFAULT,
     BUDGET_VAR,
-    COND_APPLIED,
     COND_READY,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
@@ -28,7 +28,7 @@ from spillover_operator.envplan import (
     passthrough_names,
     render_env,
 )
-from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
+from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.rollout import RolloutState, rollout_state
 from spillover_operator.status import effective_status
 
@@ -104,7 +104,8 @@ def _opt_int(value: Any) -> int | None:
     return value
 
 
-def _show(value: str | None, var: str) -> str:
+def show_value(value: str | None, var: str) -> str:
+    """A variable's value for people: unset (with the mcp-host default), valueFrom, or it."""
     if value is None:
         return f"unset (mcp-host default {_DEFAULT_OF[var]})" if var in _DEFAULT_OF else "unset"
     if value == VALUE_FROM:
@@ -197,7 +198,8 @@ def assess(
             )
         )
 
-    deployment_name = spec.deployment if spec else _raw_target(raw_spec, "deployment")
+    target = target_of(raw_spec)
+    deployment_name = target.deployment if target else None
     container_name: str | None = None
     desired: dict[str, str | None] | None = render_env(spec) if spec else None
     actual: dict[str, str | None] | None = None
@@ -216,7 +218,7 @@ def assess(
             )
     else:
         rollout = rollout_state(deployment)
-        wanted_container = spec.container if spec else _raw_target(raw_spec, "container")
+        wanted_container = target.container if target else None
         try:
             actual = effective_env(deployment, wanted_container)
         except TargetError as exc:
@@ -232,8 +234,8 @@ def assess(
                             Finding(
                                 "MISMATCH",
                                 "env",
-                                f"policy says {SPEC_FIELD_OF[var]}={_show(want, var)}, "
-                                f"Deployment has {var}={_show(have, var)} — {hint}",
+                                f"policy says {SPEC_FIELD_OF[var]}={show_value(want, var)}, "
+                                f"Deployment has {var}={show_value(have, var)} — {hint}",
                             )
                         )
             passthrough = actual.get(PASSTHROUGH_VAR)
@@ -317,157 +319,9 @@ def assess(
     )
 
 
-def _raw_target(raw_spec: Any, key: str) -> str | None:
-    if not isinstance(raw_spec, Mapping):
-        return None
-    target = raw_spec.get("target")
-    if isinstance(target, Mapping) and isinstance(target.get(key), str):
-        return str(target[key])
-    return None
-
-
 def _container_name(deployment: Mapping[str, Any], wanted: str | None) -> str | None:
     if wanted is not None:
         return wanted
     containers = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     first = (containers.get("containers") or [{}])[0]
     return str(first.get("name")) if isinstance(first, Mapping) else None
-
-
-# ---- rendering ---------------------------------------------------------------------------
-
-
-def _spec_line(report: StatusReport) -> str:
-    spec = report.spec
-    if spec is None:
-        return f"spec (invalid): {dict(report.raw_spec)}"
-    threshold = (
-        str(spec.threshold_bytes)
-        if spec.threshold_bytes is not None
-        else f"unset (default {THRESHOLD_DEFAULT})"
-    )
-    budget = (
-        str(spec.budget_bytes)
-        if spec.budget_bytes is not None
-        else f"unset (default {BUDGET_DEFAULT})"
-    )
-    return (
-        f"enabled={'true' if spec.enabled else 'false'}  thresholdBytes={threshold}  "
-        f"budgetBytes={budget}  onDelete={spec.on_delete}"
-    )
-
-
-def summary(report: StatusReport) -> str:
-    """One line: what is in effect, or how many problems there are."""
-    problems = report.problems()
-    if problems:
-        n = len(problems)
-        return f"NOT CONSISTENT: {n} problem{'s' if n != 1 else ''} (listed above)"
-    spec = report.spec
-    state = "ON" if spec is not None and spec.enabled else "OFF (kill switch engaged)"
-    return (
-        f"OK: spillover is {state} on Deployment {report.namespace}/{report.deployment_name}; "
-        "policy applied and rollout complete"
-    )
-
-
-def format_text(report: StatusReport) -> str:
-    lines: list[str] = []
-    gen = "?" if report.generation is None else str(report.generation)
-    obs = "never" if report.observed_generation is None else str(report.observed_generation)
-    lines.append(f"SpilloverPolicy {report.namespace}/{report.policy_name}")
-    lines.append(f"  generation:   {gen} (observed by the operator: {obs})")
-    lines.append(f"  spec:         {_spec_line(report)}")
-    container = (
-        report.spec.container if report.spec and report.spec.container else "(first container)"
-    )
-    lines.append(f"  target:       Deployment {report.deployment_name}, container {container}")
-    for kind in (COND_READY, COND_APPLIED):
-        cond = report.condition(kind)
-        if cond is None:
-            lines.append(f"  {kind + ':':<13} (not reported)")
-        else:
-            lines.append(
-                f"  {kind + ':':<13} {cond.get('status')} reason={cond.get('reason')} "
-                f"since {cond.get('lastTransitionTime')}: {cond.get('message')}"
-            )
-    if report.kill_switch_engaged_at:
-        lines.append(f"  kill switch:  engaged at {report.kill_switch_engaged_at}")
-    if report.status_effective is not None:
-        effective = report.status_effective
-        shown = (
-            "  ".join(f"{k}={v}" for k, v in effective.items())
-            if isinstance(effective, Mapping)
-            else str(effective)
-        )
-        lines.append(f"  status.effective: {shown or '(nothing set)'}")
-
-    lines.append("")
-    if not report.deployment_found:
-        lines.append(f"Deployment {report.namespace}/{report.deployment_name}: NOT FOUND")
-    else:
-        lines.append(
-            f"Deployment {report.namespace}/{report.deployment_name}, container "
-            f"{report.container_name or '?'}"
-        )
-        if report.actual_env is not None:
-            width = max(len(v) for v in (*SPILLOVER_VARS, PASSTHROUGH_VAR))
-            for var in SPILLOVER_VARS:
-                have = report.actual_env.get(var)
-                want = report.desired_env.get(var) if report.desired_env else None
-                mark = "ok" if report.desired_env is not None and have == want else "MISMATCH"
-                if report.desired_env is None:
-                    mark = "?"
-                lines.append(f"  {var:<{width}} = {_show(have, var):<40} {mark}")
-            passthrough = report.actual_env.get(PASSTHROUGH_VAR)
-            shown = "unset" if passthrough is None else _show(passthrough, PASSTHROUGH_VAR)
-            verdict = (
-                "contains the three names"
-                if not report.passthrough_missing
-                else f"MISSING {', '.join(report.passthrough_missing)}"
-            )
-            lines.append(f"  {PASSTHROUGH_VAR:<{width}} = {shown}  ({verdict})")
-        if report.rollout is not None:
-            r = report.rollout
-            lines.append(
-                f"  rollout: updated {r.updated}/{r.desired}, ready {r.ready}/{r.desired}, "
-                f"available {r.available}/{r.desired} — "
-                f"{'complete' if r.complete else 'IN PROGRESS'} ({r.message})"
-            )
-
-    if report.findings:
-        lines.append("")
-        lines.extend(str(f) for f in report.findings)
-    lines.append("")
-    lines.append(summary(report))
-    return "\n".join(lines)
-
-
-def report_to_json(report: StatusReport) -> dict[str, Any]:
-    rollout = report.rollout.to_status() if report.rollout is not None else None
-    return {
-        "consistent": report.consistent,
-        "policy": {
-            "namespace": report.namespace,
-            "name": report.policy_name,
-            "generation": report.generation,
-            "observedGeneration": report.observed_generation,
-            "spec": spec_to_json(report.spec) if report.spec else dict(report.raw_spec),
-            "specValid": report.spec is not None,
-            "conditions": [dict(c) for c in report.conditions],
-            "killSwitchEngagedAt": report.kill_switch_engaged_at,
-            "effective": report.status_effective,
-        },
-        "deployment": {
-            "name": report.deployment_name,
-            "found": report.deployment_found,
-            "container": report.container_name,
-            "env": report.actual_env,
-            "expectedEnv": report.desired_env,
-            "passthroughMissing": report.passthrough_missing,
-            "rollout": rollout,
-        },
-        "findings": [
-            {"severity": f.severity, "area": f.area, "message": f.message} for f in report.findings
-        ],
-    }

@@ -1,0 +1,177 @@
+"""How spilloverctl prints a status report (`status`, `-o json`) and the progress of
+`--wait`. The report itself is computed by `spillover_operator.assess`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spillover_operator.assess import StatusReport, show_value
+from spillover_operator.client import WaitProgress
+from spillover_operator.constants import (
+    BUDGET_DEFAULT,
+    COND_APPLIED,
+    COND_READY,
+    PASSTHROUGH_VAR,
+    SPILLOVER_VARS,
+    THRESHOLD_DEFAULT,
+)
+from spillover_operator.policy import spec_to_json
+
+
+def _spec_line(report: StatusReport) -> str:
+    spec = report.spec
+    if spec is None:
+        return f"spec (invalid): {dict(report.raw_spec)}"
+    threshold = (
+        str(spec.threshold_bytes)
+        if spec.threshold_bytes is not None
+        else f"unset (default {THRESHOLD_DEFAULT})"
+    )
+    budget = (
+        str(spec.budget_bytes)
+        if spec.budget_bytes is not None
+        else f"unset (default {BUDGET_DEFAULT})"
+    )
+    return (
+        f"enabled={'true' if spec.enabled else 'false'}  thresholdBytes={threshold}  "
+        f"budgetBytes={budget}  onDelete={spec.on_delete}"
+    )
+
+
+def summary(report: StatusReport) -> str:
+    """One line: what is in effect, or how many problems there are."""
+    problems = report.problems()
+    if problems:
+        n = len(problems)
+        return f"NOT CONSISTENT: {n} problem{'s' if n != 1 else ''} (listed above)"
+    spec = report.spec
+    state = "ON" if spec is not None and spec.enabled else "OFF (kill switch engaged)"
+    return (
+        f"OK: spillover is {state} on Deployment {report.namespace}/{report.deployment_name}; "
+        "policy applied and rollout complete"
+    )
+
+
+def format_text(report: StatusReport) -> str:
+    lines: list[str] = []
+    gen = "?" if report.generation is None else str(report.generation)
+    obs = "never" if report.observed_generation is None else str(report.observed_generation)
+    lines.append(f"SpilloverPolicy {report.namespace}/{report.policy_name}")
+    lines.append(f"  generation:   {gen} (observed by the operator: {obs})")
+    lines.append(f"  spec:         {_spec_line(report)}")
+    container = (
+        report.spec.container if report.spec and report.spec.container else "(first container)"
+    )
+    lines.append(f"  target:       Deployment {report.deployment_name}, container {container}")
+    for kind in (COND_READY, COND_APPLIED):
+        cond = report.condition(kind)
+        if cond is None:
+            lines.append(f"  {kind + ':':<13} (not reported)")
+        else:
+            lines.append(
+                f"  {kind + ':':<13} {cond.get('status')} reason={cond.get('reason')} "
+                f"since {cond.get('lastTransitionTime')}: {cond.get('message')}"
+            )
+    if report.kill_switch_engaged_at:
+        lines.append(f"  kill switch:  engaged at {report.kill_switch_engaged_at}")
+    if report.status_effective is not None:
+        effective = report.status_effective
+        shown = (
+            "  ".join(f"{k}={v}" for k, v in effective.items())
+            if isinstance(effective, Mapping)
+            else str(effective)
+        )
+        lines.append(f"  status.effective: {shown or '(nothing set)'}")
+
+    lines.append("")
+    if not report.deployment_found:
+        lines.append(f"Deployment {report.namespace}/{report.deployment_name}: NOT FOUND")
+    else:
+        lines.append(
+            f"Deployment {report.namespace}/{report.deployment_name}, container "
+            f"{report.container_name or '?'}"
+        )
+        if report.actual_env is not None:
+            width = max(len(v) for v in (*SPILLOVER_VARS, PASSTHROUGH_VAR))
+            for var in SPILLOVER_VARS:
+                have = report.actual_env.get(var)
+                want = report.desired_env.get(var) if report.desired_env else None
+                mark = "ok" if report.desired_env is not None and have == want else "MISMATCH"
+                if report.desired_env is None:
+                    mark = "?"
+                lines.append(f"  {var:<{width}} = {show_value(have, var):<40} {mark}")
+            passthrough = report.actual_env.get(PASSTHROUGH_VAR)
+            shown = "unset" if passthrough is None else show_value(passthrough, PASSTHROUGH_VAR)
+            verdict = (
+                "contains the three names"
+                if not report.passthrough_missing
+                else f"MISSING {', '.join(report.passthrough_missing)}"
+            )
+            lines.append(f"  {PASSTHROUGH_VAR:<{width}} = {shown}  ({verdict})")
+        if report.rollout is not None:
+            r = report.rollout
+            lines.append(
+                f"  rollout: updated {r.updated}/{r.desired}, ready {r.ready}/{r.desired}, "
+                f"available {r.available}/{r.desired} — "
+                f"{'complete' if r.complete else 'IN PROGRESS'} ({r.message})"
+            )
+
+    if report.findings:
+        lines.append("")
+        lines.extend(str(f) for f in report.findings)
+    lines.append("")
+    lines.append(summary(report))
+    return "\n".join(lines)
+
+
+def report_to_json(report: StatusReport) -> dict[str, Any]:
+    rollout = report.rollout.to_status() if report.rollout is not None else None
+    return {
+        "consistent": report.consistent,
+        "policy": {
+            "namespace": report.namespace,
+            "name": report.policy_name,
+            "generation": report.generation,
+            "observedGeneration": report.observed_generation,
+            "spec": spec_to_json(report.spec) if report.spec else dict(report.raw_spec),
+            "specValid": report.spec is not None,
+            "conditions": [dict(c) for c in report.conditions],
+            "killSwitchEngagedAt": report.kill_switch_engaged_at,
+            "effective": report.status_effective,
+        },
+        "deployment": {
+            "name": report.deployment_name,
+            "found": report.deployment_found,
+            "container": report.container_name,
+            "env": report.actual_env,
+            "expectedEnv": report.desired_env,
+            "passthroughMissing": report.passthrough_missing,
+            "rollout": rollout,
+        },
+        "findings": [
+            {"severity": f.severity, "area": f.area, "message": f.message} for f in report.findings
+        ],
+    }
+
+
+def progress_line(progress: WaitProgress) -> str:
+    """`[  3.1s] policy generation 4 observed 3 Ready=... | env: ... | rollout: ...`"""
+    report = progress.report
+    ready = report.condition(COND_READY)
+    ready_text = "?" if ready is None else f"{ready.get('status')}({ready.get('reason')})"
+    obs = "never" if report.observed_generation is None else report.observed_generation
+    env_diff = sum(1 for f in progress.pending if f.area in ("env", "passthrough"))
+    parts = [
+        f"policy generation {report.generation} observed {obs} Ready={ready_text}",
+        "env: " + ("matches" if env_diff == 0 else f"{env_diff} difference(s)"),
+    ]
+    r = report.rollout
+    if r is not None:
+        parts.append(
+            f"rollout: updated {r.updated}/{r.desired} available {r.available}/{r.desired}"
+            f" {'complete' if r.complete else 'in progress'}"
+        )
+    else:
+        parts.append("rollout: Deployment not found")
+    return f"[{progress.elapsed:5.1f}s] " + " | ".join(parts)

@@ -1,0 +1,122 @@
+"""The one place API exceptions become the library's error types, and API answers
+become dicts (decoded from the raw JSON the server sent, not through the client's
+models, so what we compare and report is exactly what is stored)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from spillover_operator.client.connection import Connection, short
+from spillover_operator.client.errors import (
+    ApiError,
+    ApiUnavailable,
+    Conflict,
+    Forbidden,
+    NotFound,
+    NotServed,
+    Rejected,
+    Unauthorized,
+)
+
+JsonDict = dict[str, Any]
+
+
+@contextmanager
+def api_call(conn: Connection, verb: str, resource: str, what: str) -> Iterator[None]:
+    """Run API calls, turning their failures into typed errors whose message names
+    `what` (for example "SpilloverPolicy 'spillover'"), the `verb` and `resource`
+    ("spilloverpolicies.spillover.clerum.io"), the namespace and the connection."""
+    try:
+        yield
+    except ApiException as exc:
+        raise api_error(conn, exc, verb, resource, what) from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ApiUnavailable(
+            f"cannot reach the API server using {conn.where}: {short(exc)}. "
+            "Check the cluster is up and the kubeconfig/--context point at it."
+        ) from None
+
+
+def api_error(conn: Connection, exc: ApiException, verb: str, resource: str, what: str) -> ApiError:
+    status = int(exc.status or 0)
+    server_message = status_message(exc)
+    if status == 404:
+        if _names_an_object(exc):
+            return NotFound(
+                f"{what} not found in namespace '{conn.namespace}' ({conn.where}). "
+                "Is the namespace right (-n)?",
+                status=status,
+            )
+        return NotServed(
+            f"{what}: the API server does not serve {resource} ({server_message}). "
+            f"Is the SpilloverPolicy CRD installed in the cluster of {conn.where}?",
+            status=status,
+        )
+    if status == 401:
+        return Unauthorized(
+            f"unauthorized: the API server rejected the credentials of {conn.where} "
+            f"({server_message}). Log in again or pick another --context.",
+            status=status,
+        )
+    if status == 403:
+        return Forbidden(
+            f"forbidden: the user of {conn.where} may not {verb} {resource} in namespace "
+            f"'{conn.namespace}' ({server_message}). Grant that permission (Role/RoleBinding) "
+            "or use a context that has it.",
+            status=status,
+        )
+    if status == 409:
+        return Conflict(
+            f"{what} changed while we wrote it ({verb} {resource}): {server_message}",
+            status=status,
+        )
+    if status in (400, 422):
+        return Rejected(
+            f"the API server rejected the {verb} of {what}: {server_message}", status=status
+        )
+    return ApiError(
+        f"API error {status} {exc.reason or ''} on {verb} {resource}: {what} "
+        f"({conn.where}): {server_message}",
+        status=status,
+    )
+
+
+def decode(response: Any) -> JsonDict:
+    """The JSON object the API server sent (`_preload_content=False` responses)."""
+    data = response.data
+    try:
+        decoded = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
+    except (TypeError, ValueError) as exc:
+        raise ApiUnavailable(f"unexpected API response (not JSON): {exc}") from None
+    if not isinstance(decoded, dict):
+        raise ApiUnavailable(f"unexpected API response (not an object): {decoded!r:.200}")
+    return decoded
+
+
+def _status_payload(exc: ApiException) -> JsonDict:
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def status_message(exc: ApiException) -> str:
+    """The API server's one-line `message` of an error (never the whole body)."""
+    message = _status_payload(exc).get("message")
+    if isinstance(message, str) and message:
+        return message
+    return str(exc.reason or "no details")
+
+
+def _names_an_object(exc: ApiException) -> bool:
+    """A 404 for a missing object carries details.name; one for a resource type the server
+    does not know (CRD not installed) does not."""
+    details = _status_payload(exc).get("details")
+    return isinstance(details, dict) and bool(details.get("name"))

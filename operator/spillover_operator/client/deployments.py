@@ -1,0 +1,80 @@
+"""Reading the target (WRC) Deployment and what is in effect on it, and patching its
+env with a plan from `spillover_operator.envplan`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spillover_operator.client._api import JsonDict, api_call, decode
+from spillover_operator.client.connection import Connection
+from spillover_operator.client.errors import NotFound
+from spillover_operator.envplan import EnvPlan, TargetError, effective_env
+from spillover_operator.policy import target_of
+
+RESOURCE = "deployments.apps"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+def _what(name: str) -> str:
+    return f"Deployment '{name}'"
+
+
+def get_deployment(conn: Connection, name: str) -> JsonDict:
+    """The Deployment as stored; NotFound when it does not exist."""
+    with api_call(conn, "get", RESOURCE, _what(name)):
+        return decode(
+            conn.apps.read_namespaced_deployment(
+                name,
+                conn.namespace,
+                _preload_content=False,
+                _request_timeout=conn.request_timeout,
+            )
+        )
+
+
+def find_deployment(conn: Connection, name: str) -> JsonDict | None:
+    """The Deployment, or None when it does not exist (other errors raise)."""
+    try:
+        return get_deployment(conn, name)
+    except NotFound:
+        return None
+
+
+def find_target(conn: Connection, policy: Mapping[str, Any]) -> JsonDict | None:
+    """The Deployment the policy targets, or None when it names none or it is missing."""
+    target = target_of(policy.get("spec"))
+    return None if target is None else find_deployment(conn, target.deployment)
+
+
+def env_in_effect(conn: Connection, name: str, container: str | None) -> dict[str, str | None]:
+    """The three spillover variables and the passthrough list on the Deployment's
+    container (None: absent); NotFound for a missing Deployment or container."""
+    deployment = get_deployment(conn, name)
+    try:
+        return effective_env(deployment, container)
+    except TargetError as exc:
+        raise NotFound(str(exc)) from None
+
+
+def patch_deployment_env(conn: Connection, name: str, plan: EnvPlan) -> JsonDict:
+    """Send `plan.patch` as a strategic merge patch; the Deployment after it.
+
+    The patch carries the resourceVersion the plan was made from: Conflict means the
+    Deployment changed meanwhile (re-read, re-plan: `retry_on_conflict`). A plan with
+    nothing to change writes nothing and returns the Deployment as it is.
+    """
+    if plan.patch is None:
+        return get_deployment(conn, name)
+    with api_call(conn, "patch", RESOURCE, _what(name)):
+        return decode(
+            conn.apps.patch_namespaced_deployment(
+                name,
+                conn.namespace,
+                plan.patch,
+                field_manager=conn.field_manager,
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+                _request_timeout=conn.request_timeout,
+            )
+        )

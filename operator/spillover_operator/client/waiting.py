@@ -1,0 +1,130 @@
+"""Waiting until a policy change is in effect, with progress through a callback (the
+library prints nothing: spilloverctl prints each progress line, the harness keeps its
+own record)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from spillover_operator.assess import Area, Finding, StatusReport
+from spillover_operator.client.connection import Connection
+from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
+from spillover_operator.client.observe import observe
+from spillover_operator.constants import COND_READY
+
+# Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
+# operator refused the policy and touches nothing until someone changes something.
+REFUSED_REASONS = ("InvalidSpec", "Conflict", "TargetNotSupported", "TargetNotAllowed")
+
+INITIAL_DELAY = 0.5
+MAX_DELAY = 5.0
+
+
+@dataclass(frozen=True)
+class WaitProgress:
+    """One look at the state while waiting: `elapsed` seconds since the start, the
+    report, what is still `pending`, and whether this is the final, `settled` look."""
+
+    elapsed: float
+    report: StatusReport
+    pending: list[Finding]
+    settled: bool
+
+    def state(self) -> tuple[object, ...]:
+        """What a progress line shows; a callback is called again only when it changes."""
+        report = self.report
+        ready = report.condition(COND_READY)
+        rollout = report.rollout
+        return (
+            report.generation,
+            report.observed_generation,
+            None if ready is None else (ready.get("status"), ready.get("reason")),
+            sum(1 for f in self.pending if f.area in ("env", "passthrough")),
+            None
+            if rollout is None
+            else (rollout.updated, rollout.available, rollout.desired, rollout.complete),
+        )
+
+
+ProgressCallback = Callable[[WaitProgress], None]
+
+
+def _fail_fast(
+    conn: Connection, report: StatusReport, pending: list[Finding], *, direct: bool
+) -> None:
+    """Stop waiting when the state cannot settle by itself."""
+    if report.deployment_name and not report.deployment_found:
+        raise NotFound(
+            f"the target Deployment {report.deployment_name!r} does not exist in namespace "
+            f"{conn.namespace!r}; the policy is updated and the operator applies it when "
+            "the Deployment appears"
+        )
+    for finding in pending:
+        if finding.area == "target":
+            raise NotFound(f"{finding.message}; nothing will roll out until that is fixed")
+    if direct or report.observed_generation != report.generation:
+        return
+    ready = report.condition(COND_READY)
+    if (
+        ready is not None
+        and ready.get("status") != "True"
+        and ready.get("reason") in REFUSED_REASONS
+    ):
+        raise OperatorRefused(
+            f"the operator refused generation {report.generation}: Ready=False "
+            f"reason={ready.get('reason')}: {ready.get('message')}",
+            reason=str(ready.get("reason")),
+        )
+
+
+def wait_until_settled(
+    conn: Connection,
+    name: str,
+    *,
+    direct: bool = False,
+    timeout: float,
+    progress: ProgressCallback | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> StatusReport:
+    """Poll (with backoff, 0.5 s growing to 5 s) until the policy is in effect.
+
+    Through the operator: observedGeneration == metadata.generation, Ready=True, the
+    Deployment env matches and its rollout is complete. `direct`: only the Deployment
+    (env matches, rollout complete); the policy status may be stale.
+
+    `progress` is called whenever what it would show changes, and once more when
+    settled. Raises NotFound (the policy, the Deployment or the container is missing),
+    OperatorRefused, TimedOut (listing what is still pending), or the API errors.
+    `sleep` may raise to cancel the wait (the harness's stop request does).
+    """
+    ignore: tuple[Area, ...] = ("operator",) if direct else ()
+    start = clock()
+    delay = INITIAL_DELAY
+    last: tuple[object, ...] | None = None
+    while True:
+        report = observe(conn, name)
+        pending = report.problems(ignore=ignore)
+        _fail_fast(conn, report, pending, direct=direct)
+        elapsed = clock() - start
+        look = WaitProgress(elapsed, report, pending, settled=not pending)
+        if not pending:
+            if progress is not None:
+                progress(look)
+            return report
+        if look.state() != last:
+            if progress is not None:
+                progress(look)
+            last = look.state()
+            delay = INITIAL_DELAY
+        if elapsed >= timeout:
+            listed = "\n".join(f"  {f}" for f in pending)
+            raise TimedOut(
+                f"timed out after {timeout:g}s waiting; the change was made but is not fully "
+                f"in effect yet. Still pending:\n{listed}",
+                pending=[str(f) for f in pending],
+            )
+        sleep(max(0.05, min(delay, timeout - elapsed)))
+        delay = min(delay * 1.5, MAX_DELAY)

@@ -1,0 +1,287 @@
+"""The client library (spillover_operator.client) against the real API server of the
+local control plane: its error types, the conflict retry, Events, and waiting with a
+progress callback."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from controlplane.localcluster import LocalCluster
+from k8s_helpers import (
+    container_manifest,
+    create_object,
+    deployment_manifest,
+    install_crd,
+    policy_manifest,
+    read_deployment,
+    wait_for,
+)
+from kubernetes import client
+from spillover_operator.client import (
+    Conflict,
+    Connection,
+    CustomResource,
+    Forbidden,
+    NotFound,
+    NotServed,
+    OperatorRefused,
+    TimedOut,
+    WaitProgress,
+    connect,
+    env_in_effect,
+    find_deployment,
+    find_policy,
+    get_deployment,
+    get_object,
+    get_policy,
+    is_served,
+    patch_deployment_env,
+    patch_policy,
+    patch_policy_status,
+    policy_crd_installed,
+    post_event,
+    retry_on_conflict,
+    server_version,
+    wait_until_settled,
+)
+from spillover_operator.constants import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
+from spillover_operator.envplan import plan_apply
+from spillover_operator.policy import parse_spec
+
+pytestmark = pytest.mark.integration
+
+SPEC = {"enabled": False, "target": {"deployment": "wrc", "container": "controller"}}
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
+    api = control_plane.api_client()
+    try:
+        install_crd(api)
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def conn(control_plane: LocalCluster, admin: client.ApiClient, namespace: str) -> Connection:
+    """The library's own connection, from the admin kubeconfig, as spilloverctl makes it."""
+    return connect(str(control_plane.kubeconfig), None, namespace, field_manager="client-test")
+
+
+def _wrc(namespace: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    container = container_manifest("controller", "example.invalid/wrc:1", env or {})
+    return deployment_manifest("wrc", [container], namespace=namespace)
+
+
+def _rolled_out(api: client.ApiClient, namespace: str) -> bool:
+    dep = read_deployment(api, namespace, "wrc")
+    status = dep.get("status") or {}
+    return bool(
+        status.get("observedGeneration") == dep["metadata"]["generation"]
+        and status.get("updatedReplicas") == status.get("availableReplicas") == 1
+    )
+
+
+def test_reads_and_not_found(conn: Connection, admin: client.ApiClient, namespace: str) -> None:
+    assert server_version(conn).startswith("v")
+    assert policy_crd_installed(conn)
+    assert find_policy(conn, "spillover") is None
+    assert find_deployment(conn, "wrc") is None
+    with pytest.raises(NotFound) as info:
+        get_policy(conn, "spillover")
+    assert type(info.value) is NotFound
+    assert f"SpilloverPolicy 'spillover' not found in namespace '{namespace}'" in info.value.message
+    assert str(conn.kubeconfig) in info.value.message
+
+    create_object(admin, _wrc(namespace, {PASSTHROUGH_VAR: "A"}))
+    create_object(admin, policy_manifest(namespace, SPEC))
+    assert get_policy(conn, "spillover")["spec"] == {**SPEC, "onDelete": "Retain"}  # CRD default
+    assert get_deployment(conn, "wrc")["metadata"]["name"] == "wrc"
+    env = env_in_effect(conn, "wrc", "controller")
+    assert env[PASSTHROUGH_VAR] == "A" and env[ENABLED_VAR] is None
+    with pytest.raises(NotFound, match="container 'nope' not found in Deployment"):
+        env_in_effect(conn, "wrc", "nope")
+
+
+def test_a_resource_nobody_installed_is_not_served(conn: Connection) -> None:
+    runs = CustomResource("nothing.example.com", "v1", "recipes", "Recipe")
+    assert not is_served(conn, runs)
+    with pytest.raises(NotServed, match=r"does not serve recipes\.nothing\.example\.com"):
+        get_object(conn, runs, "x")
+
+
+def test_forbidden_with_a_limited_service_account(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="reader"))
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="reader"),
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=["spillover.clerum.io"],
+                    resources=["spilloverpolicies"],
+                    verbs=["get"],
+                )
+            ],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="reader"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="reader"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name="reader", namespace=namespace)
+            ],
+        ),
+    )
+    create_object(admin, policy_manifest(namespace, SPEC))
+    kubeconfig = control_plane.service_account_kubeconfig(namespace, "reader")
+    reader = connect(str(kubeconfig), field_manager="client-test")
+    assert reader.namespace == namespace  # from the kubeconfig's context
+
+    def can_get() -> bool:
+        return find_policy(reader, "spillover") is not None
+
+    wait_for("the reader's Role to take effect", can_get, retry_on=(Forbidden,))
+    with pytest.raises(Forbidden) as info:
+        patch_policy(reader, "spillover", {"spec": {"enabled": True}})
+    message = info.value.message
+    assert info.value.status == 403
+    assert f"may not patch spilloverpolicies.spillover.clerum.io in namespace '{namespace}'" in (
+        message
+    )
+    assert str(kubeconfig) in message and "Grant that permission" in message
+    with pytest.raises(Forbidden, match=r"may not get deployments\.apps"):
+        get_deployment(reader, "wrc")
+    with pytest.raises(Forbidden, match="may not create events"):
+        post_event(reader, get_policy(reader, "spillover"), "Normal", "Test", "m")
+
+
+def test_conflict_then_the_retry_rereads_and_wins(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(admin, _wrc(namespace))
+    spec = parse_spec(SPEC)
+    stale = get_deployment(conn, "wrc")
+    # Someone else changes the Deployment after our read: our plan's resourceVersion is old.
+    client.AppsV1Api(admin).patch_namespaced_deployment(
+        "wrc", namespace, {"metadata": {"labels": {"touched": "yes"}}}
+    )
+    with pytest.raises(Conflict) as info:
+        patch_deployment_env(conn, "wrc", plan_apply(stale, spec))
+    assert info.value.status == 409
+
+    reads: list[dict[str, Any]] = [stale]
+
+    def attempt() -> dict[str, Any]:
+        current = reads.pop() if reads else get_deployment(conn, "wrc")
+        return patch_deployment_env(conn, "wrc", plan_apply(current, spec))
+
+    after = retry_on_conflict(attempt, what=f"Deployment {namespace}/wrc")
+    env = env_in_effect(conn, "wrc", "controller")
+    assert env[ENABLED_VAR] == "false"
+    assert env[PASSTHROUGH_VAR] == ",".join(SPILLOVER_VARS)
+    # the retry re-read: the patch went onto the Deployment as the other writer left it
+    assert after["metadata"]["labels"].get("touched") == "yes"
+
+
+def test_post_event_names_the_object_and_the_component(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(admin, policy_manifest(namespace, SPEC))
+    policy = get_policy(conn, "spillover")
+    post_event(conn, policy, "Normal", "ClientTest", "x" * 3000)
+    events = (
+        client.CoreV1Api(admin)
+        .list_namespaced_event(namespace, field_selector="reason=ClientTest")
+        .items
+    )
+    assert len(events) == 1
+    event = events[0]
+    assert event.involved_object.kind == "SpilloverPolicy"
+    assert event.involved_object.name == "spillover"
+    assert event.involved_object.uid == policy["metadata"]["uid"]
+    assert event.source.component == "client-test"
+    assert len(event.message) == 1000
+
+
+def _settle_policy_status(conn: Connection, reason: str, ready: bool) -> None:
+    """Write the status the operator would (no operator runs in these tests)."""
+    policy = get_policy(conn, "spillover")
+    patch_policy_status(
+        conn,
+        "spillover",
+        {
+            "observedGeneration": policy["metadata"]["generation"],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": reason,
+                    "message": f"set by the test: {reason}",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        },
+    )
+
+
+def test_wait_reports_progress_through_the_callback(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(admin, _wrc(namespace))
+    create_object(admin, policy_manifest(namespace, SPEC))
+    wait_for("the WRC to roll out", lambda: _rolled_out(admin, namespace))
+    looks: list[WaitProgress] = []
+
+    # Nothing applied the policy: the wait runs out, having reported what it saw.
+    with pytest.raises(TimedOut) as info:
+        wait_until_settled(conn, "spillover", timeout=1.0, progress=looks.append)
+    assert looks and not any(look.settled for look in looks)
+    assert any("operator has never reported" in p for p in info.value.pending)
+    assert "timed out after 1s waiting" in info.value.message
+    first = looks[0]
+    assert first.report.policy_name == "spillover" and first.pending
+
+    # Apply it as --direct does; the direct wait settles once the rollout completes.
+    spec = parse_spec(SPEC)
+    patch_deployment_env(conn, "wrc", plan_apply(get_deployment(conn, "wrc"), spec))
+    looks.clear()
+    report = wait_until_settled(conn, "spillover", direct=True, timeout=120, progress=looks.append)
+    assert looks[-1].settled and looks[-1].report is report
+    assert report.actual_env is not None and report.actual_env[ENABLED_VAR] == "false"
+    states = [look.state() for look in looks[:-1]]
+    assert len(states) == len(set(states))  # called again only when something changed
+
+
+def test_wait_stops_when_the_operator_refused_or_the_target_is_missing(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(admin, policy_manifest(namespace, SPEC))
+    with pytest.raises(NotFound, match="the target Deployment 'wrc' does not exist"):
+        wait_until_settled(conn, "spillover", timeout=60)
+
+    create_object(admin, _wrc(namespace))
+    _settle_policy_status(conn, "Conflict", ready=False)
+    with pytest.raises(OperatorRefused) as info:
+        wait_until_settled(conn, "spillover", timeout=60)
+    assert info.value.reason == "Conflict"
+    assert "the operator refused generation 1: Ready=False reason=Conflict" in info.value.message
+
+    other = copy.deepcopy(SPEC)
+    other["target"]["container"] = "missing"
+    patch_policy(conn, "spillover", {"spec": other})
+    with pytest.raises(NotFound, match="container 'missing' not found"):
+        wait_until_settled(conn, "spillover", timeout=60)

@@ -1,0 +1,243 @@
+"""reconcile_policy and finalize_policy called directly (no kopf) against the real API
+server of the local control plane, with the client library's connection: what they
+write to the Deployment and the policy status, the Events, and what they return."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from controlplane.localcluster import LocalCluster
+from k8s_helpers import (
+    condition,
+    container_manifest,
+    create_object,
+    deployment_manifest,
+    env_map,
+    install_crd,
+    policy_manifest,
+    read_deployment,
+    read_policy,
+    wait_for,
+)
+from kubernetes import client
+from spillover_operator.client import Connection, connect
+from spillover_operator.constants import (
+    BUDGET_VAR,
+    ENABLED_VAR,
+    FIELD_MANAGER,
+    PASSTHROUGH_VAR,
+    SPILLOVER_VARS,
+    THRESHOLD_VAR,
+)
+from spillover_operator.reconcile import (
+    ApplyFailedError,
+    Outcome,
+    finalize_policy,
+    reconcile_policy,
+)
+from spillover_operator.rollout import rollout_state
+
+pytestmark = pytest.mark.integration
+
+ALL_NAMES = ",".join(SPILLOVER_VARS)
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
+    api = control_plane.api_client()
+    try:
+        install_crd(api)
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def cluster(control_plane: LocalCluster, admin: client.ApiClient, namespace: str) -> Connection:
+    """The operator's kind of connection (its field manager), from the admin kubeconfig."""
+    return connect(str(control_plane.kubeconfig), None, namespace, field_manager=FIELD_MANAGER)
+
+
+def _wrc(namespace: str, env: dict[str, str]) -> dict[str, Any]:
+    containers = [
+        container_manifest("controller", "example.invalid/wrc:1", env),
+        container_manifest("sidecar", "example.invalid/sidecar:1"),
+    ]
+    return deployment_manifest("wrc", containers, namespace=namespace)
+
+
+def _events(api: client.ApiClient, namespace: str, name: str, reason: str) -> list[Any]:
+    selector = f"involvedObject.name={name},reason={reason}"
+    return list(
+        client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=selector).items
+    )
+
+
+def _rolled_out(api: client.ApiClient, namespace: str) -> bool:
+    return rollout_state(read_deployment(api, namespace, "wrc")).complete
+
+
+def test_apply_then_in_sync_then_drift_corrected(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(admin, _wrc(namespace, {"LOG_LEVEL": "info", PASSTHROUGH_VAR: "A"}))
+    spec = {"enabled": False, "thresholdBytes": 32768, "target": {"deployment": "wrc"}}
+    create_object(admin, policy_manifest(namespace, spec))
+
+    result = reconcile_policy(cluster, namespace, "spillover")
+    assert result.outcome == Outcome.APPLIED, result.message
+    env = env_map(read_deployment(admin, namespace, "wrc"), "controller")
+    assert env[ENABLED_VAR] == "false" and env[THRESHOLD_VAR] == "32768"
+    assert BUDGET_VAR not in env and env["LOG_LEVEL"] == "info"
+    assert env[PASSTHROUGH_VAR] == f"A,{ALL_NAMES}"
+    policy = read_policy(admin, namespace)
+    assert policy["status"]["observedGeneration"] == policy["metadata"]["generation"]
+    assert condition(policy, "Applied")["status"] == "True"
+    assert policy["status"]["killSwitch"]["engagedAt"]
+    assert policy["status"]["target"] == {"deployment": "wrc", "container": "controller"}
+    assert _events(admin, namespace, "spillover", "Applied")
+    assert _events(admin, namespace, "wrc", "Applied")
+
+    # Once rolled out: Ready; then a resync writes nothing at all.
+    wait_for("the rollout", lambda: _rolled_out(admin, namespace))
+    assert reconcile_policy(cluster, namespace, "spillover").outcome == Outcome.IN_SYNC
+    ready = read_policy(admin, namespace)
+    assert condition(ready, "Ready")["reason"] == "RolloutComplete"
+    dep = read_deployment(admin, namespace, "wrc")
+    again = reconcile_policy(cluster, namespace, "spillover")
+    assert (again.outcome, again.ready) == (Outcome.IN_SYNC, True)
+    assert (
+        read_policy(admin, namespace)["metadata"]["resourceVersion"]
+        == (ready["metadata"]["resourceVersion"])
+    )
+    assert (
+        read_deployment(admin, namespace, "wrc")["metadata"]["generation"]
+        == (dep["metadata"]["generation"])
+    )
+
+    # A hand edit of the env is drift: restored, with a DriftCorrected Event.
+    client.AppsV1Api(admin).patch_namespaced_deployment(
+        "wrc",
+        namespace,
+        {"spec": {"template": {"spec": {"containers": [
+            {"name": "controller", "env": [{"name": ENABLED_VAR, "value": "true"}]}
+        ]}}}},
+    )  # fmt: skip
+    drift = reconcile_policy(cluster, namespace, "spillover")
+    assert drift.outcome == Outcome.DRIFT_CORRECTED
+    assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "false"
+    assert _events(admin, namespace, "wrc", "DriftCorrected")
+
+
+def test_refusals_change_nothing_and_say_why(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    assert reconcile_policy(cluster, namespace, "spillover").outcome == Outcome.GONE
+
+    create_object(admin, policy_manifest(namespace, {"target": {"deployment": "wrc"}}))
+    missing = reconcile_policy(cluster, namespace, "spillover")
+    assert missing.outcome == Outcome.TARGET_NOT_FOUND
+    assert condition(read_policy(admin, namespace), "Ready")["reason"] == "TargetNotFound"
+
+    before = create_object(admin, _wrc(namespace, {}))
+    create_object(
+        admin,
+        policy_manifest(
+            namespace, {"target": {"deployment": "wrc", "container": "nope"}}, "wrong-container"
+        ),
+    )
+    wrong = reconcile_policy(cluster, namespace, "wrong-container")
+    assert wrong.outcome == Outcome.CONFLICT  # "spillover" is older and owns wrc
+    assert "policy 'spillover' (older) already manages Deployment" in wrong.message
+    assert condition(read_policy(admin, namespace, "wrong-container"), "Ready")["reason"] == (
+        "Conflict"
+    )
+    after = read_deployment(admin, namespace, "wrc")
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+    client.CustomObjectsApi(admin).delete_namespaced_custom_object(
+        "spillover.clerum.io", "v1alpha1", namespace, "spilloverpolicies", "spillover"
+    )
+    gone = reconcile_policy(cluster, namespace, "wrong-container")
+    assert gone.outcome == Outcome.TARGET_NOT_FOUND
+    assert "container 'nope' not found" in gone.message and "sidecar" in gone.message
+    assert (
+        read_deployment(admin, namespace, "wrc")["metadata"]["generation"]
+        == (before["metadata"]["generation"])
+    )
+
+
+def test_finalize_with_remove_takes_the_variables_back(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(admin, _wrc(namespace, {PASSTHROUGH_VAR: "A"}))
+    spec = {"budgetBytes": 2097152, "onDelete": "Remove", "target": {"deployment": "wrc"}}
+    create_object(admin, policy_manifest(namespace, spec))
+    assert reconcile_policy(cluster, namespace, "spillover").outcome == Outcome.APPLIED
+
+    result = finalize_policy(cluster, read_policy(admin, namespace))
+    assert result.outcome == Outcome.REMOVED
+    env = env_map(read_deployment(admin, namespace, "wrc"), "controller")
+    assert not set(SPILLOVER_VARS) & set(env)
+    assert env[PASSTHROUGH_VAR] == f"A,{ALL_NAMES}"  # the passthrough names stay
+    assert _events(admin, namespace, "wrc", "Removed")
+
+
+def test_a_refused_patch_raises_and_reports_apply_failed(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="no-patch"))
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="no-patch"),
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=["spillover.clerum.io"],
+                    resources=["spilloverpolicies", "spilloverpolicies/status"],
+                    verbs=["get", "list", "patch"],
+                ),
+                client.V1PolicyRule(
+                    api_groups=["apps"], resources=["deployments"], verbs=["get", "list"]
+                ),
+            ],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="no-patch"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="no-patch"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name="no-patch", namespace=namespace)
+            ],
+        ),
+    )
+    before = create_object(admin, _wrc(namespace, {}))
+    create_object(admin, policy_manifest(namespace, {"target": {"deployment": "wrc"}}))
+    kubeconfig = control_plane.service_account_kubeconfig(namespace, "no-patch")
+    limited = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
+
+    def refused() -> ApplyFailedError | None:
+        try:
+            reconcile_policy(limited, namespace, "spillover")
+        except ApplyFailedError as exc:
+            return exc
+        return None
+
+    # (RBAC takes a moment to reach the authorizer; until then the reads fail too.)
+    error = wait_for("the patch to be refused", refused, retry_on=(Exception,))
+    message = str(error)
+    assert f"the API server refused the change to Deployment {namespace}/wrc (HTTP 403)" in message
+    assert "may not patch deployments.apps" in message
+    ready = condition(read_policy(admin, namespace), "Ready")
+    assert ready["reason"] == "ApplyFailed" and "403" in ready["message"]
+    after = read_deployment(admin, namespace, "wrc")
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]

@@ -1,0 +1,188 @@
+"""The decisions of reconcile, without a cluster: who owns a Deployment, what a policy
+that cannot be applied reports, and what an apply (or finding nothing to apply) reports
+and announces. reconcile_policy itself runs against the real API server in
+tests/integration/test_reconcile_policy.py."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from spillover_operator.constants import ENABLED_VAR, PASSTHROUGH_VAR
+from spillover_operator.envplan import EnvChange, plan_apply
+from spillover_operator.policy import PolicySpec, parse_spec
+from spillover_operator.reconcile import (
+    Outcome,
+    competing_policies,
+    describe_changes,
+    failed_status,
+    ownership_refusal,
+    settle,
+)
+
+NOW = "2026-01-02T03:04:05Z"
+
+
+def _policy(name: str, created: str, target: str = "wrc", deleting: bool = False) -> Any:
+    meta: dict[str, Any] = {"name": name, "creationTimestamp": created}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-09T00:00:00Z"
+    return {"metadata": meta, "spec": {"target": {"deployment": target}}}
+
+
+def test_competing_policies_oldest_first_then_name() -> None:
+    policies = [
+        _policy("b", "2026-01-02T00:00:00Z"),
+        _policy("a", "2026-01-02T00:00:00Z"),
+        _policy("z", "2026-01-01T00:00:00Z"),
+        _policy("other", "2025-01-01T00:00:00Z", target="another"),
+        _policy("old-deleting", "2020-01-01T00:00:00Z", deleting=True),
+        {
+            "metadata": {"name": "invalid", "creationTimestamp": "2019-01-01T00:00:00Z"},
+            "spec": {"target": {"deployment": "wrc"}, "thresholdBytes": 1},
+        },
+    ]
+    assert competing_policies(policies, "wrc") == ["z", "a", "b"]
+    assert competing_policies(policies, "wrc", include="old-deleting") == [
+        "old-deleting",
+        "z",
+        "a",
+        "b",
+    ]
+
+
+def test_ownership_refusal_names_the_older_policy() -> None:
+    spec = parse_spec({"target": {"deployment": "wrc"}})
+    policies = [_policy("first", "2026-01-01T00:00:00Z"), _policy("second", "2026-01-02T00:00:00Z")]
+    assert ownership_refusal("ns", "first", spec, policies) is None
+    refused = ownership_refusal("ns", "second", spec, policies)
+    assert refused is not None
+    assert "policy 'first' (older) already manages Deployment ns/wrc" in refused
+
+
+def test_describe_changes() -> None:
+    text = describe_changes(
+        [EnvChange("A", None, "1"), EnvChange("B", "1", "2"), EnvChange("C", "3", None)]
+    )
+    assert text == "set A=1; set B=2 (was 1); removed C (was 3)"
+    assert describe_changes([]) == "no change"
+
+
+def test_failed_status_sets_ready_and_applied_false_with_the_reason() -> None:
+    policy = {"metadata": {"name": "p", "generation": 3}, "status": {}}
+    status = failed_status(policy, "TargetNotFound", "gone", target={"deployment": "wrc"})
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["Ready"]["status"] == conds["Applied"]["status"] == "False"
+    assert conds["Ready"]["reason"] == "TargetNotFound" and conds["Ready"]["message"] == "gone"
+    assert status["observedGeneration"] == 3
+    assert status["target"] == {"deployment": "wrc"}
+
+
+def _deployment(env: list[dict[str, Any]], *, rolled_out: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "wrc", "namespace": "ns", "generation": 2},
+        "spec": {
+            "replicas": 1,
+            "template": {"spec": {"containers": [{"name": "controller", "env": env}]}},
+        },
+        "status": {
+            "observedGeneration": 2,
+            "replicas": 1,
+            "updatedReplicas": 1 if rolled_out else 0,
+            "readyReplicas": 1,
+            "availableReplicas": 1,
+        },
+    }
+
+
+def _stored_policy(spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "spillover.clerum.io/v1alpha1",
+        "kind": "SpilloverPolicy",
+        "metadata": {"name": "spillover", "namespace": "ns", "generation": 1},
+        "spec": spec,
+        "status": status or {},
+    }
+
+
+def _after(deployment: dict[str, Any], spec: PolicySpec) -> dict[str, Any]:
+    """The Deployment once the plan's env is in place (what the API server returns)."""
+    plan = plan_apply(deployment, spec)
+    after = copy.deepcopy(deployment)
+    env = after["spec"]["template"]["spec"]["containers"][0]["env"]
+    for change in plan.changes:
+        env[:] = [e for e in env if e["name"] != change.name]
+        if change.after is not None:
+            env.append({"name": change.name, "value": change.after})
+    return after
+
+
+def test_settle_first_apply_reports_applied_with_events_on_both_objects() -> None:
+    raw = {"enabled": False, "thresholdBytes": 32768, "target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    before = _deployment([{"name": PASSTHROUGH_VAR, "value": "A"}])
+    plan = plan_apply(before, spec)
+    done = settle(_stored_policy(raw), spec, _after(before, spec), plan, now=NOW)
+
+    assert done.outcome == Outcome.APPLIED
+    assert done.ready is True and done.container == "controller"
+    assert [(obj["kind"], reason) for obj, _, reason, _ in done.events] == [
+        ("SpilloverPolicy", "Applied"),
+        ("Deployment", "Applied"),
+    ]
+    message = done.events[0][3]
+    assert message.startswith("spillover disabled (kill switch engaged): ")
+    assert f"set {ENABLED_VAR}=false" in message and "container controller" in message
+    assert done.events[1][3].endswith("(SpilloverPolicy spillover)")
+    status = done.status
+    assert status["lastAppliedTime"] == NOW
+    assert status["killSwitch"] == {"engagedAt": NOW}
+    assert status["effective"]["enabled"] == "false"
+    assert status["effective"]["thresholdBytes"] == "32768"
+    assert status["target"] == {"deployment": "wrc", "container": "controller"}
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "RolloutComplete")
+
+
+def test_settle_a_difference_after_an_apply_is_drift() -> None:
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    applied_status = {
+        "observedGeneration": 1,
+        "conditions": [{"type": "Applied", "status": "True", "reason": "Applied"}],
+    }
+    before = _deployment([{"name": ENABLED_VAR, "value": "false"}])  # edited by hand
+    plan = plan_apply(before, spec)
+    done = settle(_stored_policy(raw, applied_status), spec, _after(before, spec), plan, now=NOW)
+    assert done.outcome == Outcome.DRIFT_CORRECTED
+    assert {reason for _, _, reason, _ in done.events} == {"DriftCorrected"}
+    assert done.events[0][3].startswith("restored the policy's values after the Deployment")
+
+
+def test_settle_with_nothing_to_change_is_in_sync_and_posts_nothing() -> None:
+    raw = {"target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    synced = _after(_deployment([]), spec)
+    plan = plan_apply(synced, spec)
+    assert plan.patch is None
+    done = settle(_stored_policy(raw), spec, synced, plan, now=NOW)
+    assert done.outcome == Outcome.IN_SYNC
+    assert done.events == []
+    assert "lastAppliedTime" not in done.status
+    assert "killSwitch" not in done.status
+    assert "thresholdBytes" not in done.status["effective"]
+    assert done.status["effective"]["enabled"] == "true"
+
+
+def test_settle_during_a_rollout_is_not_ready_yet() -> None:
+    raw = {"target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    rolling = _after(_deployment([], rolled_out=False), spec)
+    done = settle(_stored_policy(raw), spec, rolling, plan_apply(rolling, spec), now=NOW)
+    assert done.ready is False
+    ready = next(c for c in done.status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "RolloutInProgress")
+    applied = next(c for c in done.status["conditions"] if c["type"] == "Applied")
+    assert applied["status"] == "True"
