@@ -46,7 +46,6 @@ from kopf_operator import OperatorProcess
 from kubernetes import client, config
 from kubernetes.client import ApiException
 from kustomize_build import OVERLAYS, build, container_env, find
-from spillover_operator import kube
 from spillover_operator.allowlist import ALLOWED_TARGETS_VAR
 from spillover_operator.cli.main import run
 from spillover_operator.constants import (
@@ -272,11 +271,40 @@ def deputy(
         for api in d.clients:
             api.close()
         custom = client.CustomObjectsApi(admin)
-        for item in kube.list_policies(custom, namespace):  # let the namespace go
+        for item in _policies(custom, namespace):  # let the namespace go
             if item["metadata"].get("finalizers"):
-                kube.patch_policy(
+                _patch_policy(
                     custom, namespace, item["metadata"]["name"], {"metadata": {"finalizers": None}}
                 )
+
+
+def _policies(custom: client.CustomObjectsApi, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = custom.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL
+    )["items"]
+    return items
+
+
+def _patch_policy(
+    custom: client.CustomObjectsApi, namespace: str, name: str, body: dict[str, Any]
+) -> None:
+    """A merge patch as the admin (the raw API: these are the attacker's/admin's calls,
+    not the product's)."""
+    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, body)
+
+
+def _policy_or_none(
+    custom: client.CustomObjectsApi, namespace: str, name: str
+) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
 
 
 def env_patch(name: str, value: str, container: str) -> dict[str, Any]:
@@ -425,11 +453,11 @@ def test_admission_refuses_the_policy_naming_the_field(deputy: Deputy) -> None:
             message = json.loads(exc.body)["message"]
             assert "spec.target.deployment: Deployment payments-api is not one" in message
             assert "allowed: workflow-recipe-controller." in message
-        assert kube.read_policy(custom, deputy.namespace, "sneaky") is None
+        assert _policy_or_none(custom, deputy.namespace, "sneaky") is None
 
         # Retargeting an admitted policy is a spec change: checked too.
         with pytest.raises(ApiException) as info:
-            kube.patch_policy(
+            _patch_policy(
                 custom, deputy.namespace, "spillover", {"spec": {"target": {"deployment": VICTIM}}}
             )
         assert "spec.target.deployment" in str(info.value.body)
@@ -437,10 +465,10 @@ def test_admission_refuses_the_policy_naming_the_field(deputy: Deputy) -> None:
 
         # The older policy: its spec may not change, its metadata may, deleting works.
         with pytest.raises(ApiException):
-            kube.patch_policy(custom, deputy.namespace, "older", {"spec": {"enabled": False}})
-        kube.patch_policy(custom, deputy.namespace, "older", {"metadata": {"labels": {"a": "b"}}})
+            _patch_policy(custom, deputy.namespace, "older", {"spec": {"enabled": False}})
+        _patch_policy(custom, deputy.namespace, "older", {"metadata": {"labels": {"a": "b"}}})
         custom.delete_namespaced_custom_object(GROUP, VERSION, deputy.namespace, PLURAL, "older")
-        assert kube.read_policy(custom, deputy.namespace, "older") is None
+        assert _policy_or_none(custom, deputy.namespace, "older") is None
     finally:
         admission.delete_validating_admission_policy_binding(binding_name)
         admission.delete_validating_admission_policy(vap_name)
@@ -531,7 +559,7 @@ def test_status_events_and_spilloverctl_show_only_the_spillover_variables(
     assert "32768" in outputs[0]  # the command did report
 
     # A wrong container: the message names containers, never their env.
-    kube.patch_policy(
+    _patch_policy(
         client.CustomObjectsApi(deputy.admin),
         deputy.namespace,
         "spillover",

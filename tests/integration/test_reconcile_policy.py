@@ -22,6 +22,7 @@ from k8s_helpers import (
     wait_for,
 )
 from kubernetes import client
+from spillover_operator.allowlist import ALLOWED_TARGETS_VAR
 from spillover_operator.client import Connection, connect
 from spillover_operator.constants import (
     BUDGET_VAR,
@@ -52,6 +53,12 @@ def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
         yield api
     finally:
         api.close()
+
+
+@pytest.fixture(autouse=True)
+def allow_the_test_wrc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator configures only allowed Deployments; these tests' WRC is `wrc`."""
+    monkeypatch.setenv(ALLOWED_TARGETS_VAR, "wrc")
 
 
 @pytest.fixture
