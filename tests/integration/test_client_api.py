@@ -30,6 +30,7 @@ from spillover_operator.client import (
     OperatorRefused,
     TimedOut,
     WaitProgress,
+    config_map_lookup,
     connect,
     env_in_effect,
     find_deployment,
@@ -50,6 +51,7 @@ from spillover_operator.client import (
 from spillover_operator.constants import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.envplan import plan_apply
 from spillover_operator.policy import parse_spec
+from spillover_operator.resolved_env import ConfigMapUnreadable, resolve
 
 pytestmark = pytest.mark.integration
 
@@ -167,6 +169,37 @@ def test_forbidden_with_a_limited_service_account(
         get_deployment(reader, "wrc")
     with pytest.raises(Forbidden, match="may not create events"):
         post_event(reader, get_policy(reader, "spillover"), "Normal", "Test", "m")
+    # a ConfigMap the reader may not read: the value it would give is unknown
+    core.create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tuning"), data={"K": "v"}),
+    )
+    with pytest.raises(ConfigMapUnreadable, match="Forbidden"):
+        config_map_lookup(reader)("tuning")
+
+
+def test_config_map_lookup_feeds_env_resolution(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    client.CoreV1Api(admin).create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="tuning"),
+            data={"THRESHOLD": "4096", "UNRELATED": "x"},
+        ),
+    )
+    lookup = config_map_lookup(conn)
+    assert lookup("tuning") == {"THRESHOLD": "4096", "UNRELATED": "x"}
+    assert lookup("absent") is None
+    container = {
+        "name": "controller",
+        "envFrom": [{"configMapRef": {"name": "tuning"}, "prefix": "SPILL_"}],
+        "env": [{"name": "LIMIT", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "k",
+                                                                     "optional": True}}}],
+    }  # fmt: skip
+    got = resolve(container, ("SPILL_THRESHOLD", "LIMIT"), lookup)
+    assert got["SPILL_THRESHOLD"].value == "4096"
+    assert got["LIMIT"].state == "unset"
 
 
 def test_conflict_then_the_retry_rereads_and_wins(

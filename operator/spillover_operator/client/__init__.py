@@ -8,12 +8,14 @@
 - `events`: Events, one body for everyone;
 - `observe` / `waiting`: the status report of a policy, and waiting until it is in
   effect (progress through a callback);
+- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
 - `errors`: the error types (no exit codes: the command lines map them).
 
 Objects travel as API JSON dicts, decoded from what the server sent.
 """
 
+from spillover_operator.client.configmaps import config_map_lookup
 from spillover_operator.client.connection import (
     DEFAULT_NAMESPACE,
     REQUEST_TIMEOUT,
@@ -86,6 +88,7 @@ __all__ = [
     "TimedOut",
     "Unauthorized",
     "WaitProgress",
+    "config_map_lookup",
     "connect",
     "create_object",
     "delete_object",
