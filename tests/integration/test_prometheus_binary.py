@@ -46,14 +46,30 @@ def nothing_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROMETHEUS_BIN", raising=False)
 
 
+def _without_prometheus(directory: Path, mirror_root: Path) -> Path:
+    """`directory` itself, or (when it holds a `prometheus`) a mirror of it whose
+    entries link to the originals, all but `prometheus`. Dropping the directory
+    instead would drop what lives beside a system prometheus (`/usr/bin/bash`)."""
+    if not (directory / "prometheus").exists():
+        return directory
+    mirror = mirror_root / f"{len(list(mirror_root.glob('*')))}"
+    mirror.mkdir(parents=True)
+    for entry in directory.iterdir():
+        if entry.name != "prometheus":
+            (mirror / entry.name).symlink_to(entry)
+    return mirror
+
+
 def _only_on_path(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
-    """PATH = `directory` then what `go` and `sh` need (never a system prometheus)."""
-    keep = [
-        p
+    """PATH = `directory` then the rest of PATH with any system prometheus hidden."""
+    mirror_root = directory.parent / "path-without-prometheus"
+    mirror_root.mkdir(exist_ok=True)
+    rest = [
+        str(_without_prometheus(Path(p), mirror_root))
         for p in os.environ.get("PATH", "").split(os.pathsep)
-        if not (Path(p) / "prometheus").exists()
+        if p
     ]
-    monkeypatch.setenv("PATH", os.pathsep.join([str(directory), *keep]))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(directory), *rest]))
 
 
 def test_module_tags_map_to_releases() -> None:
