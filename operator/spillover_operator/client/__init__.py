@@ -9,6 +9,8 @@
 - `observe` / `waiting`: the status report of a policy, and waiting until it is in
   effect (progress through a callback);
 - `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`);
+- `pods`: list pods by label selector, and what a pod's container resolves the
+  variables to (`pod_values`);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
 - `errors`: the error types (no exit codes: the command lines map them).
 
@@ -53,6 +55,13 @@ from spillover_operator.client.errors import (
 )
 from spillover_operator.client.events import event_body, post_event
 from spillover_operator.client.observe import observe
+from spillover_operator.client.pods import (
+    SelectorError,
+    list_pods,
+    pod_container,
+    pod_values,
+    selector_string,
+)
 from spillover_operator.client.policies import (
     find_policy,
     get_policy,
@@ -85,6 +94,7 @@ __all__ = [
     "OperatorRefused",
     "ProgressCallback",
     "Rejected",
+    "SelectorError",
     "TimedOut",
     "Unauthorized",
     "WaitProgress",
@@ -101,14 +111,18 @@ __all__ = [
     "get_object",
     "get_policy",
     "is_served",
+    "list_pods",
     "list_policies",
     "observe",
     "patch_deployment_env",
     "patch_policy",
     "patch_policy_status",
+    "pod_container",
+    "pod_values",
     "policy_crd_installed",
     "post_event",
     "retry_on_conflict",
+    "selector_string",
     "server_version",
     "wait_until_settled",
 ]

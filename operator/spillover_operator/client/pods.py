@@ -1,0 +1,85 @@
+"""Reading pods (the recipe mcp-host pods) and the label selectors that pick them.
+
+The operator, spilloverctl and the harness all ask the same question of a pod: what
+do its spillover variables resolve to in the process (`resolved_env`)? They list the
+pods here and resolve with `pod_values`, so they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spillover_operator.client._api import JsonDict, api_call, decode
+from spillover_operator.client.connection import Connection
+from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
+
+RESOURCE = "pods"
+
+
+class SelectorError(ValueError):
+    """A label selector that Kubernetes would refuse (the message names the part)."""
+
+
+def selector_string(selector: Mapping[str, Any]) -> str:
+    """A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) as the string the
+    list API takes (`app=mcp-host,tier in (a,b),!legacy`). An empty selector matches
+    everything, as in Kubernetes."""
+    parts: list[str] = []
+    for key, value in sorted((selector.get("matchLabels") or {}).items()):
+        parts.append(f"{key}={value}")
+    for number, expr in enumerate(selector.get("matchExpressions") or []):
+        key, op = expr.get("key"), expr.get("operator")
+        values = [str(v) for v in expr.get("values") or []]
+        where = f"matchExpressions[{number}]"
+        if not isinstance(key, str) or not key:
+            raise SelectorError(f"{where}.key must be a label key")
+        if op in ("In", "NotIn"):
+            if not values:
+                raise SelectorError(f"{where}: operator {op} needs at least one value")
+            parts.append(f"{key} {'in' if op == 'In' else 'notin'} ({','.join(values)})")
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                raise SelectorError(f"{where}: operator {op} takes no values")
+            parts.append(key if op == "Exists" else f"!{key}")
+        else:
+            raise SelectorError(
+                f"{where}.operator is {op!r}; allowed: In, NotIn, Exists, DoesNotExist"
+            )
+    return ",".join(parts)
+
+
+def list_pods(conn: Connection, label_selector: str) -> list[JsonDict]:
+    """The pods of the connection's namespace matching `label_selector` (a selector
+    string, see `selector_string`), as API dicts, sorted by name."""
+    with api_call(conn, "list", RESOURCE, f"pods matching {label_selector!r}"):
+        body = decode(
+            conn.core.list_namespaced_pod(
+                conn.namespace,
+                label_selector=label_selector,
+                _preload_content=False,
+                _request_timeout=conn.request_timeout,
+            )
+        )
+    items: list[JsonDict] = list(body.get("items") or [])
+    return sorted(items, key=lambda pod: str(pod.get("metadata", {}).get("name", "")))
+
+
+def pod_container(pod: Mapping[str, Any], name: str | None) -> Mapping[str, Any] | None:
+    """The container `name` of the pod (None: the first one), or None if absent."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if name is None:
+        return containers[0] if containers else None
+    return next((c for c in containers if c.get("name") == name), None)
+
+
+def pod_values(
+    pod: Mapping[str, Any],
+    names: Iterable[str],
+    container: str | None = None,
+    config_maps: ConfigMapLookup = no_config_maps,
+) -> dict[str, Resolved] | None:
+    """The variables `names` as the pod's container process sees them; None when the
+    pod has no such container."""
+    found = pod_container(pod, container)
+    return None if found is None else resolve(found, names, config_maps)
