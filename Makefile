@@ -70,6 +70,10 @@ bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 bench-killswitch: $(STAMP) controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
 	$(PYTHON) bench/killswitch.py
 
+.PHONY: bench-operator
+bench-operator: $(STAMP) controlplane ## Benchmark: the operator vs the direct path (kubectl) on the local control plane
+	$(PYTHON) bench/operator.py
+
 # ---- cluster stages (docs/harness.md) ----------------------------------------
 # Stage 1 on a Minikube profile: the kube context is the profile's name.
 PROFILE_MINIKUBE ?= minikube

@@ -604,6 +604,31 @@ class LocalCluster:
         if errors:
             raise ControlPlaneError("; ".join(errors))
 
+    def stop_apiserver(self) -> None:
+        """Stop only the kube-apiserver (an API outage; etcd, the controllers and kwok
+        keep running and reconnect when it is back). Only for a cluster started by this
+        object (not `from_state`)."""
+        proc = self._procs.pop("kube-apiserver", None)
+        self.pids.pop("kube-apiserver", None)
+        if proc is None:
+            raise ControlPlaneError("the kube-apiserver was not started by this LocalCluster")
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        self._write_state()
+
+    def start_apiserver(self) -> None:
+        """Start the kube-apiserver again on the same port with the same certificates
+        (after `stop_apiserver`); returns once /readyz answers 200."""
+        if "kube-apiserver" in self._procs:
+            raise ControlPlaneError("the kube-apiserver is already running")
+        self._start_apiserver()
+        self._write_state()
+
     @classmethod
     def from_state(cls, workdir: Path) -> LocalCluster:
         """A handle on a cluster started detached (`up`) in `workdir`."""
