@@ -4,13 +4,12 @@ models, so what we compare and report is exactly what is stored)."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-import urllib3
-from kubernetes.client.exceptions import ApiException
+from typing import Any, Protocol
 
 from spillover_operator.client.connection import Connection, short
 from spillover_operator.client.errors import (
@@ -23,8 +22,38 @@ from spillover_operator.client.errors import (
     Rejected,
     Unauthorized,
 )
+from spillover_operator.client.transport import HttpStatusError, Query
 
 JsonDict = dict[str, Any]
+
+
+class StatusException(Protocol):
+    """An HTTP error answer: ours (`HttpStatusError`) or the kubernetes package's
+    ApiException."""
+
+    status: Any
+    reason: Any
+    body: Any
+
+
+def _as_status_error(exc: BaseException) -> StatusException | None:
+    if isinstance(exc, HttpStatusError):
+        return exc
+    # The kubernetes package's ApiException, if that package is in use at all (it is
+    # not imported here: importing it costs half a second).
+    module = sys.modules.get("kubernetes.client.exceptions")
+    api_exception = getattr(module, "ApiException", None)
+    if api_exception is not None and isinstance(exc, api_exception):
+        return exc  # type: ignore[no-any-return]
+    return None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    if isinstance(exc, OSError | http.client.HTTPException):
+        return True
+    urllib3 = sys.modules.get("urllib3.exceptions")
+    http_error = getattr(urllib3, "HTTPError", None)
+    return http_error is not None and isinstance(exc, http_error)
 
 
 @contextmanager
@@ -34,16 +63,56 @@ def api_call(conn: Connection, verb: str, resource: str, what: str) -> Iterator[
     ("spilloverpolicies.spillover.clerum.io"), the namespace and the connection."""
     try:
         yield
-    except ApiException as exc:
-        raise api_error(conn, exc, verb, resource, what) from None
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise ApiUnavailable(
-            f"cannot reach the API server using {conn.where}: {short(exc)}. "
-            "Check the cluster is up and the kubeconfig/--context point at it."
-        ) from None
+    except Exception as exc:
+        answered = _as_status_error(exc)
+        if answered is not None:
+            raise api_error(conn, answered, verb, resource, what) from None
+        if _unreachable(exc):
+            raise ApiUnavailable(
+                f"cannot reach the API server using {conn.where}: {short(exc)}. "
+                "Check the cluster is up and the kubeconfig/--context point at it."
+            ) from None
+        raise
 
 
-def api_error(conn: Connection, exc: ApiException, verb: str, resource: str, what: str) -> ApiError:
+def request(
+    conn: Connection,
+    method: str,
+    path: str,
+    *,
+    verb: str,
+    resource: str,
+    what: str,
+    query: Query | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+) -> JsonDict:
+    """One request through the connection's transport; the JSON object answered."""
+    with api_call(conn, verb, resource, what):
+        data = conn.transport.request(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=conn.request_timeout,
+        )
+    return decode_bytes(data)
+
+
+def decode_bytes(data: bytes | str) -> JsonDict:
+    try:
+        decoded = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
+    except (TypeError, ValueError) as exc:
+        raise ApiUnavailable(f"unexpected API response (not JSON): {exc}") from None
+    if not isinstance(decoded, dict):
+        raise ApiUnavailable(f"unexpected API response (not an object): {decoded!r:.200}")
+    return decoded
+
+
+def api_error(
+    conn: Connection, exc: StatusException, verb: str, resource: str, what: str
+) -> ApiError:
     status = int(exc.status or 0)
     server_message = status_message(exc)
     if status == 404:
@@ -89,17 +158,10 @@ def api_error(conn: Connection, exc: ApiException, verb: str, resource: str, wha
 
 def decode(response: Any) -> JsonDict:
     """The JSON object the API server sent (`_preload_content=False` responses)."""
-    data = response.data
-    try:
-        decoded = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
-    except (TypeError, ValueError) as exc:
-        raise ApiUnavailable(f"unexpected API response (not JSON): {exc}") from None
-    if not isinstance(decoded, dict):
-        raise ApiUnavailable(f"unexpected API response (not an object): {decoded!r:.200}")
-    return decoded
+    return decode_bytes(response.data)
 
 
-def _status_payload(exc: ApiException) -> JsonDict:
+def _status_payload(exc: StatusException) -> JsonDict:
     try:
         body = json.loads(exc.body or "")
     except (TypeError, ValueError):
@@ -107,7 +169,7 @@ def _status_payload(exc: ApiException) -> JsonDict:
     return body if isinstance(body, dict) else {}
 
 
-def status_message(exc: ApiException) -> str:
+def status_message(exc: StatusException) -> str:
     """The API server's one-line `message` of an error (never the whole body)."""
     message = _status_payload(exc).get("message")
     if isinstance(message, str) and message:
@@ -115,7 +177,7 @@ def status_message(exc: ApiException) -> str:
     return str(exc.reason or "no details")
 
 
-def _names_an_object(exc: ApiException) -> bool:
+def _names_an_object(exc: StatusException) -> bool:
     """A 404 for a missing object carries details.name; one for a resource type the server
     does not know (CRD not installed) does not."""
     details = _status_payload(exc).get("details")

@@ -10,11 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import yaml
-from kubernetes import client, config
-from kubernetes.config.config_exception import ConfigException
-
 from spillover_operator.client.errors import ConfigError
+from spillover_operator.client.transport import (
+    ApiClientTransport,
+    HttpTransport,
+    NotPlain,
+    Transport,
+    plain_transport,
+    read_plain,
+)
 
 DEFAULT_NAMESPACE = "clerum"
 KUBECONFIG_DEFAULT = "~/.kube/config"
@@ -24,23 +28,21 @@ _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 # switch, nor hold the operator's reconcile lock.
 REQUEST_TIMEOUT = (10.0, 30.0)
 
-# The kubernetes package ships py.typed but leaves its config loaders unannotated.
-_load_incluster_config = cast(Callable[..., None], config.load_incluster_config)
-_load_kube_config = cast(Callable[..., None], config.load_kube_config)
-_list_kube_config_contexts = cast(
-    Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]], config.list_kube_config_contexts
-)
-
 
 @dataclass(frozen=True)
 class Connection:
-    """One API client plus what to name in messages and who we are.
+    """How to reach the API server plus what to name in messages and who we are.
+
+    `transport` sends the requests (`client.transport`: plain HTTP, or a kubernetes
+    ApiClient; an ApiClient given here is wrapped). `api_client` is a kubernetes
+    ApiClient on the same credentials, built on first use (importing the kubernetes
+    package is slow; the commands that need it pay for it).
 
     `field_manager` is recorded in managedFields of what we patch and as the source of
     the Events we post (spilloverctl, spillover-operator, spillover-harness).
     """
 
-    api_client: client.ApiClient
+    transport: Transport
     namespace: str
     field_manager: str
     kubeconfig: str = ""
@@ -48,13 +50,20 @@ class Connection:
     server: str = ""
     request_timeout: tuple[float, float] = REQUEST_TIMEOUT
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.transport, HttpTransport | ApiClientTransport):
+            object.__setattr__(self, "transport", ApiClientTransport(self.transport))
+
     @classmethod
-    def from_api_client(
-        cls, api_client: client.ApiClient, namespace: str, *, field_manager: str
-    ) -> Connection:
+    def from_api_client(cls, api_client: Any, namespace: str, *, field_manager: str) -> Connection:
         """Wrap an ApiClient configured elsewhere (tests, benchmarks)."""
         host = str(getattr(api_client.configuration, "host", "") or "")
-        return cls(api_client, namespace, field_manager, server=host)
+        return cls(ApiClientTransport(api_client), namespace, field_manager, server=host)
+
+    @property
+    def api_client(self) -> Any:
+        """A kubernetes ApiClient (built on first use when requests go over HTTP)."""
+        return self.transport.api_client()
 
     def in_namespace(self, namespace: str) -> Connection:
         """The same connection working in another namespace (shares the ApiClient)."""
@@ -63,15 +72,21 @@ class Connection:
         return dataclasses.replace(self, namespace=namespace)
 
     @property
-    def core(self) -> client.CoreV1Api:
+    def core(self) -> Any:
+        from kubernetes import client
+
         return client.CoreV1Api(self.api_client)
 
     @property
-    def apps(self) -> client.AppsV1Api:
+    def apps(self) -> Any:
+        from kubernetes import client
+
         return client.AppsV1Api(self.api_client)
 
     @property
-    def custom(self) -> client.CustomObjectsApi:
+    def custom(self) -> Any:
+        from kubernetes import client
+
         return client.CustomObjectsApi(self.api_client)
 
     @property
@@ -114,17 +129,14 @@ def connect(
         raise ConfigError(
             f"kubeconfig '{shown}' does not exist; pass --kubeconfig PATH or set KUBECONFIG"
         )
-    configuration = client.Configuration()
+    fast = _plain(shown, context, namespace, field_manager)
+    if fast is not None:
+        return fast
+    import yaml
+    from kubernetes.config.config_exception import ConfigException
+
     try:
-        # `shown`, not None: the kubernetes package reads $KUBECONFIG once, when imported.
-        contexts, active = _list_kube_config_contexts(config_file=shown)
-        chosen = _pick_context(contexts, active, context, shown)
-        _load_kube_config(
-            config_file=shown,
-            context=chosen["name"],
-            client_configuration=configuration,
-            persist_config=False,
-        )
+        chosen, configuration = _full_load(shown, context)
     except ConfigException as exc:
         raise ConfigError(f"cannot use kubeconfig '{shown}': {exc}") from None
     except OSError as exc:
@@ -135,11 +147,11 @@ def connect(
         raise ConfigError(
             f"kubeconfig '{shown}' is malformed ({type(exc).__name__}: {exc})"
         ) from None
-    # One retry only: an unreachable API server should fail in seconds, not minutes.
-    configuration.retries = 1
+    from kubernetes import client
+
     ns = namespace or (chosen.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE
     return Connection(
-        client.ApiClient(configuration),
+        ApiClientTransport(client.ApiClient(configuration)),
         ns,
         field_manager,
         kubeconfig=shown,
@@ -148,16 +160,75 @@ def connect(
     )
 
 
+def _full_load(shown: str, context: str | None) -> tuple[dict[str, Any], Any]:
+    """The kubernetes package's loader (exec plugins, auth providers, merged lists)."""
+    from kubernetes import client, config
+
+    # The kubernetes package ships py.typed but leaves its config loaders unannotated.
+    list_contexts = cast(
+        Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]],
+        config.list_kube_config_contexts,
+    )
+    load = cast(Callable[..., None], config.load_kube_config)
+    configuration = client.Configuration()
+    # `shown`, not None: the kubernetes package reads $KUBECONFIG once, when imported.
+    contexts, active = list_contexts(config_file=shown)
+    chosen = _pick_context(contexts, active, context, shown)
+    load(
+        config_file=shown,
+        context=chosen["name"],
+        client_configuration=configuration,
+        persist_config=False,
+    )
+    # One retry only: an unreachable API server should fail in seconds, not minutes.
+    configuration.retries = 1
+    return chosen, configuration
+
+
+def _plain(
+    shown: str, context: str | None, namespace: str | None, field_manager: str
+) -> Connection | None:
+    """A Connection over plain HTTP when the kubeconfig needs nothing more (see
+    `client.transport`), else None (the full loader then reads it and names problems)."""
+    try:
+        config = read_plain(shown)
+        try:
+            chosen = _pick_context(config.contexts, config.active, context, shown)
+        except ConfigError:
+            return None  # the full loader says the same, with its own checks first
+
+        def full_client() -> Any:
+            from kubernetes import client
+
+            return client.ApiClient(_full_load(shown, context)[1])
+
+        transport = plain_transport(shown, chosen, full_client)
+    except NotPlain:
+        return None
+    ns = namespace or (chosen.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE
+    return Connection(
+        transport,
+        ns,
+        field_manager,
+        kubeconfig=shown,
+        context=str(chosen["name"]),
+        server=transport.server,
+    )
+
+
 def _in_cluster(namespace: str | None, field_manager: str) -> Connection:
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
     configuration = client.Configuration()
     try:
-        _load_incluster_config(client_configuration=configuration)
+        cast(Callable[..., None], config.load_incluster_config)(client_configuration=configuration)
     except ConfigException as exc:
         raise ConfigError(f"cannot load the in-cluster configuration: {exc}") from None
     configuration.retries = 1
     ns = namespace or _in_cluster_namespace() or DEFAULT_NAMESPACE
     return Connection(
-        client.ApiClient(configuration),
+        ApiClientTransport(client.ApiClient(configuration)),
         ns,
         field_manager,
         kubeconfig=IN_CLUSTER,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spillover_operator.client._api import JsonDict, api_call, decode
+from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
 from spillover_operator.envplan import EnvPlan, TargetError, effective_env
@@ -20,17 +20,13 @@ def _what(name: str) -> str:
     return f"Deployment '{name}'"
 
 
+def _path(conn: Connection, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{conn.namespace}/deployments/{name}"
+
+
 def get_deployment(conn: Connection, name: str) -> JsonDict:
     """The Deployment as stored; NotFound when it does not exist."""
-    with api_call(conn, "get", RESOURCE, _what(name)):
-        return decode(
-            conn.apps.read_namespaced_deployment(
-                name,
-                conn.namespace,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    return request(conn, "GET", _path(conn, name), verb="get", resource=RESOURCE, what=_what(name))
 
 
 def find_deployment(conn: Connection, name: str) -> JsonDict | None:
@@ -66,15 +62,14 @@ def patch_deployment_env(conn: Connection, name: str, plan: EnvPlan) -> JsonDict
     """
     if plan.patch is None:
         return get_deployment(conn, name)
-    with api_call(conn, "patch", RESOURCE, _what(name)):
-        return decode(
-            conn.apps.patch_namespaced_deployment(
-                name,
-                conn.namespace,
-                plan.patch,
-                field_manager=conn.field_manager,
-                _content_type=STRATEGIC_MERGE,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    return request(
+        conn,
+        "PATCH",
+        _path(conn, name),
+        verb="patch",
+        resource=RESOURCE,
+        what=_what(name),
+        query=[("fieldManager", conn.field_manager)],
+        body=plan.patch,
+        content_type=STRATEGIC_MERGE,
+    )

@@ -3,8 +3,6 @@ is installed."""
 
 from __future__ import annotations
 
-from kubernetes import client
-
 from spillover_operator.client._api import api_call
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.custom import CustomResource, is_served
@@ -16,6 +14,8 @@ SPILLOVER_POLICIES = CustomResource(GROUP, VERSION, PLURAL, KIND)
 
 def server_version(conn: Connection) -> str:
     """The API server's version (`v1.31.0`); ApiUnavailable when it cannot be reached."""
+    from kubernetes import client
+
     with api_call(conn, "get", "version", "the API server version"):
         info = client.VersionApi(conn.api_client).get_code(_request_timeout=conn.request_timeout)
     return str(info.git_version)
@@ -24,6 +24,8 @@ def server_version(conn: Connection) -> str:
 def policy_crd_installed(conn: Connection) -> bool:
     """Whether spilloverpolicies.spillover.clerum.io is served: the CRD is read when the
     user may read CRDs (cluster-scoped), else the policies of the namespace are listed."""
+    from kubernetes import client
+
     try:
         with api_call(conn, "get", "customresourcedefinitions", "the SpilloverPolicy CRD"):
             client.ApiextensionsV1Api(conn.api_client).read_custom_resource_definition(

@@ -8,9 +8,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client import CoreV1Event
-
-from spillover_operator.client._api import api_call
+from spillover_operator.client._api import request
 from spillover_operator.client.connection import Connection
 
 MAX_MESSAGE = 1000
@@ -80,8 +78,12 @@ def post_event(
     namespace = body["metadata"]["namespace"] or conn.namespace
     body["metadata"]["namespace"] = namespace
     body["involvedObject"]["namespace"] = body["involvedObject"]["namespace"] or namespace
-    event = CoreV1Event.from_dict(body)
-    if event is None:  # from_dict returns None only for a None input
-        raise ValueError("could not build an Event")
-    with api_call(conn.in_namespace(namespace), "create", "events", "Event"):
-        conn.core.create_namespaced_event(namespace, event, _request_timeout=conn.request_timeout)
+    request(
+        conn.in_namespace(namespace),
+        "POST",
+        f"/api/v1/namespaces/{namespace}/events",
+        verb="create",
+        resource="events",
+        what="Event",
+        body={k: v for k, v in body.items() if v is not None},
+    )

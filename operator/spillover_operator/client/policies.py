@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spillover_operator.client._api import JsonDict, api_call, decode
+from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
 from spillover_operator.constants import GROUP, KIND, PLURAL, VERSION
@@ -18,20 +18,14 @@ def _what(name: str) -> str:
     return f"{KIND} '{name}'"
 
 
+def _path(conn: Connection, name: str = "", sub: str = "") -> str:
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{conn.namespace}/{PLURAL}"
+    return path + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
+
+
 def get_policy(conn: Connection, name: str) -> JsonDict:
     """The policy as stored; NotFound when it does not exist."""
-    with api_call(conn, "get", RESOURCE, _what(name)):
-        return decode(
-            conn.custom.get_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                conn.namespace,
-                PLURAL,
-                name,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    return request(conn, "GET", _path(conn, name), verb="get", resource=RESOURCE, what=_what(name))
 
 
 def find_policy(conn: Connection, name: str) -> JsonDict | None:
@@ -46,54 +40,36 @@ def find_policy(conn: Connection, name: str) -> JsonDict | None:
 
 def list_policies(conn: Connection) -> list[JsonDict]:
     """Every SpilloverPolicy in the namespace."""
-    with api_call(conn, "list", RESOURCE, f"{KIND} objects"):
-        body = decode(
-            conn.custom.list_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                conn.namespace,
-                PLURAL,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    body = request(conn, "GET", _path(conn), verb="list", resource=RESOURCE, what=f"{KIND} objects")
     items = body.get("items") or []
     return [item for item in items if isinstance(item, dict)]
 
 
 def patch_policy(conn: Connection, name: str, patch: dict[str, Any]) -> JsonDict:
     """A JSON merge patch on the policy (`spec`, `metadata`); the policy after it."""
-    with api_call(conn, "patch", RESOURCE, _what(name)):
-        return decode(
-            conn.custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                conn.namespace,
-                PLURAL,
-                name,
-                patch,
-                field_manager=conn.field_manager,
-                _content_type=MERGE_PATCH,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    return request(
+        conn,
+        "PATCH",
+        _path(conn, name),
+        verb="patch",
+        resource=RESOURCE,
+        what=_what(name),
+        query=[("fieldManager", conn.field_manager)],
+        body=patch,
+        content_type=MERGE_PATCH,
+    )
 
 
 def patch_policy_status(conn: Connection, name: str, status_patch: dict[str, Any]) -> JsonDict:
     """A JSON merge patch on the policy's status subresource."""
-    with api_call(conn, "patch", f"{RESOURCE}/status", _what(name)):
-        return decode(
-            conn.custom.patch_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                conn.namespace,
-                PLURAL,
-                name,
-                {"status": status_patch},
-                field_manager=conn.field_manager,
-                _content_type=MERGE_PATCH,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    return request(
+        conn,
+        "PATCH",
+        _path(conn, name, "status"),
+        verb="patch",
+        resource=f"{RESOURCE}/status",
+        what=_what(name),
+        query=[("fieldManager", conn.field_manager)],
+        body={"status": status_patch},
+        content_type=MERGE_PATCH,
+    )

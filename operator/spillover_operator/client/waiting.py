@@ -12,7 +12,8 @@ from spillover_operator.assess import Area, Finding, StatusReport
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
 from spillover_operator.client.observe import observe
-from spillover_operator.constants import COND_READY
+from spillover_operator.client.watch import ChangeSignal
+from spillover_operator.constants import COND_READY, GROUP, PLURAL, VERSION
 
 # Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
 # operator refused the policy and touches nothing until someone changes something.
@@ -88,8 +89,12 @@ def wait_until_settled(
     progress: ProgressCallback | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    follow: bool = True,
 ) -> StatusReport:
-    """Poll (with backoff, 0.5 s growing to 5 s) until the policy is in effect.
+    """Look at once, then again whenever a watch on the policy or its Deployment reports
+    a change (`follow`), at the latest after 0.5 s growing to 5 s without one, until the
+    policy is in effect. Without `follow`, or when the watches cannot be opened, the
+    looks are only that backoff (`sleep` between them).
 
     Through the operator: observedGeneration == metadata.generation, Ready=True, the
     Deployment env matches and its rollout is complete. `direct`: only the Deployment
@@ -98,33 +103,75 @@ def wait_until_settled(
     `progress` is called whenever what it would show changes, and once more when
     settled. Raises NotFound (the policy, the Deployment or the container is missing),
     OperatorRefused, TimedOut (listing what is still pending), or the API errors.
-    `sleep` may raise to cancel the wait (the harness's stop request does).
+    `sleep` may raise to cancel the wait (the harness's stop request does); while
+    following, it is called with 0 after each wait so it still can.
     """
     ignore: tuple[Area, ...] = ("operator",) if direct else ()
     start = clock()
     delay = INITIAL_DELAY
     last: tuple[object, ...] | None = None
-    while True:
-        report = observe(conn, name)
-        pending = report.problems(ignore=ignore)
-        _fail_fast(conn, report, pending, direct=direct)
-        elapsed = clock() - start
-        look = WaitProgress(elapsed, report, pending, settled=not pending)
-        if not pending:
-            if progress is not None:
-                progress(look)
-            return report
-        if look.state() != last:
-            if progress is not None:
-                progress(look)
-            last = look.state()
-            delay = INITIAL_DELAY
-        if elapsed >= timeout:
-            listed = "\n".join(f"  {f}" for f in pending)
-            raise TimedOut(
-                f"timed out after {timeout:g}s waiting; the change was made but is not fully "
-                f"in effect yet. Still pending:\n{listed}",
-                pending=[str(f) for f in pending],
-            )
-        sleep(max(0.05, min(delay, timeout - elapsed)))
-        delay = min(delay * 1.5, MAX_DELAY)
+    signal: ChangeSignal | None = None
+    try:
+        while True:
+            report = observe(conn, name)
+            done = _look(conn, report, ignore, direct, clock() - start, timeout, progress, last)
+            if isinstance(done, StatusReport):
+                return done
+            if follow and signal is None:
+                # Its first events (the objects as they are) make one more look at once:
+                # nothing that changed since the look above is missed.
+                signal = _follow(conn, name, report)
+            if done != last:
+                last = done
+                delay = INITIAL_DELAY
+            wait = max(0.05, min(delay, timeout - (clock() - start)))
+            if signal is not None and not signal.broken:
+                if signal.wait(wait):
+                    delay = INITIAL_DELAY / 1.5  # a change: look now, and soon again
+                sleep(0)
+            else:
+                sleep(wait)
+            delay = min(delay * 1.5, MAX_DELAY)
+    finally:
+        if signal is not None:
+            signal.close()
+
+
+def _follow(conn: Connection, name: str, report: StatusReport) -> ChangeSignal:
+    namespace = conn.namespace
+    watched = [(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}", name)]
+    if report.deployment_name:
+        watched.append(
+            (f"/apis/apps/v1/namespaces/{namespace}/deployments", report.deployment_name)
+        )
+    return ChangeSignal(conn, watched)
+
+
+def _look(
+    conn: Connection,
+    report: StatusReport,
+    ignore: tuple[Area, ...],
+    direct: bool,
+    elapsed: float,
+    timeout: float,
+    progress: ProgressCallback | None,
+    last: tuple[object, ...] | None,
+) -> StatusReport | tuple[object, ...]:
+    """One look: the report when settled, else the state shown (TimedOut past `timeout`)."""
+    pending = report.problems(ignore=ignore)
+    _fail_fast(conn, report, pending, direct=direct)
+    look = WaitProgress(elapsed, report, pending, settled=not pending)
+    if not pending:
+        if progress is not None:
+            progress(look)
+        return report
+    if look.state() != last and progress is not None:
+        progress(look)
+    if elapsed >= timeout:
+        listed = "\n".join(f"  {f}" for f in pending)
+        raise TimedOut(
+            f"timed out after {timeout:g}s waiting; the change was made but is not fully "
+            f"in effect yet. Still pending:\n{listed}",
+            pending=[str(f) for f in pending],
+        )
+    return look.state()

@@ -1,0 +1,386 @@
+"""How requests reach the API server: HTTP from the standard library, or the
+`kubernetes` package's ApiClient.
+
+Why two: importing `kubernetes` costs about half a second, three times a whole
+`kubectl patch`, so `spilloverctl` speaks HTTP itself (`HttpTransport`) when the
+kubeconfig is a plain one (server, CA, client certificate or token: `plain_kubeconfig`).
+Anything else (exec plugins, auth providers, proxies, merged kubeconfig lists, the
+in-cluster account) goes through the ApiClient (`ApiClientTransport`), as do
+connections made from an ApiClient (tests, the harness). Both answer with the raw JSON
+bytes the server sent, and raise `HttpStatusError` for an HTTP error status and
+`OSError`/`http.client.HTTPException` when the server cannot be reached.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import ssl
+import tempfile
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Query = list[tuple[str, str]]
+Timeout = tuple[float, float]
+
+
+class HttpStatusError(Exception):
+    """The API server answered with an error status (`status`, `reason`, the `body` it
+    sent): the fields `_api.api_error` reads, as on the kubernetes package's
+    ApiException."""
+
+    def __init__(self, status: int, reason: str, body: str) -> None:
+        super().__init__(f"HTTP {status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body = body
+
+
+class Transport(Protocol):
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: Timeout,
+    ) -> bytes: ...
+
+    def stream(self, path: str, *, query: Query, timeout: Timeout) -> Iterator[bytes]:
+        """The lines of a streamed answer (a watch), as they arrive."""
+        ...
+
+    def api_client(self) -> Any:
+        """A kubernetes ApiClient on the same credentials (built on first use)."""
+        ...
+
+
+def _url(path: str, query: Query | None) -> str:
+    return path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+
+class HttpTransport:
+    """HTTPS with the standard library; keeps idle connections for reuse (thread-safe:
+    one connection per request in flight)."""
+
+    def __init__(
+        self,
+        server: str,
+        context: ssl.SSLContext | None,
+        headers: Mapping[str, str],
+        make_api_client: Callable[[], Any],
+    ) -> None:
+        self.server = server.rstrip("/")
+        parsed = urllib.parse.urlsplit(server)
+        self.https = parsed.scheme == "https"
+        self.host = parsed.hostname or "localhost"
+        self.port = parsed.port or (443 if self.https else 80)
+        self.prefix = parsed.path.rstrip("/")
+        self.context = context
+        self.headers = dict(headers)
+        self._make_api_client = make_api_client
+        self._api_client: Any = None
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def _connect(self, timeout: Timeout) -> http.client.HTTPConnection:
+        if self.https:
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=timeout[0], context=self.context
+            )
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout[0])
+
+    def _send(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        url: str,
+        payload: bytes | None,
+        headers: dict[str, str],
+        timeout: Timeout,
+    ) -> http.client.HTTPResponse:
+        conn.timeout = timeout[0]
+        if conn.sock is None:
+            conn.connect()
+        assert conn.sock is not None
+        conn.sock.settimeout(timeout[1])
+        conn.request(method, self.prefix + url, body=payload, headers=headers)
+        return conn.getresponse()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: Timeout,
+    ) -> bytes:
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {**self.headers, "Accept": "application/json"}
+        if payload is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        url = _url(path, query)
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        reused = conn is not None
+        if conn is None:
+            conn = self._connect(timeout)
+        try:
+            try:
+                resp = self._send(conn, method, url, payload, headers, timeout)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                if not reused:
+                    raise
+                conn.close()  # a kept connection the server closed meanwhile: once more
+                conn = self._connect(timeout)
+                resp = self._send(conn, method, url, payload, headers, timeout)
+            data = resp.read()
+        except BaseException:
+            conn.close()
+            raise
+        if resp.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
+        if resp.status >= 400:
+            raise HttpStatusError(resp.status, resp.reason, data.decode("utf-8", "replace"))
+        return data
+
+    def stream(self, path: str, *, query: Query, timeout: Timeout) -> Iterator[bytes]:
+        conn = self._connect(timeout)
+        try:
+            headers = {**self.headers, "Accept": "application/json"}
+            resp = self._send(conn, "GET", _url(path, query), None, headers, timeout)
+            if resp.status >= 400:
+                raise HttpStatusError(
+                    resp.status, resp.reason, resp.read().decode("utf-8", "replace")
+                )
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield line
+        finally:
+            conn.close()
+
+    def api_client(self) -> Any:
+        with self._lock:
+            if self._api_client is None:
+                self._api_client = self._make_api_client()
+            return self._api_client
+
+
+class ApiClientTransport:
+    """Requests through a kubernetes ApiClient (its configuration: credentials, proxy)."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._client = api_client
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Query | None,
+        body: Any,
+        content_type: str | None,
+        timeout: Timeout,
+    ) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        try:
+            return self._client.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=timeout,
+            )
+        except ApiException as exc:
+            raise HttpStatusError(
+                int(exc.status or 0), str(exc.reason or ""), exc.body or ""
+            ) from None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: Timeout,
+    ) -> bytes:
+        resp = self._call(method, path, query, body, content_type, timeout)
+        data = resp.data
+        return data if isinstance(data, bytes) else str(data).encode()
+
+    def stream(self, path: str, *, query: Query, timeout: Timeout) -> Iterator[bytes]:
+        resp = self._call("GET", path, query, None, None, timeout)
+        buf = b""
+        try:
+            for chunk in resp.stream(65536):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield line
+        finally:
+            resp.release_conn()
+
+    def api_client(self) -> Any:
+        return self._client
+
+
+# ---- a plain kubeconfig, read without the kubernetes package ------------------------
+
+
+class NotPlain(Exception):
+    """The kubeconfig needs the kubernetes package's loader (say why, for debugging)."""
+
+
+@dataclass(frozen=True)
+class PlainConfig:
+    contexts: list[dict[str, Any]]
+    active: dict[str, Any] | None
+    doc: dict[str, Any]
+
+
+def read_plain(path: str) -> PlainConfig:
+    """Parse one kubeconfig file (NotPlain if it is a list of files, or unreadable:
+    the kubernetes loader then reports it)."""
+    import yaml
+
+    if os.pathsep in path:
+        raise NotPlain("a list of kubeconfig files")
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as fh:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            doc = yaml.load(fh, Loader=loader)  # a safe loader (C when available)
+    except (OSError, yaml.YAMLError) as exc:
+        raise NotPlain(str(exc)) from None
+    if not isinstance(doc, dict):
+        raise NotPlain("not a mapping")
+    for kind in ("contexts", "clusters", "users"):
+        if not isinstance(doc.get(kind) or [], list):
+            raise NotPlain(f"{kind} is not a list")
+    contexts = [c for c in doc.get("contexts") or [] if isinstance(c, dict)]
+    current = doc.get("current-context")
+    active = next((c for c in contexts if c.get("name") == current), None)
+    return PlainConfig(contexts, active, doc)
+
+
+def _named(doc: Mapping[str, Any], kind: str, name: Any, key: str) -> dict[str, Any]:
+    for entry in doc.get(kind) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            value = entry.get(key)
+            if isinstance(value, dict):
+                return value
+    raise NotPlain(f"no {kind} entry {name!r}")
+
+
+def _material(entry: Mapping[str, Any], key: str, base: str) -> bytes | None:
+    """`key-data` (base64) or the file `key` (relative to the kubeconfig's directory)."""
+    data = entry.get(f"{key}-data")
+    if isinstance(data, str) and data:
+        return base64.b64decode(data)
+    path = entry.get(key)
+    if isinstance(path, str) and path:
+        with open(os.path.join(base, os.path.expanduser(path)), "rb") as fh:
+            return fh.read()
+    return None
+
+
+_USER_KEYS = {
+    "client-certificate",
+    "client-certificate-data",
+    "client-key",
+    "client-key-data",
+    "token",
+    "tokenFile",
+}
+_CLUSTER_KEYS = {
+    "server",
+    "certificate-authority",
+    "certificate-authority-data",
+    "insecure-skip-tls-verify",
+    "tls-server-name",
+    "extensions",
+}
+
+
+def plain_transport(
+    path: str, context: Mapping[str, Any], make_api_client: Callable[[], Any]
+) -> HttpTransport:
+    """An HttpTransport for `context` of the kubeconfig at `path`, or NotPlain."""
+    config = read_plain(path)
+    ctx = context.get("context") or {}
+    if not isinstance(ctx, dict):
+        raise NotPlain("a context that is not a mapping")
+    cluster = _named(config.doc, "clusters", ctx.get("cluster"), "cluster")
+    user = _named(config.doc, "users", ctx.get("user"), "user") if ctx.get("user") else {}
+    extra = (set(cluster) - _CLUSTER_KEYS) | (set(user) - _USER_KEYS)
+    if extra:
+        raise NotPlain(f"needs the full loader for {sorted(extra)}")
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise NotPlain("no server")
+    base = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    headers: dict[str, str] = {"User-Agent": "spillover-ops"}
+    try:
+        token = user.get("token")
+        if not token and user.get("tokenFile"):
+            with open(os.path.join(base, str(user["tokenFile"])), encoding="utf-8") as fh:
+                token = fh.read().strip()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        context_ssl: ssl.SSLContext | None = None
+        if server.startswith("https://"):
+            context_ssl = ssl.create_default_context()
+            if cluster.get("insecure-skip-tls-verify"):
+                context_ssl.check_hostname = False
+                context_ssl.verify_mode = ssl.CERT_NONE
+            else:
+                ca = _material(cluster, "certificate-authority", base)
+                if ca is not None:
+                    context_ssl = ssl.create_default_context(cadata=ca.decode("ascii"))
+            if cluster.get("tls-server-name"):
+                raise NotPlain("tls-server-name")
+            cert = _material(user, "client-certificate", base)
+            key = _material(user, "client-key", base)
+            if (cert is None) != (key is None):
+                raise NotPlain("a client certificate without its key")
+            if cert is not None and key is not None:
+                _load_chain(context_ssl, cert, key)
+    except (OSError, ValueError, ssl.SSLError) as exc:
+        raise NotPlain(str(exc)) from None
+    return HttpTransport(server, context_ssl, headers, make_api_client)
+
+
+def _load_chain(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl loads a certificate chain from files only: a private temporary directory,
+    removed at once."""
+    with tempfile.TemporaryDirectory(prefix="spillover-tls-") as tmp:
+        cert_path, key_path = os.path.join(tmp, "cert"), os.path.join(tmp, "key")
+        for where, data in ((cert_path, cert), (key_path, key)):
+            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        context.load_cert_chain(cert_path, key_path)

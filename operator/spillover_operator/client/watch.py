@@ -1,0 +1,65 @@
+"""Following changes of named objects with watches, so waiting reacts when the API
+server says something changed instead of sleeping before each look."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from spillover_operator.client.connection import Connection
+from spillover_operator.client.transport import HttpStatusError
+
+# A watch ends after this long (the server closes it) and is opened again.
+WATCH_SECONDS = 60
+
+
+class ChangeSignal:
+    """Watches on `paths` (collection paths, each with the one object's name) in
+    background threads; `wait(timeout)` returns True as soon as any of them reported
+    an event since the last `wait`.
+
+    A watch that cannot be opened (no `watch` permission, an old server) marks the
+    signal `broken`: callers then poll as before. The threads are daemons and end
+    within `WATCH_SECONDS` after `close()`.
+    """
+
+    def __init__(self, conn: Connection, watched: list[tuple[str, str]]) -> None:
+        self._conn = conn
+        self._event = threading.Event()
+        self._closed = threading.Event()
+        self.broken = False
+        for path, name in watched:
+            thread = threading.Thread(
+                target=self._follow, args=(path, name), daemon=True, name=f"watch {name}"
+            )
+            thread.start()
+
+    def _follow(self, path: str, name: str) -> None:
+        query = [
+            ("watch", "1"),
+            ("fieldSelector", f"metadata.name={name}"),
+            ("timeoutSeconds", str(WATCH_SECONDS)),
+        ]
+        timeout = (self._conn.request_timeout[0], WATCH_SECONDS + 10.0)
+        while not self._closed.is_set():
+            try:
+                for _ in self._conn.transport.stream(path, query=query, timeout=timeout):
+                    self._event.set()
+                    if self._closed.is_set():
+                        return
+            except HttpStatusError:
+                self.broken = True
+                self._event.set()
+                return
+            except Exception:
+                # The API server is unreachable for a moment: the caller's safety-net
+                # look still runs; watch again shortly.
+                time.sleep(0.5)
+
+    def wait(self, timeout: float) -> bool:
+        changed = self._event.wait(timeout)
+        self._event.clear()
+        return changed
+
+    def close(self) -> None:
+        self._closed.set()
