@@ -7,13 +7,15 @@ Run with:
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from spillover_operator.constants import GROUP, PLURAL, VERSION
-from spillover_operator.handlers import policies, runtime
+from spillover_operator.handlers import policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -27,37 +29,94 @@ def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> No
     runtime.start(memo)
 
 
-@kopf.on.probe(id="clients")
-def probe(*, memo: kopf.Memo, **_: Any) -> bool:
-    return runtime.of(memo).cluster is not None
+# Liveness (/healthz answers 500 when a probe raises; kopf caches the answer 10 s):
+# the API server is reachable, and kopf's watches of policies and Deployments run.
+@kopf.on.probe(id="api")
+# (A probe's failure is permanent: kopf would otherwise retry it before answering.)
+async def probe_api(*, memo: kopf.Memo, **_: Any) -> str:
+    try:
+        return await asyncio.to_thread(runtime.probe_api, runtime.of(memo))
+    except runtime.NotLive as exc:
+        raise kopf.PermanentError(str(exc)) from exc
 
 
+@kopf.on.probe(id="watches")
+async def probe_watches(**_: Any) -> str:
+    problems = runtime.watch_problems([task.get_name() for task in asyncio.all_tasks()])
+    if problems:
+        raise kopf.PermanentError("; ".join(problems))
+    return "running"
+
+
+# What the handlers read instead of GET/LIST requests (handlers/views.py).
 @kopf.index(GROUP, VERSION, PLURAL)
 def policies_by_target(
     *, namespace: str | None, name: str, spec: kopf.Spec, **_: Any
 ) -> dict[Any, Any]:
-    return policies.index_entry(namespace, name, spec)
+    return views.target_entry(namespace, name, spec)
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def policy_bodies(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    return views.policy_entry(namespace, name, body)
+
+
+@kopf.index("apps", "v1", "deployments")
+def deployment_bodies(
+    *, namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[Any, Any]:
+    return views.deployment_entry(namespace, name, body)
+
+
+def _reader(
+    memo: kopf.Memo, namespace: str | None, kwargs: dict[str, Any], **fresh: Any
+) -> views.IndexReader:
+    runtime.of(memo).watching(namespace)
+    own = {
+        (kind, str(body["metadata"]["name"])): views.snapshot(body) for kind, body in fresh.items()
+    }
+    return views.IndexReader(str(namespace), views.indexes_of(kwargs), own)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 def reconcile_policy(
-    *, namespace: str | None, name: str, memo: kopf.Memo, logger: Logger, **_: Any
+    *,
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    logger: Logger,
+    **kwargs: Any,
 ) -> None:
-    policies.reconcile(runtime.of(memo), str(namespace), name, logger)
+    old = kwargs.get("old")
+    old_spec = old.get("spec") if isinstance(old, Mapping) else None
+    reader = _reader(memo, namespace, kwargs, policy=body)
+    policies.policy_changed(runtime.of(memo), reader, name, old_spec, logger)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 def resync_policy(
-    *, namespace: str | None, name: str, memo: kopf.Memo, logger: Logger, **_: Any
+    *,
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    logger: Logger,
+    **kwargs: Any,
 ) -> None:
-    policies.reconcile(runtime.of(memo), str(namespace), name, logger)
+    policies.reconcile(
+        runtime.of(memo), _reader(memo, namespace, kwargs, policy=body), name, logger
+    )
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
-def delete_policy(*, body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:
-    policies.finalize(runtime.of(memo), body, logger)
+def delete_policy(
+    *, namespace: str | None, body: kopf.Body, memo: kopf.Memo, logger: Logger, **kwargs: Any
+) -> None:
+    reader = _reader(memo, namespace, kwargs, policy=body)
+    policies.finalize(runtime.of(memo), reader, views.snapshot(body), logger)
 
 
 @kopf.on.event("apps", "v1", "deployments")
@@ -65,10 +124,12 @@ def deployment_event(
     *,
     namespace: str | None,
     name: str,
+    body: kopf.Body,
+    type: str | None,
     memo: kopf.Memo,
     logger: Logger,
     **kwargs: Any,
 ) -> None:
-    index: kopf.Index[Any, Any] = kwargs["policies_by_target"]
-    targeting: list[Any] = list(index.get((namespace, name), []))
-    policies.deployment_event(runtime.of(memo), namespace, name, targeting, logger)
+    fresh = {} if type == "DELETED" else {"deployment": body}
+    reader = _reader(memo, namespace, kwargs, **fresh)
+    policies.deployment_event(runtime.of(memo), reader, name, logger)

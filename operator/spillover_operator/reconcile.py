@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from spillover_operator import allowlist
 from spillover_operator.client import (
@@ -92,6 +92,37 @@ class ApplyFailedError(RuntimeError):
 
 
 Event = tuple[dict[str, Any], str, str, str]  # (object, type, reason, message)
+
+
+class Reader(Protocol):
+    """Where reconciling reads the objects from: the API (`ApiReader`), or what the
+    operator already watches (`handlers.views.IndexReader`: no request at all). Writes
+    always go to the API, with the resourceVersion read, so a stale read only costs a
+    conflict retry (which reads from the API)."""
+
+    def policy(self, name: str) -> dict[str, Any] | None: ...
+
+    def deployment(self, name: str) -> dict[str, Any] | None: ...
+
+    def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
+        """Every policy whose spec targets `deployment` (any may be invalid)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ApiReader:
+    """Reads with GET/LIST requests (spilloverctl, the harness, the tests)."""
+
+    cluster: Connection
+
+    def policy(self, name: str) -> dict[str, Any] | None:
+        return find_policy(self.cluster, name)
+
+    def deployment(self, name: str) -> dict[str, Any] | None:
+        return find_deployment(self.cluster, name)
+
+    def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
+        return list_policies(self.cluster)
 
 
 # ---- pure helpers -----------------------------------------------------------------
@@ -335,10 +366,17 @@ def _apply_with_retries(
         ) from None
 
 
-def reconcile_policy(cluster: Connection, namespace: str, name: str) -> ReconcileResult:
-    """Make the target Deployment match the policy and report it in the status."""
+def reconcile_policy(
+    cluster: Connection, namespace: str, name: str, reader: Reader | None = None
+) -> ReconcileResult:
+    """Make the target Deployment match the policy and report it in the status.
+
+    Reads through `reader` (default: the API). Writes only what differs: with nothing
+    to change on the Deployment (a Deployment status event, a resync, a restart) the
+    status patch carries only what changed (the rollout part), or nothing."""
     cluster = cluster.in_namespace(namespace)
-    policy = find_policy(cluster, name)
+    reader = reader or ApiReader(cluster)
+    policy = reader.policy(name)
     if policy is None or _meta(policy).get("deletionTimestamp"):
         return ReconcileResult(Outcome.GONE, f"policy {namespace}/{name} is gone or being deleted")
 
@@ -360,12 +398,12 @@ def reconcile_policy(cluster: Connection, namespace: str, name: str) -> Reconcil
             _record(cluster, _policy_ref(policy), "Warning", REASON_TARGET_NOT_ALLOWED, not_allowed)
         return ReconcileResult(Outcome.TARGET_NOT_ALLOWED, not_allowed, spec)
 
-    refused = ownership_refusal(namespace, name, spec, list_policies(cluster))
+    refused = ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment))
     if refused is not None:
         write_status(cluster, policy, failed_status(policy, "Conflict", refused, target=target))
         return ReconcileResult(Outcome.CONFLICT, refused, spec)
 
-    deployment = find_deployment(cluster, spec.deployment)
+    deployment = reader.deployment(spec.deployment)
     if deployment is None:
         message = (
             f"Deployment {namespace}/{spec.deployment} not found; the policy is applied "
@@ -427,13 +465,16 @@ def _record(
         log.warning("could not post Event %s on %s: %s", reason, _meta(obj).get("name"), exc)
 
 
-def finalize_policy(cluster: Connection, policy: Mapping[str, Any]) -> ReconcileResult:
+def finalize_policy(
+    cluster: Connection, policy: Mapping[str, Any], reader: Reader | None = None
+) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
     Deployment, or whose Deployment another policy takes over, changes nothing."""
     meta = _meta(policy)
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
     cluster = cluster.in_namespace(namespace)
+    reader = reader or ApiReader(cluster)
     try:
         spec = parse_spec(policy.get("spec") or {})
     except InvalidSpecError:
@@ -444,7 +485,9 @@ def finalize_policy(cluster: Connection, policy: Mapping[str, Any]) -> Reconcile
         )
     if allowlist.refusal(spec.deployment, os.environ) is not None:
         return ReconcileResult(Outcome.RETAINED, "target not allowed: never changed", spec)
-    owners = competing_policies(list_policies(cluster), spec.deployment, include=name)
+    owners = competing_policies(
+        reader.policies_targeting(spec.deployment), spec.deployment, include=name
+    )
     if owners and owners[0] != name:
         return ReconcileResult(Outcome.RETAINED, f"policy {owners[0]!r} owns the Deployment", spec)
     others = [other for other in owners if other != name]
@@ -454,7 +497,7 @@ def finalize_policy(cluster: Connection, policy: Mapping[str, Any]) -> Reconcile
             f"policy {others[0]!r} takes over Deployment {namespace}/{spec.deployment}",
             spec,
         )
-    deployment = find_deployment(cluster, spec.deployment)
+    deployment = reader.deployment(spec.deployment)
     if deployment is None:
         return ReconcileResult(Outcome.RETAINED, "the target Deployment does not exist", spec)
     try:
@@ -475,8 +518,14 @@ def finalize_policy(cluster: Connection, policy: Mapping[str, Any]) -> Reconcile
 
 
 def policies_targeting(
-    cluster: Connection, namespace: str, deployment: str, *, exclude: str | None = None
+    cluster: Connection,
+    namespace: str,
+    deployment: str,
+    *,
+    exclude: str | None = None,
+    reader: Reader | None = None,
 ) -> list[str]:
     """Live policies (valid specs) targeting `deployment`, oldest first."""
-    names = competing_policies(list_policies(cluster.in_namespace(namespace)), deployment)
+    reader = reader or ApiReader(cluster.in_namespace(namespace))
+    names = competing_policies(reader.policies_targeting(deployment), deployment)
     return [n for n in names if n != exclude]

@@ -417,6 +417,25 @@ def test_conflict_touches_nothing_and_hands_over_on_delete(cluster: Cluster) -> 
     assert THRESHOLD_VAR not in env
 
 
+def test_conflict_hands_over_at_once_when_the_owner_is_retargeted(cluster: Cluster) -> None:
+    """The waiting policy is re-evaluated when the owner moves to another Deployment,
+    not at the next resync (the operator runs with a 300 s resync here)."""
+    cluster.create_wrc()
+    cluster.create_wrc(wrc_body(name="wrc"))
+    cluster.start_operator()
+    cluster.create_policy("first", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.wait_ready("first")
+    cluster.create_policy("second", {"enabled": False, "target": {"deployment": WRC}})
+    cluster.wait_reason("second", "Conflict")
+
+    cluster.patch_policy("first", {"target": {"deployment": "wrc"}})
+    cluster.wait_ready("second")
+    cluster.wait_ready("first")
+    assert env_map(cluster.deployment())[ENABLED_VAR] == "false"
+    moved = env_map(cluster.deployment("wrc"))
+    assert moved[ENABLED_VAR] == "true" and moved[THRESHOLD_VAR] == "32768"
+
+
 def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, Any]) -> None:
     """An invalid spec cannot be created through the real CRD (the API server rejects
     it), so reproduce how one really gets stored: a policy written while an older,

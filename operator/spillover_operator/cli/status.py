@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import TextIO
 
-from spillover_operator import exit_codes
-from spillover_operator.client import Connection, observe
+from spillover_operator import exit_codes, heartbeat
+from spillover_operator.client import ClientError, Connection, find_lease, observe
 
 from .report import format_text, report_to_json
 
@@ -15,10 +16,24 @@ def cmd_status(cluster: Connection, name: str, output: str, out: TextIO) -> int:
     """Print the report; exit 0 when consistent, 6 on a mismatch or a not-ready state,
     4 when the target Deployment is missing (NotFound propagates for the policy)."""
     report = observe(cluster, name)
+    seen = operator_presence(cluster)
     if output == "json":
-        out.write(json.dumps(report_to_json(report), indent=2) + "\n")
+        document = report_to_json(report)
+        document["operator"] = {"watched": seen.watched, "message": seen.message}
+        out.write(json.dumps(document, indent=2) + "\n")
     else:
         out.write(format_text(report) + "\n")
+        out.write(f"operator: {seen.message}\n")
     if report.deployment_name and not report.deployment_found:
         return exit_codes.NOT_FOUND
     return exit_codes.OK if report.consistent else exit_codes.MISMATCH
+
+
+def operator_presence(cluster: Connection) -> heartbeat.Presence:
+    """Whether an operator watches the namespace, from its heartbeat Lease (unknown
+    when the Lease cannot be read)."""
+    try:
+        lease = find_lease(cluster, heartbeat.LEASE_NAME)
+    except ClientError as exc:
+        return heartbeat.Presence(None, f"unknown (cannot read the operator's Lease: {exc})")
+    return heartbeat.presence(cluster.namespace, lease, datetime.datetime.now(datetime.UTC))

@@ -6,6 +6,9 @@
 - `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its env;
 - `retry`: the one conflict retry;
 - `events`: Events, one body for everyone;
+- `leases`: the operator's heartbeat Lease (read by `spilloverctl status`);
+- `transport` / `watch`: how requests travel (plain HTTP or the kubernetes ApiClient),
+  and following changes with watches;
 - `observe` / `waiting`: the status report of a policy, and waiting until it is in
   effect (progress through a callback);
 - `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`);
@@ -38,7 +41,11 @@ from spillover_operator.client.deployments import (
     get_deployment,
     patch_deployment_env,
 )
-from spillover_operator.client.discovery import policy_crd_installed, server_version
+from spillover_operator.client.discovery import (
+    check_reachable,
+    policy_crd_installed,
+    server_version,
+)
 from spillover_operator.client.errors import (
     ApiError,
     ApiUnavailable,
@@ -54,6 +61,7 @@ from spillover_operator.client.errors import (
     Unauthorized,
 )
 from spillover_operator.client.events import event_body, post_event
+from spillover_operator.client.leases import find_lease, renew_lease
 from spillover_operator.client.observe import observe
 from spillover_operator.client.pods import (
     SelectorError,
@@ -98,6 +106,7 @@ __all__ = [
     "TimedOut",
     "Unauthorized",
     "WaitProgress",
+    "check_reachable",
     "config_map_lookup",
     "connect",
     "create_object",
@@ -105,6 +114,7 @@ __all__ = [
     "env_in_effect",
     "event_body",
     "find_deployment",
+    "find_lease",
     "find_policy",
     "find_target",
     "get_deployment",
@@ -121,6 +131,7 @@ __all__ = [
     "pod_values",
     "policy_crd_installed",
     "post_event",
+    "renew_lease",
     "retry_on_conflict",
     "selector_string",
     "server_version",

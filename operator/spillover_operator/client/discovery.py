@@ -3,7 +3,9 @@ is installed."""
 
 from __future__ import annotations
 
-from spillover_operator.client._api import api_call
+import dataclasses
+
+from spillover_operator.client._api import api_call, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.custom import CustomResource, is_served
 from spillover_operator.client.errors import ApiError
@@ -19,6 +21,14 @@ def server_version(conn: Connection) -> str:
     with api_call(conn, "get", "version", "the API server version"):
         info = client.VersionApi(conn.api_client).get_code(_request_timeout=conn.request_timeout)
     return str(info.git_version)
+
+
+def check_reachable(conn: Connection, timeout: float = 2.0) -> str:
+    """GET /version within `timeout` seconds: the server's version, else ApiUnavailable
+    (or the API error). Needs no permission beyond what every user has."""
+    quick = dataclasses.replace(conn, request_timeout=(timeout, timeout))
+    info = request(quick, "GET", "/version", verb="get", resource="version", what="/version")
+    return str(info.get("gitVersion", "unknown"))
 
 
 def policy_crd_installed(conn: Connection) -> bool:

@@ -5,15 +5,18 @@ globals, so tests build their own runtime."""
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
+import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
-from spillover_operator.client import Connection, connect
+from spillover_operator import heartbeat
+from spillover_operator.client import Connection, check_reachable, connect, renew_lease
 from spillover_operator.constants import FIELD_MANAGER, FINALIZER, GROUP
 from spillover_operator.handlers.metrics import Metrics
 
@@ -34,14 +37,32 @@ class ConfigError(ValueError):
 class OperatorRuntime:
     """What every handler shares.
 
-    `lock`: one reconcile at a time. A policy handler, a Deployment event and the resync
-    timer may want the same policy and Deployment at once; the operator manages one
-    namespace with (normally) one policy, so serialising everything costs nothing.
+    Locks per target Deployment (`lock_for`): a policy handler, a Deployment event and
+    the resync timer may want the same policy and Deployment at once, so what concerns
+    one Deployment runs one at a time; different Deployments run in parallel (kopf's
+    `max_workers` threads).
     """
 
     cluster: Connection
     metrics: Metrics
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # guards `locks`
+    locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    # The namespaces the operator has seen objects in: it renews its heartbeat Lease
+    # there (`spillover_operator.heartbeat`).
+    namespaces: set[str] = field(default_factory=set)
+    wake: threading.Event = field(default_factory=threading.Event)
+
+    def watching(self, namespace: str | None) -> None:
+        """Note a namespace the operator saw an object in (its first sight wakes the
+        heartbeat at once)."""
+        if namespace and namespace not in self.namespaces:
+            with self.lock:
+                self.namespaces.add(namespace)
+            self.wake.set()
+
+    def lock_for(self, namespace: str, deployment: str) -> threading.Lock:
+        with self.lock:
+            return self.locks.setdefault((namespace, deployment), threading.Lock())
 
 
 def _number(var: str, default: float, *, minimum: float) -> float:
@@ -83,7 +104,17 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # reports handler failures.
     settings.posting.level = logging.WARNING
     settings.posting.reporting_component = "spillover-operator"
-    settings.execution.max_workers = 4
+    settings.execution.max_workers = 8
+    # Back after an API outage within about a second: kopf retries a failed request
+    # (the watch's LIST included) after these delays, then starts over; its defaults
+    # grow to 21 s, so the first change after an outage waited up to that long.
+    settings.networking.error_backoffs = [0.25, 0.5, 1, 1, 1, 1, 1, 1, 1, 1]
+    settings.networking.connect_timeout = 5
+    settings.watching.connect_timeout = 5
+    # The server ends each watch after this long (kopf opens the next one at once), so
+    # a watch silently cut by the network is replaced within this time.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
 
 
 def start(memo: Any) -> OperatorRuntime:
@@ -95,7 +126,33 @@ def start(memo: Any) -> OperatorRuntime:
     )
     runtime.metrics.serve(metrics_port())
     memo[MEMO_KEY] = runtime
+    threading.Thread(target=_heartbeat, args=(runtime,), daemon=True, name="heartbeat").start()
     return runtime
+
+
+def _heartbeat(rt: OperatorRuntime) -> None:
+    """Renew the heartbeat Lease in every namespace seen, every RENEW_SECONDS."""
+    holder = socket.gethostname()
+    failing: set[str] = set()
+    while True:
+        with rt.lock:
+            namespaces = sorted(rt.namespaces)
+        for namespace in namespaces:
+            try:
+                renew_lease(
+                    rt.cluster.in_namespace(namespace),
+                    heartbeat.LEASE_NAME,
+                    holder,
+                    heartbeat.DURATION_SECONDS,
+                    datetime.datetime.now(datetime.UTC),
+                )
+                failing.discard(namespace)
+            except Exception as exc:
+                if namespace not in failing:  # once per failure streak
+                    log.warning("cannot renew the heartbeat Lease in %s: %s", namespace, exc)
+                failing.add(namespace)
+        rt.wake.wait(heartbeat.RENEW_SECONDS)
+        rt.wake.clear()
 
 
 def of(memo: Any) -> OperatorRuntime:
@@ -104,3 +161,30 @@ def of(memo: Any) -> OperatorRuntime:
     if not isinstance(runtime, OperatorRuntime):
         raise RuntimeError("the operator's start-up handler has not run (no runtime in memo)")
     return runtime
+
+
+class NotLive(RuntimeError):
+    """The liveness probe failed: the API server is unreachable or a watch is gone."""
+
+
+# The resources the operator must keep watching (kopf names each watcher task
+# "watcher for <resource>@<namespace>").
+WATCHED = ("spilloverpolicies", "deployments")
+
+
+def watch_problems(task_names: list[str]) -> list[str]:
+    """Which of the operator's watches have no running kopf watcher task."""
+    watchers = [name for name in task_names if name.startswith("watcher for ")]
+    return [
+        f"no running watch on {resource}"
+        for resource in WATCHED
+        if not any(resource in name for name in watchers)
+    ]
+
+
+def probe_api(rt: OperatorRuntime) -> str:
+    """Liveness, part one: the API server answers /version within 2 s (NotLive if not)."""
+    try:
+        return check_reachable(rt.cluster)
+    except Exception as exc:
+        raise NotLive(f"the API server is unreachable: {exc}") from exc

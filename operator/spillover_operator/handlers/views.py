@@ -1,0 +1,86 @@
+"""What the operator already watches, as a `reconcile.Reader`: kopf indexes of the
+policies and Deployments of the watched namespace (kept current by kopf's watches), so
+reconciling reads nothing from the API. The object of the event being handled is the
+freshest copy and is preferred over its index entry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spillover_operator.policy import target_of
+
+# The kopf index names (main.py registers them under these names).
+POLICIES = "policy_bodies"
+DEPLOYMENTS = "deployment_bodies"
+BY_TARGET = "policies_by_target"
+
+Key = tuple[str | None, str]
+
+
+def snapshot(obj: Any) -> Any:
+    """A plain-dict copy of a kopf body (kopf hands out read-only views), without
+    managedFields (large, never read)."""
+    if isinstance(obj, Mapping):
+        return {str(k): snapshot(v) for k, v in obj.items() if k != "managedFields"}
+    if isinstance(obj, list | tuple):
+        return [snapshot(v) for v in obj]
+    return obj
+
+
+def policy_entry(namespace: str | None, name: str, body: Mapping[str, Any]) -> dict[Key, Any]:
+    return {(namespace, name): snapshot(body)}
+
+
+def deployment_entry(namespace: str | None, name: str, body: Mapping[str, Any]) -> dict[Key, Any]:
+    return {(namespace, name): snapshot(body)}
+
+
+def target_entry(namespace: str | None, name: str, spec: Mapping[str, Any]) -> dict[Key, Any]:
+    """(namespace, target Deployment) -> the names of the policies targeting it (an
+    invalid policy too: it is reconciled on Deployment events to report InvalidSpec)."""
+    target = target_of(spec)
+    if target is None:
+        return {}
+    return {(namespace, target.deployment): name}
+
+
+def _one(index: Mapping[Key, Iterable[Any]], key: Key) -> dict[str, Any] | None:
+    for value in index.get(key, ()):
+        return dict(value)
+    return None
+
+
+@dataclass(frozen=True)
+class IndexReader:
+    """A `reconcile.Reader` over kopf's indexes for one namespace; `fresh` holds the
+    event's own object (kind, name) -> body, used instead of its index entry."""
+
+    namespace: str
+    indexes: Mapping[str, Mapping[Key, Iterable[Any]]]
+    fresh: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def policy(self, name: str) -> dict[str, Any] | None:
+        if ("policy", name) in self.fresh:
+            return self.fresh[("policy", name)]
+        return _one(self.indexes[POLICIES], (self.namespace, name))
+
+    def deployment(self, name: str) -> dict[str, Any] | None:
+        if ("deployment", name) in self.fresh:
+            return self.fresh[("deployment", name)]
+        return _one(self.indexes[DEPLOYMENTS], (self.namespace, name))
+
+    def names_targeting(self, deployment: str) -> list[str]:
+        return sorted(
+            {str(n) for n in self.indexes[BY_TARGET].get((self.namespace, deployment), ())}
+        )
+
+    def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
+        found = (self.policy(name) for name in self.names_targeting(deployment))
+        return [policy for policy in found if policy is not None]
+
+
+def indexes_of(kwargs: Mapping[str, Any]) -> dict[str, Mapping[Key, Iterable[Any]]]:
+    """The three indexes from a kopf handler's keyword arguments."""
+    return {name: kwargs[name] for name in (POLICIES, DEPLOYMENTS, BY_TARGET)}
