@@ -64,6 +64,7 @@ MANY = 200
 REACTION_ROUNDS = int(os.environ.get("OPERATOR_BENCH_REACTION_ROUNDS", "20"))
 COMMAND_ROUNDS = int(os.environ.get("OPERATOR_BENCH_COMMAND_ROUNDS", "7"))
 OUTAGE_S = float(os.environ.get("OPERATOR_BENCH_OUTAGE_S", "75"))
+READY_TIMEOUT_S = float(os.environ.get("OPERATOR_BENCH_READY_TIMEOUT_S", "300"))
 QUIET_S = 5.0  # the operator counts as done restarting after this long without requests
 KUBECTL = shutil.which("kubectl")
 
@@ -386,8 +387,26 @@ def reaction(bench: Bench, watch: DeploymentWatch, rounds: int) -> tuple[float, 
     return p95(op), p95(direct)
 
 
-def settle(bench: Bench) -> None:
-    until("the policies to be Ready", lambda: bench.all_ready(len(bench.policies())), 300)
+def settle(bench: Bench, timeout: float = 300) -> bool:
+    """Wait until every policy is Ready; False (and go on) after `timeout` seconds."""
+    start = time.perf_counter()
+    while not bench.all_ready(len(bench.policies())):
+        if time.perf_counter() - start > timeout:
+            log(f"not every policy Ready after {timeout:g} s; going on")
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _count_ready(bench: Bench) -> int:
+    return sum(
+        1
+        for item in bench.policies()
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (item.get("status") or {}).get("conditions") or []
+        )
+    )
 
 
 def main() -> int:
@@ -472,8 +491,14 @@ def main() -> int:
             for i in range(1, MANY):
                 bench.apps.create_namespaced_deployment(NAMESPACE, _deployment(f"wrc-{i:03d}", 1))
                 create_policy(f"policy-{i:03d}", f"wrc-{i:03d}")
-            until(f"{MANY} policies Ready", lambda: bench.all_ready(MANY), 600)
-            emit(f"ready_200_s={time.perf_counter() - start:.1f}")
+            if settle(bench, READY_TIMEOUT_S):
+                emit(f"ready_200_s={time.perf_counter() - start:.1f}")
+            else:
+                ready = _count_ready(bench)
+                emit(
+                    f"ready_200_s=>{READY_TIMEOUT_S:g}  # only {ready} of {MANY} Ready "
+                    f"after {READY_TIMEOUT_S:g} s; the rest measured while it catches up"
+                )
 
             log(f"reaction with {MANY} policies")
             op, direct = reaction(bench, watch, REACTION_ROUNDS)
@@ -481,7 +506,7 @@ def main() -> int:
                 f"ratio reaction_p95_200={op / direct:.2f}  "
                 f"# operator {op * 1000:.1f} ms vs direct PATCH {direct * 1000:.1f} ms"
             )
-            settle(bench)
+            settle(bench, 60)
 
             log(f"restart with {MANY} policies")
             bench.stop_operator()
@@ -492,7 +517,8 @@ def main() -> int:
             started = time.perf_counter()
             while time.perf_counter() - quiet_since < QUIET_S:
                 if time.perf_counter() - started > 300:
-                    raise SystemExit("bench: the restarted operator never went quiet")
+                    log("the restarted operator did not go quiet in 300 s: counted so far")
+                    break
                 time.sleep(0.5)
                 now = bench.request_counts()
                 mine = {

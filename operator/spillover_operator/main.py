@@ -90,8 +90,11 @@ def reconcile_policy(
     logger: Logger,
     **kwargs: Any,
 ) -> None:
+    # On update (field="spec") kopf gives the old spec itself; on create/resume None.
     old = kwargs.get("old")
-    old_spec = old.get("spec") if isinstance(old, Mapping) else None
+    old_spec = old if isinstance(old, Mapping) else None
+    if old_spec is not None and isinstance(old_spec.get("spec"), Mapping):
+        old_spec = old_spec["spec"]  # a whole body, should kopf ever pass one
     reader = _reader(memo, namespace, kwargs, policy=body)
     policies.policy_changed(runtime.of(memo), reader, name, old_spec, logger)
 
