@@ -279,10 +279,10 @@ class Bench:
 
     def request_counts(self) -> dict[tuple[str, str], float]:
         """apiserver_request_total summed by (verb, resource)."""
-        raw: Any = self.api.call_api(
-            "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
+        method, url, headers, _body, _ = self.api.param_serialize(
+            method="GET", resource_path="/metrics", auth_settings=["BearerToken"]
         )
-        data = raw[0].data.decode() if isinstance(raw, tuple) else raw.data.decode()
+        data = self.api.call_api(method, url, header_params=headers).read().decode()
         counts: dict[tuple[str, str], float] = {}
         for line in data.splitlines():
             if not line.startswith("apiserver_request_total{"):

@@ -196,27 +196,26 @@ class ApiClientTransport:
         content_type: str | None,
         timeout: Timeout,
     ) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
+        """The kubernetes package's RESTResponse (its urllib3 response unread)."""
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        try:
-            return self._client.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=timeout,
-            )
-        except ApiException as exc:
-            raise HttpStatusError(
-                int(exc.status or 0), str(exc.reason or ""), exc.body or ""
-            ) from None
+        method, url, headers, body, _ = self._client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        resp = self._client.call_api(
+            method, url, header_params=headers, body=body, _request_timeout=timeout
+        )
+        if resp.status >= 400:
+            data = resp.read()
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+            raise HttpStatusError(int(resp.status), str(resp.reason or ""), text)
+        return resp
 
     def request(
         self,
@@ -229,11 +228,11 @@ class ApiClientTransport:
         timeout: Timeout,
     ) -> bytes:
         resp = self._call(method, path, query, body, content_type, timeout)
-        data = resp.data
+        data = resp.read()
         return data if isinstance(data, bytes) else str(data).encode()
 
     def stream(self, path: str, *, query: Query, timeout: Timeout) -> Iterator[bytes]:
-        resp = self._call("GET", path, query, None, None, timeout)
+        resp = self._call("GET", path, query, None, None, timeout).response
         buf = b""
         try:
             for chunk in resp.stream(65536):
