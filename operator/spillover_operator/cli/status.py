@@ -22,8 +22,10 @@ def cmd_status(cluster: Connection, name: str, output: str, out: TextIO) -> int:
         document["operator"] = {"watched": seen.watched, "message": seen.message}
         out.write(json.dumps(document, indent=2) + "\n")
     else:
-        out.write(format_text(report) + "\n")
-        out.write(f"operator: {seen.message}\n")
+        lines = format_text(report).splitlines()
+        # Before the verdict, which stays the last line.
+        lines.insert(max(0, len(lines) - 1), f"operator: {seen.message}")
+        out.write("\n".join(lines) + "\n")
     if report.deployment_name and not report.deployment_found:
         return exit_codes.NOT_FOUND
     return exit_codes.OK if report.consistent else exit_codes.MISMATCH
