@@ -419,7 +419,8 @@ def main() -> int:
 
     with (
         tempfile.TemporaryDirectory(prefix="spillover-bench-op-") as tmp_name,
-        LocalCluster(Path(tmp_name) / "cluster") as cluster,
+        # kwok's fake nodes take 110 pods each: 3 for the 200 Deployments' 206 pods.
+        LocalCluster(Path(tmp_name) / "cluster", nodes=3) as cluster,
         cluster.api_client() as api,
     ):
         tmp = Path(tmp_name)

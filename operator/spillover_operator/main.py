@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,8 +42,9 @@ async def probe_api(*, memo: kopf.Memo, **_: Any) -> str:
 
 
 @kopf.on.probe(id="watches")
-async def probe_watches(**_: Any) -> str:
-    problems = runtime.watch_problems([task.get_name() for task in asyncio.all_tasks()])
+async def probe_watches(*, memo: kopf.Memo, **_: Any) -> str:
+    uptime = time.monotonic() - runtime.of(memo).started
+    problems = runtime.watch_problems([t.get_name() for t in asyncio.all_tasks()], uptime)
     if problems:
         raise kopf.PermanentError("; ".join(problems))
     return "running"

@@ -94,3 +94,11 @@ def test_metrics_for_the_process_carry_the_process_series() -> None:
     names = {family.name for family in m.registry.collect()}
     assert "spillover_operator_reconcile" in names
     assert "python_info" in names  # the platform collector, as the default registry has
+
+
+def test_liveness_names_a_missing_watch_after_the_start_grace() -> None:
+    names = ["watcher for spilloverpolicies.v1alpha1.spillover.clerum.io@ns", "other"]
+    assert runtime.watch_problems(names, uptime=5.0) == []
+    assert runtime.watch_problems(names, uptime=60.0) == ["no running watch on deployments"]
+    both = [*names, "watcher for deployments.v1.apps@ns"]
+    assert runtime.watch_problems(both, uptime=60.0) == []

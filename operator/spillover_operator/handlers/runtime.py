@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ class OperatorRuntime:
 
     cluster: Connection
     metrics: Metrics
+    started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards `locks`
     locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     # The namespaces the operator has seen objects in: it renews its heartbeat Lease
@@ -172,8 +174,15 @@ class NotLive(RuntimeError):
 WATCHED = ("spilloverpolicies", "deployments")
 
 
-def watch_problems(task_names: list[str]) -> list[str]:
-    """Which of the operator's watches have no running kopf watcher task."""
+# kopf starts its watchers a moment after the health endpoint: no complaint before.
+WATCH_GRACE_SECONDS = 30.0
+
+
+def watch_problems(task_names: list[str], uptime: float) -> list[str]:
+    """Which of the operator's watches have no running kopf watcher task (none within
+    WATCH_GRACE_SECONDS of the start)."""
+    if uptime < WATCH_GRACE_SECONDS:
+        return []
     watchers = [name for name in task_names if name.startswith("watcher for ")]
     return [
         f"no running watch on {resource}"
