@@ -71,13 +71,21 @@ def deployment_bodies(
 
 
 def _reader(
-    memo: kopf.Memo, namespace: str | None, kwargs: dict[str, Any], **fresh: Any
+    memo: kopf.Memo,
+    namespace: str | None,
+    kwargs: dict[str, Any],
+    *,
+    trusted: bool = False,
+    **fresh: Any,
 ) -> views.IndexReader:
-    runtime.of(memo).watching(namespace)
+    rt = runtime.of(memo)
+    rt.watching(namespace)
     own = {
         (kind, str(body["metadata"]["name"])): views.snapshot(body) for kind, body in fresh.items()
     }
-    return views.IndexReader(str(namespace), views.indexes_of(kwargs), own)
+    return views.IndexReader(
+        str(namespace), views.indexes_of(kwargs), own, cluster=rt.cluster, trusted=trusted
+    )
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -97,7 +105,9 @@ def reconcile_policy(
     old_spec = old if isinstance(old, Mapping) else None
     if old_spec is not None and isinstance(old_spec.get("spec"), Mapping):
         old_spec = old_spec["spec"]  # a whole body, should kopf ever pass one
-    reader = _reader(memo, namespace, kwargs, policy=body)
+    # At start (resume) the indexes were just listed: their copies are current.
+    trusted = kwargs.get("reason") == "resume"
+    reader = _reader(memo, namespace, kwargs, trusted=trusted, policy=body)
     policies.policy_changed(runtime.of(memo), reader, name, old_spec, logger)
 
 
@@ -136,5 +146,6 @@ def deployment_event(
     **kwargs: Any,
 ) -> None:
     fresh = {} if type == "DELETED" else {"deployment": body}
-    reader = _reader(memo, namespace, kwargs, **fresh)
+    # type None: the initial listing at start, when the indexes are current.
+    reader = _reader(memo, namespace, kwargs, trusted=type is None, **fresh)
     policies.deployment_event(runtime.of(memo), reader, name, logger)

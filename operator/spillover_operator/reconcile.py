@@ -91,6 +91,11 @@ class ApplyFailedError(RuntimeError):
     """The API server refused a change (other than a resourceVersion conflict)."""
 
 
+class StaleCopyError(RuntimeError):
+    """A status write was refused because the policy changed since the copy it was
+    computed from (resourceVersion precondition)."""
+
+
 Event = tuple[dict[str, Any], str, str, str]  # (object, type, reason, message)
 
 
@@ -108,6 +113,14 @@ class Reader(Protocol):
         """Every policy whose spec targets `deployment` (any may be invalid)."""
         ...
 
+    def confirmed(
+        self, *, policy: str | None, deployment: str | None, again: bool = False
+    ) -> Reader | None:
+        """A reader whose copies of the named objects are read from the API now, or
+        None when its copies are already current (nothing to confirm); `again`: read
+        them even if they were current (a write found them changed)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ApiReader:
@@ -123,6 +136,11 @@ class ApiReader:
 
     def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
         return list_policies(self.cluster)
+
+    def confirmed(
+        self, *, policy: str | None, deployment: str | None, again: bool = False
+    ) -> Reader | None:
+        return None  # every read is already a request
 
 
 # ---- pure helpers -----------------------------------------------------------------
@@ -323,10 +341,20 @@ def write_status(cluster: Connection, policy: Mapping[str, Any], desired: dict[s
     patch = merge_patch(policy.get("status") or {}, desired)
     if not patch:
         return False
+    version = _meta(policy).get("resourceVersion")
     try:
-        patch_policy_status(cluster, str(_meta(policy)["name"]), patch)
+        patch_policy_status(
+            cluster,
+            str(_meta(policy)["name"]),
+            patch,
+            resource_version=str(version) if version else None,
+        )
     except NotFound:
         return False
+    except Conflict:
+        # The status was computed from a copy that is no longer current: the caller
+        # reads the policy again and recomputes.
+        raise StaleCopyError(f"policy {_meta(policy).get('name')} changed meanwhile") from None
     return True
 
 
@@ -371,11 +399,37 @@ def reconcile_policy(
 ) -> ReconcileResult:
     """Make the target Deployment match the policy and report it in the status.
 
-    Reads through `reader` (default: the API). Writes only what differs: with nothing
-    to change on the Deployment (a Deployment status event, a resync, a restart) the
-    status patch carries only what changed (the rollout part), or nothing."""
+    Reads through `reader` (default: the API). A reader over copies (what the operator
+    watches) is asked to confirm with the API the decisions a stale copy would get
+    wrong: "nothing to change" on the Deployment, and a change to the Deployment made
+    from the policy copy. Every write carries the resourceVersion it was computed from.
+    """
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
+    for _ in range(3):
+        try:
+            return _reconcile_once(cluster, namespace, name, reader)
+        except _Confirm as confirm:
+            reader = confirm.reader
+        except StaleCopyError:
+            reader = reader.confirmed(policy=name, deployment=None, again=True) or ApiReader(
+                cluster
+            )
+    return _reconcile_once(cluster, namespace, name, ApiReader(cluster))
+
+
+class _Confirm(Exception):
+    def __init__(self, reader: Reader) -> None:
+        super().__init__("confirm with the API")
+        self.reader = reader
+
+
+def _reconcile_once(
+    cluster: Connection, namespace: str, name: str, reader: Reader
+) -> ReconcileResult:
+    """One reconcile through `reader`. Writes only what differs: with nothing to change
+    on the Deployment (a Deployment status event, a resync, a restart) the status patch
+    carries only what changed (the rollout part), or nothing."""
     policy = reader.policy(name)
     if policy is None or _meta(policy).get("deletionTimestamp"):
         return ReconcileResult(Outcome.GONE, f"policy {namespace}/{name} is gone or being deleted")
@@ -415,6 +469,13 @@ def reconcile_policy(
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
     try:
+        first = plan_apply(deployment, spec)
+        confirm = reader.confirmed(
+            policy=name if first.patch is not None else None,
+            deployment=spec.deployment if first.patch is None else None,
+        )
+        if confirm is not None:
+            raise _Confirm(confirm)
         after, plan = _apply_with_retries(cluster, deployment, lambda dep: plan_apply(dep, spec))
     except UnmanageableTargetError as exc:
         message = f"{exc}. Nothing was changed."

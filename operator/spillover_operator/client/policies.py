@@ -60,8 +60,18 @@ def patch_policy(conn: Connection, name: str, patch: dict[str, Any]) -> JsonDict
     )
 
 
-def patch_policy_status(conn: Connection, name: str, status_patch: dict[str, Any]) -> JsonDict:
-    """A JSON merge patch on the policy's status subresource."""
+def patch_policy_status(
+    conn: Connection,
+    name: str,
+    status_patch: dict[str, Any],
+    *,
+    resource_version: str | None = None,
+) -> JsonDict:
+    """A JSON merge patch on the policy's status subresource; with `resource_version`,
+    only if the policy is still that version (Conflict otherwise)."""
+    body: dict[str, Any] = {"status": status_patch}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
     return request(
         conn,
         "PATCH",
@@ -70,6 +80,6 @@ def patch_policy_status(conn: Connection, name: str, status_patch: dict[str, Any
         resource=f"{RESOURCE}/status",
         what=_what(name),
         query=[("fieldManager", conn.field_manager)],
-        body={"status": status_patch},
+        body=body,
         content_type=MERGE_PATCH,
     )

@@ -6,9 +6,10 @@ freshest copy and is preferred over its index entry."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from spillover_operator.client import Connection, find_deployment, find_policy
 from spillover_operator.policy import target_of
 
 # The kopf index names (main.py registers them under these names).
@@ -54,12 +55,20 @@ def _one(index: Mapping[Key, Iterable[Any]], key: Key) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class IndexReader:
-    """A `reconcile.Reader` over kopf's indexes for one namespace; `fresh` holds the
-    event's own object (kind, name) -> body, used instead of its index entry."""
+    """A `reconcile.Reader` over kopf's indexes for one namespace.
+
+    `fresh` holds current copies, (kind, name) -> body (None: it does not exist): the
+    event's own object, and what `confirmed` read from the API. An index entry may lag
+    behind the API (kopf updates it when it processes the object's next event), so
+    `confirmed` reads the others with a GET through `cluster` when reconciling asks.
+    `trusted`: the index was just listed (operator start): no confirmation needed.
+    """
 
     namespace: str
     indexes: Mapping[str, Mapping[Key, Iterable[Any]]]
-    fresh: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    fresh: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
+    cluster: Connection | None = None
+    trusted: bool = False
 
     def policy(self, name: str) -> dict[str, Any] | None:
         if ("policy", name) in self.fresh:
@@ -70,6 +79,22 @@ class IndexReader:
         if ("deployment", name) in self.fresh:
             return self.fresh[("deployment", name)]
         return _one(self.indexes[DEPLOYMENTS], (self.namespace, name))
+
+    def confirmed(
+        self, *, policy: str | None, deployment: str | None, again: bool = False
+    ) -> IndexReader | None:
+        if self.cluster is None or (self.trusted and not again):
+            return None
+        conn = self.cluster.in_namespace(self.namespace)
+        fresh = dict(self.fresh)
+        read = False
+        if policy is not None and (again or ("policy", policy) not in fresh):
+            fresh[("policy", policy)] = find_policy(conn, policy)
+            read = True
+        if deployment is not None and (again or ("deployment", deployment) not in fresh):
+            fresh[("deployment", deployment)] = find_deployment(conn, deployment)
+            read = True
+        return replace(self, fresh=fresh, trusted=True) if read else None
 
     def names_targeting(self, deployment: str) -> list[str]:
         return sorted(
