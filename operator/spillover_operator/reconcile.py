@@ -91,6 +91,9 @@ class ApplyFailedError(RuntimeError):
     """The API server refused a change (other than a resourceVersion conflict)."""
 
 
+STALE_ATTEMPTS = 5
+
+
 class StaleCopyError(RuntimeError):
     """A status write was refused because the policy changed since the copy it was
     computed from (resourceVersion precondition)."""
@@ -406,16 +409,18 @@ def reconcile_policy(
     """
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
-    for _ in range(3):
+    for _ in range(STALE_ATTEMPTS):
         try:
             return _reconcile_once(cluster, namespace, name, reader)
         except _Confirm as confirm:
             reader = confirm.reader
         except StaleCopyError:
+            # The policy keeps changing under us (someone patching it in a burst):
+            # read it again and recompute.
             reader = reader.confirmed(policy=name, deployment=None, again=True) or ApiReader(
                 cluster
             )
-    return _reconcile_once(cluster, namespace, name, ApiReader(cluster))
+    return _reconcile_once(cluster, namespace, name, reader)  # StaleCopyError: retried
 
 
 class _Confirm(Exception):

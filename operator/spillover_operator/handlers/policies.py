@@ -23,6 +23,8 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 RETRY_DELAY = 30.0
 # The API server could not be reached: try again soon (it is usually back in seconds).
 UNREACHABLE_RETRY_DELAY = 1.0
+# The policy kept changing while its status was written: soon again.
+STALE_RETRY_DELAY = 0.5
 
 
 def index_entry(namespace: str | None, name: str | None, spec: Mapping[str, Any]) -> dict[Any, Any]:
@@ -51,6 +53,10 @@ def reconcile(
         except ApiUnavailable as exc:
             rt.metrics.record_failure()
             raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
+        except domain.StaleCopyError as exc:
+            raise kopf.TemporaryError(
+                f"{exc}; the policy keeps changing, trying again", delay=STALE_RETRY_DELAY
+            ) from exc
         except Exception:
             rt.metrics.record_failure()
             raise
