@@ -364,8 +364,13 @@ def until(what: str, check: Callable[[], bool], timeout: float) -> float:
     return time.perf_counter() - start
 
 
+class NoReaction(Exception):
+    """The operator did not apply a policy change within the wait."""
+
+
 def reaction(bench: Bench, watch: DeploymentWatch, rounds: int) -> tuple[float, float]:
-    """p95 of (operator, direct) reaction times, alternating, in seconds."""
+    """p95 of (operator, direct) reaction times, alternating, in seconds (NoReaction
+    when the operator does not apply a change within 60 s)."""
     op: list[float] = []
     direct: list[float] = []
     state = True
@@ -375,7 +380,10 @@ def reaction(bench: Bench, watch: DeploymentWatch, rounds: int) -> tuple[float, 
         watch.forget(WRC)
         start = time.perf_counter()
         bench.patch_policy(POLICY, state)
-        op.append(watch.wait(WRC, value) - start)
+        try:
+            op.append(watch.wait(WRC, value) - start)
+        except SystemExit as exc:
+            raise NoReaction(str(exc)) from None
         watch.forget(DIRECT)
         start = time.perf_counter()
         bench.patch_direct(value)
@@ -458,34 +466,36 @@ def main() -> int:
             )
             settle(bench)
 
-            log("kill command")
-            ctl: list[float] = []
-            kube: list[float] = []
-            for _ in range(COMMAND_ROUNDS):
-                ctl.append(bench.ctl("kill"))
-                bench.patch_policy(POLICY, True)
-                kube.append(bench.direct_patch_policy(False))
-                bench.patch_policy(POLICY, True)
-            c, k = statistics.median(ctl), statistics.median(kube)
-            emit(
-                f"ratio kill_command={c / k:.2f}  # spilloverctl kill {c * 1000:.0f} ms vs "
-                f"{direct_name} patch {k * 1000:.0f} ms (median of {COMMAND_ROUNDS})"
-            )
-            settle(bench)
+            skip_kill = os.environ.get("OPERATOR_BENCH_SKIP_KILL") == "1"
+            log("kill command" + (" (skipped: OPERATOR_BENCH_SKIP_KILL=1)" if skip_kill else ""))
+            if not skip_kill:
+                ctl: list[float] = []
+                kube: list[float] = []
+                for _ in range(COMMAND_ROUNDS):
+                    ctl.append(bench.ctl("kill"))
+                    bench.patch_policy(POLICY, True)
+                    kube.append(bench.direct_patch_policy(False))
+                    bench.patch_policy(POLICY, True)
+                c, k = statistics.median(ctl), statistics.median(kube)
+                emit(
+                    f"ratio kill_command={c / k:.2f}  # spilloverctl kill {c * 1000:.0f} ms vs "
+                    f"{direct_name} patch {k * 1000:.0f} ms (median of {COMMAND_ROUNDS})"
+                )
+                settle(bench)
 
-            log("kill --wait")
-            ctl, kube = [], []
-            for _ in range(COMMAND_ROUNDS):
-                ctl.append(bench.ctl("kill", "--wait", "--timeout", "120"))
-                bench.ctl("restore", "--wait", "--timeout", "120")
-                kube.append(bench.direct_patch_and_rollout("false"))
-                bench.direct_patch_and_rollout("true")
-            c, k = statistics.median(ctl), statistics.median(kube)
-            emit(
-                f"ratio kill_wait={c / k:.2f}  # spilloverctl kill --wait {c * 1000:.0f} ms vs "
-                f"{direct_name} patch + rollout status {k * 1000:.0f} ms "
-                f"(median of {COMMAND_ROUNDS}, 3 replicas)"
-            )
+                log("kill --wait")
+                ctl, kube = [], []
+                for _ in range(COMMAND_ROUNDS):
+                    ctl.append(bench.ctl("kill", "--wait", "--timeout", "120"))
+                    bench.ctl("restore", "--wait", "--timeout", "120")
+                    kube.append(bench.direct_patch_and_rollout("false"))
+                    bench.direct_patch_and_rollout("true")
+                c, k = statistics.median(ctl), statistics.median(kube)
+                emit(
+                    f"ratio kill_wait={c / k:.2f}  # spilloverctl kill --wait {c * 1000:.0f} ms vs "
+                    f"{direct_name} patch + rollout status {k * 1000:.0f} ms "
+                    f"(median of {COMMAND_ROUNDS}, 3 replicas)"
+                )
 
             log(f"{MANY} Deployments and policies")
             start = time.perf_counter()
@@ -502,11 +512,14 @@ def main() -> int:
                 )
 
             log(f"reaction with {MANY} policies")
-            op, direct = reaction(bench, watch, REACTION_ROUNDS)
-            emit(
-                f"ratio reaction_p95_200={op / direct:.2f}  "
-                f"# operator {op * 1000:.1f} ms vs direct PATCH {direct * 1000:.1f} ms"
-            )
+            try:
+                op, direct = reaction(bench, watch, REACTION_ROUNDS)
+                emit(
+                    f"ratio reaction_p95_200={op / direct:.2f}  "
+                    f"# operator {op * 1000:.1f} ms vs direct PATCH {direct * 1000:.1f} ms"
+                )
+            except NoReaction:
+                emit("ratio reaction_p95_200=inf  # the operator applied no change within 60 s")
             settle(bench, 60)
 
             log(f"restart with {MANY} policies")
