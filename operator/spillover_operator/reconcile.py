@@ -474,6 +474,9 @@ def _reconcile_once(
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
     try:
+        # Confirm what a copy behind the API would get wrong: a change to make is made
+        # from the current policy; "nothing to change" and the status (rollout) are
+        # judged on the current Deployment.
         first = plan_apply(deployment, spec)
         confirm = reader.confirmed(
             policy=name if first.patch is not None else None,

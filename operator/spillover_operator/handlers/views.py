@@ -57,11 +57,14 @@ def _one(index: Mapping[Key, Iterable[Any]], key: Key) -> dict[str, Any] | None:
 class IndexReader:
     """A `reconcile.Reader` over kopf's indexes for one namespace.
 
-    `fresh` holds current copies, (kind, name) -> body (None: it does not exist): the
-    event's own object, and what `confirmed` read from the API. An index entry may lag
-    behind the API (kopf updates it when it processes the object's next event), so
-    `confirmed` reads the others with a GET through `cluster` when reconciling asks.
-    `trusted`: the index was just listed (operator start): no confirmation needed.
+    `fresh` holds newer copies than the index, (kind, name) -> body (None: it does not
+    exist): the event's own object, and what `confirmed` read from the API. Neither an
+    index entry nor an event's object is necessarily current: kopf processes an
+    object's events one after the other, so it may still be handling an old one while
+    the API is several versions ahead. `confirmed` therefore reads with a GET (through
+    `cluster`) whatever reconciling asks to confirm and was not read from the API yet
+    (`read`). `trusted`: the indexes were just listed (operator start): nothing to
+    confirm.
     """
 
     namespace: str
@@ -69,6 +72,7 @@ class IndexReader:
     fresh: dict[tuple[str, str], dict[str, Any] | None] = field(default_factory=dict)
     cluster: Connection | None = None
     trusted: bool = False
+    read: frozenset[tuple[str, str]] = frozenset()
 
     def policy(self, name: str) -> dict[str, Any] | None:
         if ("policy", name) in self.fresh:
@@ -87,14 +91,16 @@ class IndexReader:
             return None
         conn = self.cluster.in_namespace(self.namespace)
         fresh = dict(self.fresh)
-        read = False
-        if policy is not None and (again or ("policy", policy) not in fresh):
+        read = set(self.read)
+        if policy is not None and (again or ("policy", policy) not in read):
             fresh[("policy", policy)] = find_policy(conn, policy)
-            read = True
-        if deployment is not None and (again or ("deployment", deployment) not in fresh):
+            read.add(("policy", policy))
+        if deployment is not None and (again or ("deployment", deployment) not in read):
             fresh[("deployment", deployment)] = find_deployment(conn, deployment)
-            read = True
-        return replace(self, fresh=fresh, trusted=True) if read else None
+            read.add(("deployment", deployment))
+        if read == self.read and not again:
+            return None
+        return replace(self, fresh=fresh, read=frozenset(read))
 
     def names_targeting(self, deployment: str) -> list[str]:
         return sorted(
