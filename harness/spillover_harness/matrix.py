@@ -36,6 +36,9 @@ from spillover_operator.constants import ENABLED_VAR as ENABLED_VAR
 from spillover_operator.constants import SPILLOVER_VARS as SPILLOVER_VARS
 from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
 
+from spillover_harness.sim.model import PARAMETERS as SIM_MODEL_PARAMETERS
+from spillover_harness.sim.model import SimModel
+
 DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
 
 # The recipes and inputs the fixtures generate (`fixtures.build_fixtures`), with the
@@ -134,12 +137,15 @@ class Matrix(_Strict):
     concurrency: int = Field(ge=1, le=64)
     acceptance: Acceptance
     decision: Decision
+    # The simulator's model of the agent (docs/simulator.md §1.5); None: its defaults.
+    sim_model: dict[str, int | float] | None = None
 
     @model_validator(mode="after")
     def _checked(self) -> Matrix:
         """Every cross-reference and platform value, all problems listed at once."""
         problems = cross_reference_problems(self)
         problems += platform_problems(self, skip_unknown=bool(problems))
+        problems += sim_model_problems(self.sim_model)
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -162,6 +168,13 @@ class Matrix(_Strict):
                     if i.name == input_name:
                         return i.size_class
         return None
+
+    def simulator_model(self) -> SimModel:
+        """The simulator's model for this matrix: the defaults with `sim_model:` applied."""
+        model = SimModel()
+        for name, value in (self.sim_model or {}).items():
+            model = model.with_value(name, value)
+        return model
 
     @property
     def decision_values(self) -> tuple[str, ...]:
@@ -201,6 +214,31 @@ def cross_reference_problems(matrix: Matrix) -> list[str]:
             problems.append(
                 f"acceptance.quality_recipes: '{name}' is not a recipe "
                 f"(known: {', '.join(recipe_names)})"
+            )
+    return problems
+
+
+def sim_model_problems(spec: Mapping[str, int | float] | None) -> list[str]:
+    """Every `sim_model:` key that is unknown, of the wrong type or out of its bounds."""
+    if spec is None:
+        return []
+    known = {p.name: p for p in SIM_MODEL_PARAMETERS}
+    problems: list[str] = []
+    for name, value in spec.items():
+        p = known.get(name)
+        if p is None:
+            problems.append(
+                f"key 'sim_model.{name}': unknown simulator model parameter; allowed: "
+                f"{', '.join(known)} (docs/simulator.md §1.5)"
+            )
+            continue
+        kind = "an integer" if p.integer else "a number"
+        allowed = f"{kind} from {p.low:g} to {p.high:g} ({p.unit})"
+        if isinstance(value, bool) or (p.integer and not isinstance(value, int)):
+            problems.append(f"key 'sim_model.{name}': {value!r} is not {kind}; allowed: {allowed}")
+        elif not p.low <= value <= p.high:
+            problems.append(
+                f"key 'sim_model.{name}': {value!r} is out of range; allowed: {allowed}"
             )
     return problems
 

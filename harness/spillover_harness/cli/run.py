@@ -258,6 +258,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
             log_tool_results="log-results" in faults,
         ),
         fixtures=build_fixtures(matrix.seed),
+        model=matrix.simulator_model(),
     )
     if faults:
         err(f"faults injected into the simulator: {', '.join(faults)}")

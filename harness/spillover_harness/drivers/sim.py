@@ -15,7 +15,8 @@ The inputs are one FixtureSet for the whole driver (the same inputs for every
 run, as on a real platform): the one given, else `build_fixtures(fixture_seed)`,
 else the fixtures of the default matrix's seed (what `spillover-harness fixtures
 export` writes by default). `job.seed` (the runner derives it from the cell and
-the repetition, not the configuration) seeds the scripted agent. A run is
+the repetition, not the configuration) seeds the scripted agent; `model` (the
+matrix's `sim_model:`, docs/simulator.md §1.5) says how it reads and its limits. A run is
 deterministic for (fixtures, job.seed, config env, recipe, input, repetition),
 apart from its timestamps.
 """
@@ -33,6 +34,7 @@ from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.records import RunRecord, now_rfc3339
 from spillover_harness.sim.metrics import SpilloverMetrics
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
 
 __all__ = ["SimDriver", "SimFaults"]
@@ -52,9 +54,11 @@ class SimDriver:
         fixture_seed: int | None = None,
         limits: StepLimits | None = None,
         metrics: SpilloverMetrics | None = None,
+        model: SimModel | None = None,
     ) -> None:
         self.faults = faults
-        self.limits = limits if limits is not None else StepLimits()
+        self.model = model if model is not None else SimModel()
+        self.limits = limits if limits is not None else StepLimits.from_model(self.model)
         self.metrics = metrics if metrics is not None else SpilloverMetrics()
         self._fixtures = fixtures
         self._fixture_seed = fixture_seed
@@ -127,6 +131,7 @@ class SimDriver:
                 cancel=cancel,
                 log_stream=stream,
                 on_iteration=check_disk,
+                model=self.model,
             )
         (run_dir / "status-report.json").write_bytes(run.status_report)
 

@@ -23,20 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillover_harness.fixtures import CODE_REVIEW, SUMMARIZE
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.store import READ_TOOL
 
-# A spilled result the agent wants whole is read whole up to this size; above it,
-# the code reviewer reads only windows around the change's hunks.
-FULL_READ_LIMIT = 64 * 1024
-WINDOW_BEFORE = 2 * 1024
-WINDOW_AFTER = 6 * 1024
-WIDE_WINDOW = 24 * 1024
-# A summarizer that only saw a summary stops reading early in this share of runs,
-# once it has read half of the document ("head, middle and tail seen").
-LAZY_READER_P = 0.2
-LAZY_READ_FRACTION = 0.5
 
-
+# How much the agent reads at once, its windows and how often it reads lazily are the
+# parameters of `sim/model.py` (today's values are its defaults).
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -121,7 +113,8 @@ _FILLERS = (
 
 
 class _Ctx:
-    def __init__(self, seed: str) -> None:
+    def __init__(self, seed: str, model: SimModel) -> None:
+        self.model = model
         self.plan = _derive(seed, "plan")
         self._ids = _derive(seed, "ids")
         self._talk = _derive(seed, "talk")
@@ -316,10 +309,11 @@ def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk]) -> _Reads:
     view = parse_content(content)
     if not isinstance(view, Spilled):
         return str(view.get("content", "")), True
+    model = ctx.model
     windows = (
         None
-        if view.size <= FULL_READ_LIMIT
-        else _hunk_windows(view, hunks, (WINDOW_BEFORE, WINDOW_AFTER))
+        if view.size <= model.full_read_limit
+        else _hunk_windows(view, hunks, (model.window_before, model.window_after))
     )
     if windows is None:
         data = yield from ctx.read_all(
@@ -334,7 +328,7 @@ def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk]) -> _Reads:
     seen = "\n".join(fragments)
     missing = [h for h in hunks if h.first_added and h.first_added not in seen]
     if missing:
-        wide = _hunk_windows(view, missing, (WIDE_WINDOW, WIDE_WINDOW)) or []
+        wide = _hunk_windows(view, missing, (model.wide_window, model.wide_window)) or []
         more = yield from ctx.read_windows(
             view, wide, f"I did not find every hunk of {path}; reading wider around them."
         )
@@ -344,8 +338,8 @@ def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk]) -> _Reads:
     ), False
 
 
-def code_review_agent(seed: str) -> Agent:
-    ctx = _Ctx(seed)
+def code_review_agent(seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: B008
+    ctx = _Ctx(seed, model)
     results = yield Turn(
         ctx.say("I'll start by listing the files of the change."), (ctx.call("list_files"),)
     )
@@ -435,9 +429,9 @@ def summarize_text(title: str, text: str) -> str:
     return "\n".join(out)
 
 
-def summarize_agent(seed: str) -> Agent:
-    ctx = _Ctx(seed)
-    lazy = ctx.plan.random() < LAZY_READER_P
+def summarize_agent(seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: B008
+    ctx = _Ctx(seed, model)
+    lazy = ctx.plan.random() < model.lazy_reader_p
     results = yield Turn(ctx.say("I'll read the document first."), (ctx.call("read_document"),))
     view = parse_content(results[0])
     if not isinstance(view, Spilled):
@@ -445,7 +439,7 @@ def summarize_agent(seed: str) -> Agent:
         return
     data = b""
     while len(data) < view.size:
-        if lazy and len(data) >= LAZY_READ_FRACTION * view.size:
+        if lazy and len(data) >= model.lazy_read_fraction * view.size:
             break  # "I have the head, the middle and the tail": a lazy reader stops here.
         results = yield Turn(
             ctx.say(f"Reading the document from byte {len(data)}."),
@@ -464,9 +458,10 @@ def summarize_agent(seed: str) -> Agent:
     yield Turn(summarize_text(title, text))
 
 
-def make_agent(recipe: str, seed: str) -> Agent:
+def make_agent(recipe: str, seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: B008
+    """The scripted agent of `recipe`, reading as `model` says (docs/simulator.md §1.5)."""
     if recipe == CODE_REVIEW:
-        return code_review_agent(seed)
+        return code_review_agent(seed, model)
     if recipe == SUMMARIZE:
-        return summarize_agent(seed)
+        return summarize_agent(seed, model)
     raise ValueError(f"no simulated agent for recipe '{recipe}'")

@@ -17,6 +17,7 @@ from typing import Any
 from spillover_harness.fixtures import Fixture
 from spillover_harness.sim.agent import ToolCall, Turn, make_agent
 from spillover_harness.sim.logs import SimClock, StepLog
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import Prompt, dumps, tokens
 from spillover_harness.sim.steprun import StepLimits, StepRun
 from spillover_harness.sim.store import READ_TOOL, SpilloverStore
@@ -48,6 +49,7 @@ class LoopControls:
     on_iteration: Callable[[int], None] | None
     capture_prompts: bool
     pace: float
+    model: SimModel = SimModel()  # noqa: RUF009 (frozen, immutable)
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class StepLoop:
         self.tools_with_read = dumps([*base_tools, read_tool_definition(store.config.threshold)])
         self.prompt = Prompt(SYSTEM_PROMPTS[recipe])
         self.prompt.append({"role": "user", "content": TASKS[recipe]})
-        self.agent = make_agent(recipe, seed)
+        self.agent = make_agent(recipe, seed, controls.model)
         self.call_log: list[dict[str, Any]] = []  # the status report's `toolCalls`
         self.pending: list[str] | None = None  # the tool messages the agent has not seen yet
 

@@ -35,6 +35,7 @@ from spillover_harness.sim.config import ConfigWarning, SpilloverConfig, parse_s
 from spillover_harness.sim.logs import SimClock, StepLog
 from spillover_harness.sim.loop import LoopControls, StepLoop
 from spillover_harness.sim.metrics import SpilloverMetrics
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import BYTES_PER_TOKEN, MODEL, dumps, tokens
 from spillover_harness.sim.steprun import (
     DEFAULT_CONTEXT_WINDOW,
@@ -53,6 +54,7 @@ __all__ = [
     "OUTPUT_FILES",
     "STEP_IDS",
     "SimFaults",
+    "SimModel",
     "StepLimits",
     "StepRun",
     "agent_seed",
@@ -90,11 +92,14 @@ def run_step(
     capture_prompts: bool = False,
     pace: float = 0.0,
     clock: SimClock | None = None,
+    model: SimModel = SimModel(),  # noqa: B008 (frozen, immutable)
 ) -> StepRun:
     """Run one step execution of `fixture.recipe` on `fixture` with this mcp-host env.
 
     Writes the step's outputs under `output_dir` (the output file and
-    `result.json`). `pace` > 0 makes the call really take `pace` x its simulated
+    `result.json`). `model` is how the agent reads (docs/simulator.md §1.5); its
+    iteration cap and context window are the caller's to put into `limits`
+    (`StepLimits.from_model`). `pace` > 0 makes the call really take `pace` x its simulated
     time (for the HTTP server, so that a run can be watched while it runs).
     """
     step_id = STEP_IDS.get(fixture.recipe, fixture.recipe)
@@ -125,7 +130,7 @@ def run_step(
         store,
         log,
         clock,
-        LoopControls(limits, cancel, on_iteration, capture_prompts, pace),
+        LoopControls(limits, cancel, on_iteration, capture_prompts, pace, model),
     )
     loop.run_to_end()
     _finish(run, log, clock)
