@@ -66,6 +66,10 @@ demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision
 sweep: $(STAMP) ## Threshold sweep on the simulator: every threshold vs off, passing range and plot (results/sweep)
 	$(BIN)/spillover-harness sweep --matrix $(MATRIX) --out $(RESULTS)/sweep --resume
 
+.PHONY: sensitivity
+sensitivity: $(STAMP) ## Which simulator model parameters flip the simulated decision: table + tornado plot (results/sensitivity)
+	$(BIN)/spillover-harness sensitivity --matrix $(MATRIX) --out $(RESULTS)/sensitivity --resume
+
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 	$(PYTHON) -m spillover_harness.bench

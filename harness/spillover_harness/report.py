@@ -43,6 +43,14 @@ SIM_DISCLAIMER = (
     "validate the real mcp-host."
 )
 
+# Where a reader of a simulated verdict sees how robust it is (docs/simulator.md §7):
+# `make sensitivity` writes results/sensitivity next to `make demo`'s results/sim.
+SENSITIVITY_LINK = (
+    "How much this answer depends on the simulator's model of the agent: "
+    "[the sensitivity study](../sensitivity/sensitivity.md) "
+    "(`make sensitivity`, or `spillover-harness sensitivity --out results/sensitivity`)."
+)
+
 STAGE_DESCRIPTIONS = {
     "sim": "the embedded simulator (no cluster)",
     "minikube": "Stage 1: a local Minikube profile",
@@ -436,7 +444,7 @@ def render_markdown(
     if stage_notes:
         lines.append("")
     if stage == "sim":
-        lines.extend([f"> {SIM_DISCLAIMER}", ""])
+        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [

@@ -15,7 +15,15 @@ from typing import Any
 
 from spillover_operator import exit_codes
 
-from spillover_harness.cli import evaluate, fixtures, preflight, report, run, sweep
+from spillover_harness.cli import (
+    evaluate,
+    fixtures,
+    preflight,
+    report,
+    run,
+    sensitivity,
+    sweep,
+)
 from spillover_harness.cli.common import FORMATTER, BadInput, Interrupted, Parser, epilog, err
 from spillover_harness.matrix import MatrixError
 from spillover_harness.records import RecordError
@@ -38,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (run, evaluate, report, preflight, fixtures, sweep):
+    for command in (run, evaluate, report, preflight, fixtures, sweep, sensitivity):
         command.add_parser(sub)
     return parser
 
