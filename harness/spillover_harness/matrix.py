@@ -62,12 +62,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class HandoffSpec(_Strict):
+    """The handoff cache's settings (docs/simulator.md §8): the simulator only."""
+
+    threshold_tokens: int = Field(ge=1, le=10_000_000)
+    max_entries: int = Field(default=8, ge=1, le=10_000)
+    preview_chars: int = Field(default=2000, ge=0, le=1_000_000)
+
+
+Strategy = Literal["spillover", "handoff"]
+
+
 class Configuration(_Strict):
-    """One spillover configuration: the environment the mcp-host gets."""
+    """One configuration: the environment the mcp-host gets, and which design intercepts
+    the tool results (`strategy`: spillover, the default, or the handoff cache)."""
 
     name: str = Field(min_length=1)
     env: dict[str, str] = {}
     description: str = ""
+    strategy: Strategy = "spillover"
+    handoff: HandoffSpec | None = None
 
     @model_validator(mode="after")
     def _only_spillover_vars(self) -> Configuration:
@@ -76,6 +90,21 @@ class Configuration(_Strict):
             raise ValueError(
                 f"configuration '{self.name}': env may only set {', '.join(SPILLOVER_VARS)}; "
                 f"unknown: {', '.join(unknown)}"
+            )
+        if self.strategy == "handoff" and self.handoff is None:
+            raise ValueError(
+                f"configuration '{self.name}': strategy handoff needs its settings: "
+                "handoff: {threshold_tokens: N} (optional: max_entries, preview_chars)"
+            )
+        if self.strategy != "handoff" and self.handoff is not None:
+            raise ValueError(
+                f"configuration '{self.name}': handoff settings are for strategy: handoff; "
+                "set strategy: handoff or drop them"
+            )
+        if self.strategy == "handoff" and self.env:
+            raise ValueError(
+                f"configuration '{self.name}': a handoff configuration takes no spillover "
+                f"env (the cache replaces spillover); drop env: {', '.join(sorted(self.env))}"
             )
         return self
 
@@ -157,6 +186,11 @@ class Matrix(_Strict):
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    @property
+    def simulated_only(self) -> list[str]:
+        """Configurations only the simulator can run (strategy handoff)."""
+        return [c.name for c in self.configurations if c.strategy == "handoff"]
 
     def cells(self) -> list[tuple[Recipe, InputSpec]]:
         return [(r, i) for r in self.recipes for i in r.inputs]
@@ -301,7 +335,10 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
     base = matrix.acceptance.baseline
     if base in names and names.count(base) == 1:
         i = names.index(base)
-        if matrix.configurations[i].env.get(ENABLED_VAR) != "false":
+        if (
+            matrix.configurations[i].env.get(ENABLED_VAR) != "false"
+            or matrix.configurations[i].strategy != "spillover"
+        ):
             problems.append(
                 f"key 'configurations.{i}.env' (the baseline '{base}', acceptance.baseline): "
                 f"the baseline is spillover turned off; allowed: an env that sets "
@@ -330,6 +367,13 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
     for i, step in enumerate(matrix.decision.chain):
         if skip_unknown or step.config not in names or step.config == base:
             continue  # reported by cross_reference_problems
+        if matrix.configuration(step.config).strategy == "handoff":
+            problems.append(
+                f"key 'decision.chain.{i}.config': configuration '{step.config}' is a handoff "
+                "configuration: the policy cannot deploy it, so it is compared, not decided; "
+                "allowed: a spillover configuration"
+            )
+            continue
         if step.config in bad_env:
             continue  # its env is reported above
         threshold = effective_threshold(matrix.configuration(step.config))

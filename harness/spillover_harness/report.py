@@ -35,6 +35,7 @@ from spillover_harness.evaluate import (
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
+from spillover_harness.report_cache import cache_section
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -508,6 +509,7 @@ def render_markdown(
     if verdict.configs:
         lines.extend(_criteria_section(verdict))
     lines.extend(_cells_section(verdict))
+    lines.extend(cache_section(records, matrix))
     if verdict.configs:
         lines.extend(_advisory_section(verdict))
     if verdict.warnings:

@@ -223,6 +223,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.fault = sorted(set(args.fault))
     check_options_apply(args)
     matrix = load_matrix_arg(args.matrix)
+    if args.stage in CLUSTER and matrix.simulated_only:
+        raise BadInput(
+            f"configurations {', '.join(matrix.simulated_only)} use strategy: handoff, which "
+            f"only the simulator models (docs/simulator.md §8); --stage {args.stage} cannot "
+            "run them: use a matrix without them"
+        )
     profile = _load_profile(args.profile) if args.stage in CLUSTER else None
     resume_cmd = resume_command(args)
     with hold_results_dir(args.out, command=args.invoked):

@@ -33,6 +33,7 @@ from spillover_harness.checks import find_spill_entries, judge_output, scan_logs
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.records import RunRecord, now_rfc3339
+from spillover_harness.sim.handoff import HandoffSettings
 from spillover_harness.sim.metrics import SpilloverMetrics
 from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
@@ -132,6 +133,7 @@ class SimDriver:
                 log_stream=stream,
                 on_iteration=check_disk,
                 model=self.model,
+                handoff=_handoff(job),
             )
         (run_dir / "status-report.json").write_bytes(run.status_report)
 
@@ -149,9 +151,15 @@ class SimDriver:
             notes.append(f"logs: {len(leaks) - MAX_NOTES_PER_CHECK} more lines with canaries")
         notes += run.notes
         quality = None if run.outcome == "aborted" else judge_output(run.output_text, fixture)
+        if run.cache_evictions or run.cache_ref_misses:
+            notes.append(
+                f"handoff cache: {run.cache_evictions} evictions, {run.cache_ref_misses} ref misses"
+            )
         return self._record(
             job,
             started,
+            cache_evictions=run.cache_evictions,
+            cache_ref_misses=run.cache_ref_misses,
             outcome=run.outcome,
             hit_iteration_limit=run.hit_iteration_limit,
             iterations=run.iterations,
@@ -166,3 +174,11 @@ class SimDriver:
             logs_clean=not leaks,
             notes=notes,
         )
+
+
+def _handoff(job: RunJob) -> HandoffSettings | None:
+    """The handoff cache's settings of a `strategy: handoff` configuration, else None."""
+    spec = job.config.handoff
+    if job.config.strategy != "handoff" or spec is None:
+        return None
+    return HandoffSettings(spec.threshold_tokens, spec.max_entries, spec.preview_chars)

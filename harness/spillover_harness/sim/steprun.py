@@ -64,6 +64,8 @@ class StepRun:
     persisted: int = 0
     reads: int = 0
     budget_fallbacks: int = 0
+    cache_evictions: int | None = None  # the handoff cache only (None: spillover)
+    cache_ref_misses: int | None = None
     output_text: str | None = None
     status_report: bytes = b""
     prompt_sizes: list[int] = field(default_factory=list)
