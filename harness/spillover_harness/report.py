@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
     CRITERIA,
@@ -423,10 +424,12 @@ def render_markdown(
     *,
     plot_links: Sequence[str] = (),
     stage_notes: Sequence[str] = (),
+    apply_hint: str | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
-    version validated, a Stage 1 override)."""
+    version validated, a Stage 1 override); `apply_hint` is the command that applies
+    a decision (shown only when the verdict decided)."""
     base = verdict.baseline
     stage = verdict.stage
     lines: list[str] = [
@@ -435,6 +438,14 @@ def render_markdown(
         f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
         "",
     ]
+    if apply_hint is not None and verdict.decided and verdict.incomplete is None:
+        lines.extend(
+            [
+                f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
+                "`--gitops FILE` edits a policy manifest instead of the cluster).",
+                "",
+            ]
+        )
     if stage is None:
         lines.append("**Stage:** none (no record to evaluate).")
     else:
@@ -550,6 +561,9 @@ def write_report(
         verdict_json,
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
-    text = render_markdown(verdict, records, matrix, plot_links=links, stage_notes=stage_notes)
+    hint = apply_command(out_dir, simulated=verdict.stage == "sim")
+    text = render_markdown(
+        verdict, records, matrix, plot_links=links, stage_notes=stage_notes, apply_hint=hint
+    )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

@@ -16,6 +16,7 @@ from typing import Any
 from spillover_operator import exit_codes
 
 from spillover_harness.cli import (
+    apply_decision,
     evaluate,
     fixtures,
     preflight,
@@ -46,7 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (run, evaluate, report, preflight, fixtures, sweep, sensitivity):
+    for command in (
+        run,
+        evaluate,
+        report,
+        preflight,
+        fixtures,
+        sweep,
+        sensitivity,
+        apply_decision,
+    ):
         command.add_parser(sub)
     return parser
 
