@@ -70,6 +70,10 @@ sweep: $(STAMP) ## Threshold sweep on the simulator: every threshold vs off, pas
 sensitivity: $(STAMP) ## Which simulator model parameters flip the simulated decision: table + tornado plot (results/sensitivity)
 	$(BIN)/spillover-harness sensitivity --matrix $(MATRIX) --out $(RESULTS)/sensitivity --resume
 
+.PHONY: apply-decision
+apply-decision: $(STAMP) ## Set the SpilloverPolicy to the decision of $(RESULTS)/$(STAGE) (APPLY_ARGS=--dry-run, --gitops FILE, ...)
+	$(BIN)/spillover-harness apply-decision --results $(RESULTS)/$(STAGE) --policy $(POLICY) -n $(NAMESPACE) $(APPLY_ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 	$(PYTHON) -m spillover_harness.bench
