@@ -239,3 +239,12 @@ def test_cluster_stage_refuses_handoff_configurations(
     )
     assert code == BAD_INPUT
     assert "handoff-32k, handoff-tiny use strategy: handoff" in capsys.readouterr().err
+
+
+def test_the_shipped_comparison_matrix_loads() -> None:
+    """`make compare` runs harness/matrices/strategies.yaml (a link to the packaged file)."""
+    from repo_paths import REPO_ROOT
+
+    m = load_matrix(REPO_ROOT / "harness" / "matrices" / "strategies.yaml")
+    assert m.simulated_only == ["handoff-32k", "handoff-8k"]
+    assert m.decision_values == ("131072", "32768", "false")
