@@ -62,6 +62,22 @@ unit: $(STAMP) ## Only the tests that need no control plane
 demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision (again: finishes or re-evaluates it)
 	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume
 
+.PHONY: compare
+compare: $(STAMP) ## off vs spillover vs the handoff cache on the simulator (harness/matrices/strategies.yaml; results/strategies)
+	$(BIN)/spillover-harness run --stage sim --matrix harness/matrices/strategies.yaml --out $(RESULTS)/strategies --resume
+
+.PHONY: sweep
+sweep: $(STAMP) ## Threshold sweep on the simulator: every threshold vs off, passing range and plot (results/sweep)
+	$(BIN)/spillover-harness sweep --matrix $(MATRIX) --out $(RESULTS)/sweep --resume
+
+.PHONY: sensitivity
+sensitivity: $(STAMP) ## Which simulator model parameters flip the simulated decision: table + tornado plot (results/sensitivity)
+	$(BIN)/spillover-harness sensitivity --matrix $(MATRIX) --out $(RESULTS)/sensitivity --resume
+
+.PHONY: apply-decision
+apply-decision: $(STAMP) ## Set the SpilloverPolicy to the decision of $(RESULTS)/$(STAGE) (APPLY_ARGS=--dry-run, --gitops FILE, ...)
+	$(BIN)/spillover-harness apply-decision --results $(RESULTS)/$(STAGE) --policy $(POLICY) -n $(NAMESPACE) $(APPLY_ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 	$(PYTHON) -m spillover_harness.bench

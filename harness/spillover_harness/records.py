@@ -37,6 +37,10 @@ class RunKey(NamedTuple):
     repetition: int
 
 
+# Fields only a handoff-cache run has; left out of a record's JSON line when None.
+CACHE_FIELDS = ("cache_evictions", "cache_ref_misses")
+
+
 class RunRecord(BaseModel):
     """One run, as docs/reference.md §3 defines it. `None` always means "not measured"."""
 
@@ -62,6 +66,10 @@ class RunRecord(BaseModel):
     quality_ok: bool | None = None
     disk_clean: bool | None = None
     logs_clean: bool | None = None
+    # The handoff cache only (strategy: handoff, simulator): results evicted from the
+    # bounded FIFO cache, and queries of evicted results. None for spillover runs.
+    cache_evictions: int | None = None
+    cache_ref_misses: int | None = None
     started_at: str
     finished_at: str
     notes: list[str] = []
@@ -80,6 +88,8 @@ class RunRecord(BaseModel):
         "spillover_persisted",
         "spillover_reads",
         "status_report_bytes",
+        "cache_evictions",
+        "cache_ref_misses",
     )
     @classmethod
     def _count_not_negative(cls, value: int | None) -> int | None:
@@ -114,6 +124,9 @@ class RunRecord(BaseModel):
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump()
         data.pop("schema_")
+        for key in CACHE_FIELDS:  # spillover runs' lines stay as they were without them
+            if data.get(key) is None:
+                data.pop(key, None)
         return {"schema": SCHEMA_VERSION, **data}
 
     @classmethod

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
     CRITERIA,
@@ -35,12 +36,21 @@ from spillover_harness.evaluate import (
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
+from spillover_harness.report_cache import cache_section
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
     "They show what the thresholds would do under the simulator's model of spillover; "
     "they do not show that the platform passed. Only the `minikube` and `dev` stages "
     "validate the real mcp-host."
+)
+
+# Where a reader of a simulated verdict sees how robust it is (docs/simulator.md §7):
+# `make sensitivity` writes results/sensitivity next to `make demo`'s results/sim.
+SENSITIVITY_LINK = (
+    "How much this answer depends on the simulator's model of the agent: "
+    "[the sensitivity study](../sensitivity/sensitivity.md) "
+    "(`make sensitivity`, or `spillover-harness sensitivity --out results/sensitivity`)."
 )
 
 STAGE_DESCRIPTIONS = {
@@ -414,10 +424,12 @@ def render_markdown(
     *,
     plot_links: Sequence[str] = (),
     stage_notes: Sequence[str] = (),
+    apply_hint: str | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
-    version validated, a Stage 1 override)."""
+    version validated, a Stage 1 override); `apply_hint` is the command that applies
+    a decision (shown only when the verdict decided)."""
     base = verdict.baseline
     stage = verdict.stage
     lines: list[str] = [
@@ -426,6 +438,14 @@ def render_markdown(
         f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
         "",
     ]
+    if apply_hint is not None and verdict.decided and verdict.incomplete is None:
+        lines.extend(
+            [
+                f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
+                "`--gitops FILE` edits a policy manifest instead of the cluster).",
+                "",
+            ]
+        )
     if stage is None:
         lines.append("**Stage:** none (no record to evaluate).")
     else:
@@ -436,7 +456,7 @@ def render_markdown(
     if stage_notes:
         lines.append("")
     if stage == "sim":
-        lines.extend([f"> {SIM_DISCLAIMER}", ""])
+        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [
@@ -500,6 +520,7 @@ def render_markdown(
     if verdict.configs:
         lines.extend(_criteria_section(verdict))
     lines.extend(_cells_section(verdict))
+    lines.extend(cache_section(records, matrix))
     if verdict.configs:
         lines.extend(_advisory_section(verdict))
     if verdict.warnings:
@@ -540,6 +561,9 @@ def write_report(
         verdict_json,
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
-    text = render_markdown(verdict, records, matrix, plot_links=links, stage_notes=stage_notes)
+    hint = apply_command(out_dir, simulated=verdict.stage == "sim")
+    text = render_markdown(
+        verdict, records, matrix, plot_links=links, stage_notes=stage_notes, apply_hint=hint
+    )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

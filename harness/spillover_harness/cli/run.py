@@ -223,6 +223,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.fault = sorted(set(args.fault))
     check_options_apply(args)
     matrix = load_matrix_arg(args.matrix)
+    if args.stage in CLUSTER and matrix.simulated_only:
+        raise BadInput(
+            f"configurations {', '.join(matrix.simulated_only)} use strategy: handoff, which "
+            f"only the simulator models (docs/simulator.md §8); --stage {args.stage} cannot "
+            "run them: use a matrix without them"
+        )
     profile = _load_profile(args.profile) if args.stage in CLUSTER else None
     resume_cmd = resume_command(args)
     with hold_results_dir(args.out, command=args.invoked):
@@ -258,6 +264,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
             log_tool_results="log-results" in faults,
         ),
         fixtures=build_fixtures(matrix.seed),
+        model=matrix.simulator_model(),
     )
     if faults:
         err(f"faults injected into the simulator: {', '.join(faults)}")

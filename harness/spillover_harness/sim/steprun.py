@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from spillover_harness.sim.config import SpilloverConfig
 from spillover_harness.sim.logs import StepLog
+from spillover_harness.sim.model import SimModel
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -15,8 +16,8 @@ __all__ = [
     "StepRun",
 ]
 
-DEFAULT_MAX_ITERATIONS = 25
-DEFAULT_CONTEXT_WINDOW = 200_000
+DEFAULT_MAX_ITERATIONS = SimModel().max_iterations
+DEFAULT_CONTEXT_WINDOW = SimModel().context_window_tokens
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class StepLimits:
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW
     timeout_s: float | None = None
+
+    @classmethod
+    def from_model(cls, model: SimModel, timeout_s: float | None = None) -> StepLimits:
+        """The limits a step runs with under `model` (its iteration cap and context window)."""
+        return cls(model.max_iterations, model.context_window_tokens, timeout_s)
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,8 @@ class StepRun:
     persisted: int = 0
     reads: int = 0
     budget_fallbacks: int = 0
+    cache_evictions: int | None = None  # the handoff cache only (None: spillover)
+    cache_ref_misses: int | None = None
     output_text: str | None = None
     status_report: bytes = b""
     prompt_sizes: list[int] = field(default_factory=list)

@@ -114,6 +114,8 @@ class StoreClosedError(RuntimeError):
 class SpilloverStore:
     """One step execution's store. Not shared: every execution builds its own."""
 
+    read_tool = READ_TOOL
+
     def __init__(
         self,
         config: SpilloverConfig,
@@ -149,6 +151,12 @@ class SpilloverStore:
     @property
     def entries(self) -> int:
         return len(self._entries)
+
+    def tool_definition(self) -> dict[str, Any]:
+        """The read tool as the request's `tools` offer it."""
+        from spillover_harness.sim.tools import read_tool_definition
+
+        return read_tool_definition(self.config.threshold)
 
     def handle_result(self, tool: str, call_id: str, result: object) -> Handled:
         serialized = serialize_result(result)
