@@ -72,3 +72,15 @@ def deployment_event(
     index: kopf.Index[Any, Any] = kwargs["policies_by_target"]
     targeting: list[Any] = list(index.get((namespace, name), []))
     policies.deployment_event(runtime.of(memo), namespace, name, targeting, logger)
+
+
+@kopf.on.event("v1", "pods")
+def pod_event(
+    *,
+    namespace: str | None,
+    labels: kopf.Labels,
+    memo: kopf.Memo,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    policies.pod_event(runtime.of(memo), namespace, labels, logger)

@@ -10,7 +10,8 @@
   effect (progress through a callback);
 - `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`);
 - `pods`: list pods by label selector, and what a pod's container resolves the
-  variables to (`pod_values`);
+  variables to (`pod_values`); ReplicaSets (a pod's owner), the rollout restart of a
+  Deployment/StatefulSet and deleting a pod (refreshing recipe pods);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
 - `errors`: the error types (no exit codes: the command lines map them).
 
@@ -57,9 +58,12 @@ from spillover_operator.client.events import event_body, post_event
 from spillover_operator.client.observe import observe
 from spillover_operator.client.pods import (
     SelectorError,
+    delete_pod,
     list_pods,
+    list_replica_sets,
     pod_container,
     pod_values,
+    restart_workload,
     selector_string,
 )
 from spillover_operator.client.policies import (
@@ -102,6 +106,7 @@ __all__ = [
     "connect",
     "create_object",
     "delete_object",
+    "delete_pod",
     "env_in_effect",
     "event_body",
     "find_deployment",
@@ -113,6 +118,7 @@ __all__ = [
     "is_served",
     "list_pods",
     "list_policies",
+    "list_replica_sets",
     "observe",
     "patch_deployment_env",
     "patch_policy",
@@ -121,6 +127,7 @@ __all__ = [
     "pod_values",
     "policy_crd_installed",
     "post_event",
+    "restart_workload",
     "retry_on_conflict",
     "selector_string",
     "server_version",

@@ -78,3 +78,14 @@ def deployment_event(
         return
     for policy in sorted({str(p) for p in policies}):
         reconcile(rt, namespace, policy, logger)
+
+
+def pod_event(
+    rt: OperatorRuntime, namespace: str | None, labels: Mapping[str, Any] | None, logger: Logger
+) -> None:
+    """A pod appeared, changed or went away: reconcile the policies whose recipe-pod
+    selector matches it (their status.recipePods counts it)."""
+    if namespace is None:
+        return
+    for name in domain.policies_selecting(rt.cluster, namespace, labels or {}):
+        reconcile(rt, namespace, name, logger)
