@@ -17,10 +17,8 @@ from spillover_operator.client import (
     Connection,
     Forbidden,
     delete_pod,
-    list_pods,
-    list_replica_sets,
+    observe_recipe_pods,
     restart_workload,
-    selector_string,
 )
 from spillover_operator.constants import REFRESH_REQUEST_ANNOTATION
 from spillover_operator.policy import PolicySpec
@@ -28,7 +26,6 @@ from spillover_operator.recipe_pods import (
     Owner,
     RecipePods,
     RefreshStep,
-    assess_pods,
     next_refresh,
     parse_time,
     recipe_condition,
@@ -41,32 +38,6 @@ from spillover_operator.status import Condition
 log = logging.getLogger(__name__)
 
 Event = tuple[str, str, str]  # (type, reason, message) on the policy
-
-
-def observe_recipe_pods(
-    conn: Connection,
-    spec: PolicySpec,
-    desired: Mapping[str, str | None],
-    config_maps: ConfigMapLookup,
-) -> RecipePods:
-    """List the pods the policy's selector matches and classify them."""
-    selector = selector_string(spec.recipe_pods.selector)
-    pods = list_pods(conn, selector)
-    replica_sets: dict[str, Any] = {}
-    if any(
-        ref.get("kind") == "ReplicaSet"
-        for pod in pods
-        for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
-    ):
-        replica_sets = list_replica_sets(conn)
-    return assess_pods(
-        pods,
-        spec,
-        desired,
-        selector=selector,
-        replica_sets=replica_sets,
-        config_maps=config_maps,
-    )
 
 
 def refresh_request(policy: Mapping[str, Any]) -> str:

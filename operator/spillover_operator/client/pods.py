@@ -13,6 +13,8 @@ from typing import Any
 from spillover_operator.client._api import JsonDict, api_call, decode
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
+from spillover_operator.policy import PolicySpec
+from spillover_operator.recipe_pods import RecipePods, assess_pods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 
 RESOURCE = "pods"
@@ -142,3 +144,29 @@ def delete_pod(conn: Connection, name: str) -> None:
             )
     except NotFound:
         return
+
+
+def observe_recipe_pods(
+    conn: Connection,
+    spec: PolicySpec,
+    desired: Mapping[str, str | None],
+    config_maps: ConfigMapLookup,
+) -> RecipePods:
+    """List the pods the policy's selector matches and classify them."""
+    selector = selector_string(spec.recipe_pods.selector)
+    pods = list_pods(conn, selector)
+    replica_sets: dict[str, Any] = {}
+    if any(
+        ref.get("kind") == "ReplicaSet"
+        for pod in pods
+        for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+    ):
+        replica_sets = list_replica_sets(conn)
+    return assess_pods(
+        pods,
+        spec,
+        desired,
+        selector=selector,
+        replica_sets=replica_sets,
+        config_maps=config_maps,
+    )

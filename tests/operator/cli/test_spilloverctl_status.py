@@ -131,7 +131,7 @@ def test_policy_changed_with_no_operator_running() -> None:
     assert not report.consistent
     text = messages(report)
     assert any(
-        m.startswith("MISMATCH: policy says enabled=false, Deployment has ")
+        m.startswith("MISMATCH: policy says enabled=false, the WRC container has ")
         and f"{ENABLED_VAR}=true" in m
         and "the operator has not applied it yet" in m
         and "is it running?" in m
@@ -187,8 +187,16 @@ def test_value_from_is_reported_not_trusted() -> None:
     env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
     env[0] = {"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}}
     report = assess(policy(), dep)
-    assert any("set through valueFrom" in m for m in messages(report))
+    # Without a ConfigMap lookup the value cannot be read: unknown, never trusted.
+    assert any(
+        f"{ENABLED_VAR}=unknown (env (configMapKeyRef x/y)" in m for m in messages(report)
+    ), messages(report)
     assert not report.consistent
+    # With the ConfigMap read, the value in effect is what it holds.
+    report = assess(policy(), dep, config_maps=lambda name: {"y": "true"} if name == "x" else None)
+    assert report.resolved is not None
+    assert report.resolved[ENABLED_VAR].value == "true"
+    assert report.consistent, messages(report)
 
 
 def test_rollout_in_progress_is_not_consistent() -> None:
