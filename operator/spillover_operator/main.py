@@ -55,6 +55,13 @@ def resync_policy(
     policies.reconcile(runtime.of(memo), str(namespace), name, logger)
 
 
+@kopf.on.event(GROUP, VERSION, PLURAL, when=policies.refresh_pending)
+def refresh_requested(
+    *, namespace: str | None, name: str, memo: kopf.Memo, logger: Logger, **_: Any
+) -> None:
+    policies.reconcile(runtime.of(memo), str(namespace), name, logger)
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete_policy(*, body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:
     policies.finalize(runtime.of(memo), body, logger)

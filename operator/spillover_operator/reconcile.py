@@ -56,7 +56,10 @@ from spillover_operator.envplan import (
 )
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, selector_matches
-from spillover_operator.recipe_reconcile import RecipeOutcome, reconcile_recipe_pods
+from spillover_operator.recipe_reconcile import (
+    RecipeOutcome,
+    reconcile_recipe_pods,
+)
 from spillover_operator.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.rollout import rollout_state
 from spillover_operator.status import (
