@@ -18,6 +18,7 @@ from spillover_operator.constants import (
     COND_READY,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
+    REFRESH_REQUEST_ANNOTATION,
     SPILLOVER_VARS,
     THRESHOLD_DEFAULT,
     THRESHOLD_VAR,
@@ -96,6 +97,10 @@ class StatusReport:
     recipe_pods: RecipePods | None = None
     recipe_pods_error: str | None = None
     change_reason: str | None = None
+    # A `--refresh-recipe-pods` request on the policy, and the last one the operator
+    # carried out.
+    refresh_requested: str | None = None
+    refresh_handled: str | None = None
 
     def problems(self, *, ignore: tuple[Area, ...] = ()) -> list[Finding]:
         """The findings that make the state not consistent (notes never do)."""
@@ -368,7 +373,15 @@ def assess(
         resolved=resolved,
         env_notes=notes,
         change_reason=_annotation(meta, CHANGE_REASON_ANNOTATION),
+        refresh_requested=_annotation(meta, REFRESH_REQUEST_ANNOTATION),
+        refresh_handled=_handled(status),
     )
+
+
+def _handled(status: Mapping[str, Any]) -> str | None:
+    pods = status.get("recipePods")
+    value = pods.get("handledRequest") if isinstance(pods, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def _value_of(found: Resolved) -> str | None:
@@ -391,6 +404,15 @@ def with_recipe_pods(
     on (RecipePodsCurrent reason StaleAfterRefresh) is a MISMATCH waiting cannot fix;
     unknown pods and no matched pod are notes."""
     findings = list(report.findings)
+    if report.refresh_requested and report.refresh_requested != report.refresh_handled:
+        findings.append(
+            Finding(
+                "PENDING",
+                "recipe-pods",
+                "the refresh of the recipe pods requested with --refresh-recipe-pods is not "
+                "finished yet (the operator records it in status.recipePods.handledRequest)",
+            )
+        )
     if error is not None:
         findings.append(Finding("NOTE", "recipe-pods", f"recipe pods not checked: {error}"))
     if pods is not None:

@@ -295,11 +295,18 @@ def _after(created: str | None, moment: str) -> bool:
     return a is not None and b is not None and a >= b
 
 
-def next_refresh(pods: RecipePods, refreshed: Mapping[Owner, str]) -> RefreshStep:
+def next_refresh(
+    pods: RecipePods,
+    refreshed: Mapping[Owner, str],
+    expected: Mapping[Owner, int] | None = None,
+) -> RefreshStep:
     """The next refresh step given the owners already refreshed in this round (owner ->
-    when). One owner at a time: while a refreshed owner still has stale pods created
-    before its refresh, wait. A refreshed owner with a stale pod created after its
-    refresh is StaleAfterRefresh and never refreshed again in this round."""
+    when) and how many stale pods each had then (`expected`). One owner at a time: while
+    a refreshed owner still has stale pods created before its refresh, or fewer pods
+    created since than it had stale ones, wait. A refreshed owner with a stale pod
+    created after its refresh is StaleAfterRefresh and never refreshed again in this
+    round."""
+    expected = expected or {}
     by_owner: dict[Owner, list[PodVerdict]] = {}
     for verdict in pods.stale_pods():
         by_owner.setdefault(verdict.owner, []).append(verdict)
@@ -308,9 +315,10 @@ def next_refresh(pods: RecipePods, refreshed: Mapping[Owner, str]) -> RefreshSte
     waiting: Owner | None = None
     for owner, at in sorted(refreshed.items()):
         stale = by_owner.get(owner, [])
+        replaced = sum(1 for v in pods.pods if v.owner == owner and _after(v.created, at))
         if any(_after(v.created, at) for v in stale):
             after_refresh.append(owner)
-        elif stale:
+        elif stale or replaced < expected.get(owner, 0):
             waiting = waiting or owner
     done = tuple(after_refresh)
     if waiting is not None:

@@ -79,15 +79,21 @@ class RecipeOutcome:
     converged_seconds: float | None = None
 
 
-def _previous_refreshes(previous: Mapping[str, Any], round_id: str) -> dict[Owner, str]:
+def _previous_refreshes(
+    previous: Mapping[str, Any], round_id: str
+) -> tuple[dict[Owner, str], dict[Owner, int]]:
+    """(owner -> when refreshed, owner -> how many stale pods it had) of this round."""
     if previous.get("refreshRound") != round_id:
-        return {}
-    out: dict[Owner, str] = {}
+        return {}, {}
+    at: dict[Owner, str] = {}
+    pods: dict[Owner, int] = {}
     for item in previous.get("refreshed") or []:
         if isinstance(item, Mapping):
             kind, _, name = str(item.get("owner", "")).partition("/")
-            out[Owner(kind, name)] = str(item.get("at", ""))
-    return out
+            at[Owner(kind, name)] = str(item.get("at", ""))
+            count = item.get("pods")
+            pods[Owner(kind, name)] = count if isinstance(count, int) else 0
+    return at, pods
 
 
 def reconcile_recipe_pods(
@@ -112,11 +118,11 @@ def reconcile_recipe_pods(
     token = refresh_request(policy)
     requested = bool(token) and previous.get("handledRequest") != token
     round_id = f"{meta.get('generation')}/{token if requested else ''}"
-    refreshed = _previous_refreshes(previous, round_id)
+    refreshed, expected = _previous_refreshes(previous, round_id)
     wanted = refresh_wanted(spec.recipe_pods, spec.enabled, requested)
     events: list[Event] = []
     note = ""
-    step = next_refresh(pods, refreshed)
+    step = next_refresh(pods, refreshed, expected)
     handled = previous.get("handledRequest")
     if wanted and not rollout_complete and pods.stale_pods():
         note = "refresh waits for the WRC rollout to complete"
@@ -134,6 +140,7 @@ def reconcile_recipe_pods(
             events.append(("Warning", "RecipePodsRefreshFailed", note))
         else:
             refreshed[step.owner] = now
+            expected[step.owner] = len(step.pods)
             events.append(("Normal", "RecipePodsRefresh", describe_step(step)))
     elif wanted and step.action == "wait" and step.owner is not None:
         note = f"refresh: waiting for {step.owner} to replace its stale pods"
@@ -147,7 +154,10 @@ def reconcile_recipe_pods(
     condition = recipe_condition(pods, stale_after_refresh=step.stale_after_refresh, note=note)
     body = pods.to_status()
     body["refreshRound"] = round_id
-    body["refreshed"] = [{"owner": str(o), "at": at} for o, at in sorted(refreshed.items())]
+    body["refreshed"] = [
+        {"owner": str(o), "at": at, "pods": expected.get(o, 0)}
+        for o, at in sorted(refreshed.items())
+    ]
     if step.stale_after_refresh:
         body["staleAfterRefresh"] = [str(o) for o in step.stale_after_refresh]
     if handled:

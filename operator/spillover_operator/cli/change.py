@@ -144,7 +144,7 @@ def cmd_change(
         _plan_or_fail(deployment, new_spec, cluster.namespace)
 
     generation = policy.get("metadata", {}).get("generation")
-    annotations = _annotations(change, options, spec_changes)
+    annotations = _annotations(change, options, spec_changes, direct)
     if spec_changes:
         body: dict[str, Any] = {"spec": dict(change.fields)}
         if annotations:
@@ -262,9 +262,12 @@ def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Op
     )
 
 
-def _annotations(change: Change, options: Options, spec_changes: bool) -> dict[str, Any]:
+def _annotations(
+    change: Change, options: Options, spec_changes: bool, direct: bool
+) -> dict[str, Any]:
     """The policy annotations this command writes: who and why (a spec change without
-    --reason clears an older reason), and a refresh request token."""
+    --reason clears an older reason), and a refresh request token for the operator (not
+    with --direct: spilloverctl refreshes itself)."""
     annotations: dict[str, Any] = {}
     stamp = datetime.datetime.now(datetime.UTC)
     if options.reason:
@@ -274,7 +277,7 @@ def _annotations(change: Change, options: Options, spec_changes: bool) -> dict[s
         )
     elif spec_changes:
         annotations[CHANGE_REASON_ANNOTATION] = None
-    if options.refresh_recipe_pods:
+    if options.refresh_recipe_pods and not direct:
         annotations[REFRESH_REQUEST_ANNOTATION] = f"{stamp.isoformat()} {_who()}"
     return annotations
 
@@ -286,6 +289,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
     until no owner is left to restart."""
     refreshed: dict[Owner, str] = {}
+    expected: dict[Owner, int] = {}
     deadline = time.monotonic() + timeout
     while True:
         report = observe(cluster, name)
@@ -293,7 +297,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         if pods is None:
             out.write(f"recipe pods: not refreshed ({report.recipe_pods_error or 'not read'})\n")
             return
-        step = next_refresh(pods, refreshed)
+        step = next_refresh(pods, refreshed, expected)
         if step.stale_after_refresh:
             owners = ", ".join(str(o) for o in step.stale_after_refresh)
             raise OperatorRefused(
@@ -306,6 +310,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
             at = now_rfc3339()
             run_step(cluster, step, at)
             refreshed[step.owner] = at
+            expected[step.owner] = len(step.pods)
             out.write(f"recipe pods: {describe_step(step)}\n")
             continue
         if step.action == "wait":
