@@ -304,8 +304,8 @@ def next_refresh(
     when) and how many stale pods each had then (`expected`). One owner at a time: while
     a refreshed owner still has stale pods created before its refresh, or fewer pods
     created since than it had stale ones, wait. A refreshed owner with a stale pod
-    created after its refresh is StaleAfterRefresh and never refreshed again in this
-    round."""
+    created after its refresh is StaleAfterRefresh: the refresh stops there (no other
+    owner is restarted in this round)."""
     expected = expected or {}
     by_owner: dict[Owner, list[PodVerdict]] = {}
     for verdict in pods.stale_pods():
@@ -321,6 +321,10 @@ def next_refresh(
         elif stale or replaced < expected.get(owner, 0):
             waiting = waiting or owner
     done = tuple(after_refresh)
+    if done:
+        # Stop: the WRC's templates carry the old values; restarting more owners would
+        # only churn pods (and fight the WRC).
+        return RefreshStep("none", None, (), done, unrefreshable)
     if waiting is not None:
         return RefreshStep("wait", waiting, (), done, unrefreshable)
     for owner in sorted(by_owner):

@@ -157,13 +157,26 @@ def test_refresh_one_owner_at_a_time_then_stale_after_refresh() -> None:
     assert (first.action, first.owner, first.unrefreshable) == ("restart", D1, ("c",))
     # d1 refreshed at 01:00, its old pod still there: wait.
     assert next_refresh(pods, {D1: "2026-01-01T01:00:00Z"}).action == "wait"
-    # d1's old pod gone, its new pod (created after) still stale: StaleAfterRefresh; go on.
+    # d1 replaced its pod with a current one: on to d2.
+    replaced = RecipePods(
+        "s",
+        [
+            verdict("a2", D1, "2026-01-01T01:00:05Z", "current"),
+            verdict("b", D2, "2026-01-01T00:00:00Z"),
+        ],
+    )
+    step = next_refresh(replaced, {D1: "2026-01-01T01:00:00Z"}, {D1: 1})
+    assert (step.action, step.owner) == ("restart", D2)
+    # ...but not before d1 has as many new pods as it had stale ones.
+    gone = RecipePods("s", [verdict("b", D2, "2026-01-01T00:00:00Z")])
+    assert next_refresh(gone, {D1: "2026-01-01T01:00:00Z"}, {D1: 1}).action == "wait"
+    # d1's new pod (created after) still stale: StaleAfterRefresh, and the refresh stops.
     again = RecipePods(
         "s", [verdict("a2", D1, "2026-01-01T01:00:05Z"), verdict("b", D2, "2026-01-01T00:00:00Z")]
     )
     step = next_refresh(again, {D1: "2026-01-01T01:00:00Z"})
     assert step.stale_after_refresh == (D1,)
-    assert (step.action, step.owner) == ("restart", D2)
+    assert step.action == "none"
     done = next_refresh(RecipePods("s", []), {D1: "x"})
     assert done.action == "none"
 
