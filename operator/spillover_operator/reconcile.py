@@ -257,6 +257,7 @@ def settle(
     outcome = Outcome.IN_SYNC
     current_status = dict(policy.get("status") or {})
     events: list[Event] = []
+    notes = shadow_notes(spec, envfrom_shadowed(after, container, config_maps))
     if plan.patch is not None:
         drift = _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
@@ -270,6 +271,8 @@ def settle(
             f"{lead}: {describe_changes(plan.changes)} on Deployment "
             f"{namespace}/{spec.deployment} container {container}"
         )
+        if notes:
+            note += " (" + "; ".join(notes) + ")"
         events.append((_policy_ref(policy), "Normal", reason, note))
         events.append(
             (_deployment_ref(after), "Normal", reason, f"{note} (SpilloverPolicy {name})")
@@ -277,7 +280,6 @@ def settle(
         current_status["lastAppliedTime"] = now
 
     effective, sources = resolved_status(resolved_env(after, container, config_maps))
-    notes = shadow_notes(spec, envfrom_shadowed(after, container, config_maps))
     rollout = rollout_state(after)
     applied_msg = (
         f"{describe_spec(spec)} on Deployment {namespace}/{spec.deployment} container "
