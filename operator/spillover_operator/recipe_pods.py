@@ -21,7 +21,7 @@ carries the old value: `StaleAfterRefresh`, and that owner is left alone.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -161,6 +161,23 @@ def pod_container_name(pod: Mapping[str, Any], wanted: str | None) -> str | None
     return names[0] if names else None
 
 
+ChangedAt = Callable[[str], datetime.datetime | None]
+
+
+def _started(pod: Mapping[str, Any], container: str) -> datetime.datetime | None:
+    """When the container's process started (else the pod, else its creation)."""
+    status = pod.get("status") or {}
+    for cs in status.get("containerStatuses") or []:
+        if isinstance(cs, Mapping) and cs.get("name") == container:
+            running = (cs.get("state") or {}).get("running") or {}
+            found = parse_time(running.get("startedAt"))
+            if found is not None:
+                return found
+    return parse_time(status.get("startTime")) or parse_time(
+        (pod.get("metadata") or {}).get("creationTimestamp")
+    )
+
+
 def classify(
     pod: Mapping[str, Any],
     desired: Mapping[str, str | None],
@@ -168,8 +185,14 @@ def classify(
     container: str | None,
     owner: Owner,
     config_maps: ConfigMapLookup = no_config_maps,
+    changed_at: ChangedAt | None = None,
 ) -> PodVerdict:
-    """The verdict on one pod given the policy's values (`envplan.render_env`)."""
+    """The verdict on one pod given the policy's values (`envplan.render_env`).
+
+    A value from a ConfigMap is what the ConfigMap held when the container started:
+    with `changed_at` (when a ConfigMap last changed), a pod that would be current but
+    read a ConfigMap changed after it started is stale (its process may well hold the
+    older value; a restart settles it)."""
     meta = pod.get("metadata") or {}
     name = str(meta.get("name"))
     created = meta.get("creationTimestamp")
@@ -184,7 +207,13 @@ def classify(
         return PodVerdict(
             name, owner, created, chosen, {}, "unknown", f"no container {container!r} in the pod"
         )
-    values = resolve(found, SPILLOVER_VARS, config_maps)
+    read: list[str] = []
+
+    def recording(name: str) -> Mapping[str, str] | None:
+        read.append(name)
+        return config_maps(name)
+
+    values = resolve(found, SPILLOVER_VARS, recording)
     unknown = [var for var in SPILLOVER_VARS if not values[var].known]
     differing = [
         var
@@ -208,6 +237,22 @@ def classify(
     if unknown:
         why = "; ".join(f"{var}: {values[var].source}" for var in unknown)
         return PodVerdict(name, owner, created, chosen, values, "unknown", why)
+    started = _started(pod, str(chosen))
+    if changed_at is not None and started is not None:
+        for cm in dict.fromkeys(read):
+            when = changed_at(cm)
+            if when is not None and when > started:
+                return PodVerdict(
+                    name,
+                    owner,
+                    created,
+                    chosen,
+                    values,
+                    "stale",
+                    f"ConfigMap {cm} changed after the container started "
+                    f"({when.isoformat()} > {started.isoformat()}): the process keeps the "
+                    "values it started with until restarted",
+                )
     return PodVerdict(name, owner, created, chosen, values, "current", "runs the policy's values")
 
 
@@ -248,6 +293,7 @@ def assess_pods(
     selector: str,
     replica_sets: Mapping[str, Mapping[str, Any]] | None = None,
     config_maps: ConfigMapLookup = no_config_maps,
+    changed_at: ChangedAt | None = None,
 ) -> RecipePods:
     """Classify the pods matched by the policy's selector (`pods` already listed with
     it; those being deleted count too: they still run until they are gone)."""
@@ -258,6 +304,7 @@ def assess_pods(
             container=spec.recipe_pods.container,
             owner=owner_of(pod, replica_sets or {}),
             config_maps=config_maps,
+            changed_at=changed_at,
         )
         for pod in pods
         if selector_matches(spec.recipe_pods.selector, (pod.get("metadata") or {}).get("labels"))

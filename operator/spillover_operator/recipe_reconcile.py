@@ -23,6 +23,7 @@ from spillover_operator.client import (
 from spillover_operator.constants import REFRESH_REQUEST_ANNOTATION
 from spillover_operator.policy import PolicySpec
 from spillover_operator.recipe_pods import (
+    ChangedAt,
     Owner,
     RecipePods,
     RefreshStep,
@@ -106,6 +107,7 @@ def reconcile_recipe_pods(
     config_maps: ConfigMapLookup,
     now: str,
     last_applied: str | None,
+    changed_at: ChangedAt | None = None,
 ) -> RecipeOutcome:
     """Classify the recipe pods and take at most one refresh step (only once the WRC
     rollout is complete: before that the WRC itself still runs the old values)."""
@@ -113,7 +115,7 @@ def reconcile_recipe_pods(
     status = policy.get("status") or {}
     previous = status.get("recipePods") if isinstance(status.get("recipePods"), Mapping) else {}
     previous = previous or {}
-    pods = observe_recipe_pods(conn, spec, desired, config_maps)
+    pods = observe_recipe_pods(conn, spec, desired, config_maps, changed_at)
 
     token = refresh_request(policy)
     requested = bool(token) and previous.get("handledRequest") != token

@@ -20,10 +20,10 @@ from spillover_operator import allowlist
 from spillover_operator.client import (
     ApiError,
     ClientError,
+    ConfigMapReader,
     Conflict,
     Connection,
     NotFound,
-    config_map_lookup,
     find_deployment,
     find_policy,
     list_policies,
@@ -398,7 +398,8 @@ def reconcile_policy(cluster: Connection, namespace: str, name: str) -> Reconcil
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
-    config_maps = config_map_lookup(cluster)
+    reader = ConfigMapReader(cluster)
+    config_maps = reader.lookup
 
     def planner(dep: Mapping[str, Any]) -> EnvPlan:
         shadowed = envfrom_shadowed(dep, spec.container, config_maps)
@@ -450,6 +451,7 @@ def reconcile_policy(cluster: Connection, namespace: str, name: str) -> Reconcil
             config_maps=config_maps,
             now=now,
             last_applied=status.get("lastAppliedTime"),
+            changed_at=reader.changed_at,
         )
     except ClientError as exc:  # the recipe pods cannot be read: say so, keep the rest
         unknown = Condition(

@@ -49,7 +49,7 @@ from spillover_operator.constants import (
     VERSION,
 )
 from spillover_operator.resolved_env import resolve
-from wrc_stand_in import MCP_HOST_LABELS, Behaviour, WrcStandIn
+from wrc_stand_in import MCP_HOST_LABELS, Behaviour, Via, WrcStandIn
 
 pytestmark = pytest.mark.integration
 
@@ -145,10 +145,10 @@ class Setup:
             raise AssertionError(f"{exc}\nlast status: {json.dumps(last, indent=1)}") from None
         return found
 
-    def start_stand_in(self, behaviour: Behaviour) -> WrcStandIn:
+    def start_stand_in(self, behaviour: Behaviour, via: Via = "pods") -> WrcStandIn:
         api = self.control_plane.api_client()
         self.extra.append(api)
-        self.stand_in = WrcStandIn(api, self.namespace, behaviour).start()
+        self.stand_in = WrcStandIn(api, self.namespace, behaviour, via=via).start()
         return self.stand_in
 
     # ---- reading the pods directly (not through the code under test's verdicts)
@@ -239,13 +239,14 @@ def start_running(
     refresh: str = "Never",
     refresh_role: bool = True,
     env_from: list[dict[str, Any]] | None = None,
+    via: Via = "pods",
 ) -> None:
     """WRC + operator + policy (spillover on) + three recipe pods running it."""
     s.create_wrc(env_from)
     s.start_operator(refresh_role=refresh_role)
     s.create_policy(refresh=refresh)
     s.wait_policy("the policy Ready", is_ready)
-    s.start_stand_in(behaviour)
+    s.start_stand_in(behaviour, via)
     s.wait_policy("three current recipe pods", all_current(3))
     assert all(v[ENABLED_VAR] == "true" for v in s.pod_values().values())
 
@@ -312,6 +313,32 @@ def test_kill_wait_refresh_recipe_pods_succeeds_only_when_every_pod_is_current(
     assert code == exit_codes.OK, out
     assert "last change:  INC-42 spill storm" in out
     assert "recipe pods: 0 stale of 3" in out
+
+
+def test_refresh_rolls_out_deployments_whose_pods_read_an_old_config_map(setup: Setup) -> None:
+    """Behaviour (2) through a Deployment: the ConfigMap it reads already says false,
+    the running pods started before that: stale, and a rollout restart fixes them."""
+    start_running(setup, "at-pod-creation", via="deployment")
+    before = set(setup.pod_values())
+    code, out, err = setup.ctl("kill", "--wait", "--timeout", "20")
+    assert code == exit_codes.TIMEOUT, (out, err)
+    assert "changed after the container started" in err
+    code, out, err = setup.ctl("kill", "--wait", "--refresh-recipe-pods")
+    assert code == exit_codes.OK, (out, err)
+    after = setup.pod_values()
+    assert len(after) == 3 and not set(after) & before  # every pod replaced
+    assert all(v[ENABLED_VAR] == "false" for v in after.values())
+    refreshes = setup.events("RecipePodsRefresh")
+    assert sorted(m.split(" (")[0] for m in refreshes) == [
+        f"rollout restart of Deployment/mcp-host-{r}" for r in ("r1", "r2", "r3")
+    ]
+    for recipe in ("r1", "r2", "r3"):
+        dep = read_deployment(setup.api, setup.namespace, f"mcp-host-{recipe}")
+        assert (
+            "kubectl.kubernetes.io/restartedAt"
+            in dep["spec"]["template"]["metadata"]["annotations"]
+        )
+        assert "env" not in dep["spec"]["template"]["spec"]["containers"][0]
 
 
 def test_refresh_on_kill_switch_restarts_only_when_spillover_is_turned_off(setup: Setup) -> None:

@@ -15,9 +15,12 @@ Deployments:
 
   1. `rerender`: a Deployment per recipe whose template env it rewrites whenever the
      WRC's env changes (the Deployment controller rolls the pods);
-  2. `at-pod-creation`: bare pods it controls (owner: a ConfigMap standing for the
-     recipe run) and recreates when one is gone, each given the WRC's env of that
-     moment; running pods keep the env they were created with;
+  2. `at-pod-creation`: each pod gets the WRC's env of the moment it is created, so
+     running pods keep the env they were created with. Two ways (`via`): `pods`, bare
+     pods it controls (owner: a ConfigMap standing for the recipe run) and recreates
+     when one is gone; `deployment`, a Deployment per recipe whose template reads a
+     ConfigMap (`envFrom`) that the stand-in keeps equal to the WRC's env (a container
+     reads it when it starts: a rollout restart brings the new values);
   3. `baked`: a Deployment per recipe whose template gets the WRC's env once, at
      creation, and is never re-rendered (a rollout restart brings the old values back).
 
@@ -41,6 +44,7 @@ from spillover_operator.envplan import passthrough_names
 from spillover_operator.resolved_env import resolve
 
 Behaviour = Literal["rerender", "at-pod-creation", "baked"]
+Via = Literal["pods", "deployment"]
 RECIPE_LABEL = "recipe"
 MCP_HOST_LABELS = {"app.kubernetes.io/name": "mcp-host"}
 CONTAINER = "mcp-host"
@@ -62,6 +66,7 @@ class WrcStandIn:
     wrc: str = "workflow-recipe-controller"
     wrc_labels: Mapping[str, str] = field(default_factory=lambda: {"app": "wrc"})
     recipes: tuple[str, ...] = ("r1", "r2", "r3")
+    via: Via = "pods"
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -103,8 +108,11 @@ class WrcStandIn:
         if env is None:
             return
         for recipe in self.recipes:
-            if self.behaviour == "at-pod-creation":
+            if self.behaviour == "at-pod-creation" and self.via == "pods":
                 self._sync_pods(recipe, env)
+            elif self.behaviour == "at-pod-creation":
+                self._sync_env_config_map(recipe, env)
+                self._sync_deployment(recipe, env, env_from=f"recipe-env-{recipe}")
             else:
                 self._sync_deployment(recipe, env)
 
@@ -114,8 +122,28 @@ class WrcStandIn:
     def _labels(self, recipe: str) -> dict[str, str]:
         return {**MCP_HOST_LABELS, RECIPE_LABEL: recipe}
 
-    def _sync_deployment(self, recipe: str, env: Mapping[str, str]) -> None:
+    def _sync_env_config_map(self, recipe: str, env: Mapping[str, str]) -> None:
+        name = f"recipe-env-{recipe}"
+        body = {"metadata": {"name": name}, "data": dict(env)}
+        try:
+            current: Any = self.core.read_namespaced_config_map(name, self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.core.create_namespaced_config_map(self.namespace, body)
+            return
+        if (current.data or {}) != dict(env):
+            self.core.replace_namespaced_config_map(name, self.namespace, body)
+
+    def _sync_deployment(
+        self, recipe: str, env: Mapping[str, str], env_from: str | None = None
+    ) -> None:
         name = f"mcp-host-{recipe}"
+        container: dict[str, Any] = {"name": CONTAINER, "image": IMAGE}
+        if env_from is not None:
+            container["envFrom"] = [{"configMapRef": {"name": env_from}}]
+        else:
+            container["env"] = self._env_list(env)
         try:
             dep: Any = self.apps.read_namespaced_deployment(name, self.namespace)
         except ApiException as exc:
@@ -130,18 +158,14 @@ class WrcStandIn:
                     "selector": {"matchLabels": self._labels(recipe)},
                     "template": {
                         "metadata": {"labels": self._labels(recipe)},
-                        "spec": {
-                            "containers": [
-                                {"name": CONTAINER, "image": IMAGE, "env": self._env_list(env)}
-                            ]
-                        },
+                        "spec": {"containers": [container]},
                     },
                 },
             }
             self.apps.create_namespaced_deployment(self.namespace, body)
             return
         if self.behaviour != "rerender":
-            return  # baked: never re-rendered
+            return  # baked, or env through the ConfigMap: the template is never re-rendered
         current = dep.spec.template.spec.containers[0].env or []
         have = {e.name: e.value for e in current}
         if have != dict(env):

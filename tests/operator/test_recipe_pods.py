@@ -243,3 +243,32 @@ def test_budget_unset_and_enabled_default_meanings() -> None:
     wanted = render_env(spec())
     p = pod("a", {ENABLED_VAR: "true", BUDGET_VAR: "16777216"})
     assert classify(p, wanted, container=None, owner=NO_OWNER).state == "current"
+
+
+def test_a_config_map_changed_after_the_container_started_makes_the_pod_stale() -> None:
+    import datetime
+
+    ref = [{"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "on"}}}]
+    p = pod("a", ref)
+    p["status"] = {
+        "containerStatuses": [
+            {"name": "mcp-host", "state": {"running": {"startedAt": "2026-01-01T00:00:10Z"}}}
+        ]
+    }
+    maps = {"cm": {"on": "false"}}
+
+    def at(stamp: str) -> Any:
+        return lambda name: datetime.datetime.fromisoformat(stamp)
+
+    before = at("2026-01-01T00:00:05+00:00")
+    after = at("2026-01-01T00:01:00+00:00")
+    kwargs: dict[str, Any] = {"container": None, "owner": NO_OWNER, "config_maps": maps.get}
+    assert classify(p, OFF, changed_at=before, **kwargs).state == "current"
+    stale = classify(p, OFF, changed_at=after, **kwargs)
+    assert stale.state == "stale" and "ConfigMap cm changed after the container started" in (
+        stale.why
+    )
+    # A pod whose values come from literals is not affected by ConfigMap writes.
+    assert classify(pod("b", {ENABLED_VAR: "false"}), OFF, changed_at=after, **kwargs).state == (
+        "current"
+    )

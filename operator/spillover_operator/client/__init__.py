@@ -18,7 +18,7 @@
 Objects travel as API JSON dicts, decoded from what the server sent.
 """
 
-from spillover_operator.client.configmaps import config_map_lookup
+from spillover_operator.client.configmaps import ChangedAt, ConfigMapReader, config_map_lookup
 from spillover_operator.client.connection import (
     DEFAULT_NAMESPACE,
     REQUEST_TIMEOUT,
@@ -88,8 +88,10 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "ApiError",
     "ApiUnavailable",
+    "ChangedAt",
     "ClientError",
     "ConfigError",
+    "ConfigMapReader",
     "Conflict",
     "Connection",
     "CustomResource",

@@ -4,7 +4,7 @@ and their comparison (`spillover_operator.assess`)."""
 from __future__ import annotations
 
 from spillover_operator.assess import StatusReport, assess, with_recipe_pods
-from spillover_operator.client.configmaps import config_map_lookup
+from spillover_operator.client.configmaps import ConfigMapReader
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.deployments import find_target
 from spillover_operator.client.errors import ClientError
@@ -19,12 +19,15 @@ def observe(conn: Connection, name: str, *, recipe_pods: bool = True) -> StatusR
     pods matched by spec.recipePods.selector are classified too (a failure to list them,
     Forbidden for instance, is a note of the report)."""
     policy = get_policy(conn, name)
-    lookup = config_map_lookup(conn)
+    reader = ConfigMapReader(conn)
+    lookup = reader.lookup
     report = assess(policy, find_target(conn, policy), config_maps=lookup)
     if not recipe_pods or report.spec is None or report.desired_env is None:
         return report
     try:
-        pods = observe_recipe_pods(conn, report.spec, report.desired_env, lookup)
+        pods = observe_recipe_pods(
+            conn, report.spec, report.desired_env, lookup, changed_at=reader.changed_at
+        )
     except ClientError as exc:
         return with_recipe_pods(report, None, error=exc.message)
     return with_recipe_pods(report, pods)

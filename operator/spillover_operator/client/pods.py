@@ -14,7 +14,7 @@ from spillover_operator.client._api import JsonDict, api_call, decode
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
 from spillover_operator.policy import PolicySpec
-from spillover_operator.recipe_pods import RecipePods, assess_pods
+from spillover_operator.recipe_pods import ChangedAt, RecipePods, assess_pods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 
 RESOURCE = "pods"
@@ -151,8 +151,10 @@ def observe_recipe_pods(
     spec: PolicySpec,
     desired: Mapping[str, str | None],
     config_maps: ConfigMapLookup,
+    changed_at: ChangedAt | None = None,
 ) -> RecipePods:
-    """List the pods the policy's selector matches and classify them."""
+    """List the pods the policy's selector matches and classify them (`changed_at`: when
+    a ConfigMap last changed, see `recipe_pods.classify`)."""
     selector = selector_string(spec.recipe_pods.selector)
     pods = list_pods(conn, selector)
     replica_sets: dict[str, Any] = {}
@@ -169,4 +171,5 @@ def observe_recipe_pods(
         selector=selector,
         replica_sets=replica_sets,
         config_maps=config_maps,
+        changed_at=changed_at,
     )
