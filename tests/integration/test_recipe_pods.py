@@ -278,6 +278,7 @@ def test_kill_wait_never_succeeds_while_a_pod_still_has_spillover_on(setup: Setu
     assert counts(pol)["stale"] == 3 and sorted(counts(pol)["stalePods"]) == stale
     assert setup.operator is not None
     assert setup.operator.metric("spillover_operator_recipe_pods", state="stale") == 3
+    assert any("3 stale" in m for m in setup.events("RecipePods"))  # the count changed
 
     code, out, _ = setup.ctl("status")
     assert code == exit_codes.MISMATCH
@@ -309,6 +310,13 @@ def test_kill_wait_refresh_recipe_pods_succeeds_only_when_every_pod_is_current(
     assert reason.startswith("INC-42 spill storm (by ")
     assert any("INC-42 spill storm" in m for m in setup.events("Applied"))
     assert setup.events("RecipePodsRefresh")
+    op = setup.operator
+    assert op is not None
+    wait_for(
+        "the histogram: once for the first apply, once for the kill",
+        lambda: op.metric("spillover_operator_recipe_pods_current_seconds_count") >= 2,
+        operator=op,
+    )
     code, out, _ = setup.ctl("status")
     assert code == exit_codes.OK, out
     assert "last change:  INC-42 spill storm" in out
