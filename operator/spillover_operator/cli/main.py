@@ -57,7 +57,8 @@ names the stale pods). --no-wait-recipe-pods skips the pods (and says so);
 who and why on the policy and in the Events.
 With --direct (operator down) they ALSO patch the WRC Deployment themselves, so the
 operator finds nothing to change when it comes back; --wait then waits for the rollout
-only and reports whether the policy status is stale.
+and the recipe pods (not the operator) and reports whether the policy status is stale;
+--refresh-recipe-pods then restarts the owners of stale pods itself.
 
 POLICY defaults to 'spillover'. The namespace is -n, else the kubeconfig context's
 namespace, else 'clerum'."""

@@ -8,7 +8,8 @@
 - `events`: Events, one body for everyone;
 - `observe` / `waiting`: the status report of a policy, and waiting until it is in
   effect (progress through a callback);
-- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`);
+- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`), and when a
+  ConfigMap last changed (`ConfigMapReader`: a pod read it when it started);
 - `pods`: list pods by label selector, and what a pod's container resolves the
   variables to (`pod_values`); ReplicaSets (a pod's owner), the rollout restart of a
   Deployment/StatefulSet and deleting a pod (refreshing recipe pods);
