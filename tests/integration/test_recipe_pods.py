@@ -524,3 +524,36 @@ def test_pod_values_from_config_maps_are_read_and_secrets_are_unknown(setup: Set
         "the ConfigMap-fed pod stale",
         lambda p: counts(p).get("stalePods") == ["from-configmap"],
     )
+
+
+def test_status_reads_the_wrc_values_from_config_maps_and_not_secrets(setup: Setup) -> None:
+    """Without the operator: what spilloverctl status says the WRC process sees."""
+    core = client.CoreV1Api(setup.api)
+    core.create_namespaced_config_map(
+        setup.namespace, {"metadata": {"name": "wrc-knobs"}, "data": {"threshold": "65536"}}
+    )
+    env = [
+        {"name": ENABLED_VAR, "valueFrom": {"secretKeyRef": {"name": "creds", "key": "on"}}},
+        {
+            "name": THRESHOLD_VAR,
+            "valueFrom": {"configMapKeyRef": {"name": "wrc-knobs", "key": "threshold"}},
+        },
+        {"name": PASSTHROUGH_VAR, "value": ",".join(SPILLOVER_VARS)},
+    ]
+    body = deployment_manifest(
+        WRC, [container_manifest("wrc", "example.invalid/wrc:1", env)], labels={"app": "wrc"}
+    )
+    client.AppsV1Api(setup.api).create_namespaced_deployment(
+        setup.namespace, model(client.V1Deployment, body)
+    )
+    setup.create_policy()
+    code, out, _ = setup.ctl("status")
+    assert code == exit_codes.MISMATCH, out
+    enabled = next(line for line in out.splitlines() if line.strip().startswith(ENABLED_VAR))
+    assert "unknown (env (secretKeyRef creds/on): Secrets are not read)" in enabled
+    threshold = next(line for line in out.splitlines() if line.strip().startswith(THRESHOLD_VAR))
+    assert "65536 (from env (configMapKeyRef wrc-knobs/threshold))" in threshold
+    code, out, _ = setup.ctl("status", "-o", "json")
+    doc = json.loads(out)
+    assert doc["deployment"]["env"][ENABLED_VAR] == "unknown"
+    assert doc["deployment"]["env"][THRESHOLD_VAR] == "65536"
