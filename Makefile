@@ -15,6 +15,8 @@ KUBECTL ?= kubectl
 MINIKUBE_PROFILE ?= minikube
 OVERLAY ?= dev
 TIMEOUT ?= 300
+# Extra flags for the kill-switch targets, e.g. '--refresh-recipe-pods --reason "INC-1"'.
+SPILLOVERCTL_FLAGS ?=
 
 # Harness knobs.
 MATRIX ?= harness/matrices/spillover-default.yaml
@@ -135,19 +137,19 @@ status: $(STAMP) ## What is in effect: policy, WRC Deployment env, rollout
 
 .PHONY: kill-switch-engage
 kill-switch-engage: $(STAMP) ## Turn spillover OFF through the operator and wait for the rollout
-	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 .PHONY: kill-switch-engage-direct
 kill-switch-engage-direct: $(STAMP) ## Turn spillover OFF with the operator down (policy + Deployment patched directly)
-	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --direct --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --direct --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 .PHONY: kill-switch-release
 kill-switch-release: $(STAMP) ## Turn spillover back ON and wait for the rollout
-	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 .PHONY: kill-switch-release-direct
 kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator down
-	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 -include tests/controlplane/controlplane.mk
 -include tests/prometheus/prometheus.mk

@@ -55,6 +55,13 @@ def resync_policy(
     policies.reconcile(runtime.of(memo), str(namespace), name, logger)
 
 
+@kopf.on.event(GROUP, VERSION, PLURAL, when=policies.refresh_pending)
+def refresh_requested(
+    *, namespace: str | None, name: str, memo: kopf.Memo, logger: Logger, **_: Any
+) -> None:
+    policies.reconcile(runtime.of(memo), str(namespace), name, logger)
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete_policy(*, body: kopf.Body, memo: kopf.Memo, logger: Logger, **_: Any) -> None:
     policies.finalize(runtime.of(memo), body, logger)
@@ -72,3 +79,15 @@ def deployment_event(
     index: kopf.Index[Any, Any] = kwargs["policies_by_target"]
     targeting: list[Any] = list(index.get((namespace, name), []))
     policies.deployment_event(runtime.of(memo), namespace, name, targeting, logger)
+
+
+@kopf.on.event("v1", "pods")
+def pod_event(
+    *,
+    namespace: str | None,
+    labels: kopf.Labels,
+    memo: kopf.Memo,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    policies.pod_event(runtime.of(memo), namespace, labels, logger)

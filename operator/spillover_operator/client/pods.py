@@ -12,6 +12,9 @@ from typing import Any
 
 from spillover_operator.client._api import JsonDict, api_call, decode
 from spillover_operator.client.connection import Connection
+from spillover_operator.client.errors import NotFound
+from spillover_operator.policy import PolicySpec
+from spillover_operator.recipe_pods import ChangedAt, RecipePods, assess_pods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 
 RESOURCE = "pods"
@@ -83,3 +86,90 @@ def pod_values(
     pod has no such container."""
     found = pod_container(pod, container)
     return None if found is None else resolve(found, names, config_maps)
+
+
+def list_replica_sets(conn: Connection) -> dict[str, JsonDict]:
+    """The ReplicaSets of the connection's namespace by name (a pod's owner is found
+    through them: ReplicaSet -> Deployment)."""
+    with api_call(conn, "list", "replicasets.apps", "ReplicaSets"):
+        body = decode(
+            conn.apps.list_namespaced_replica_set(
+                conn.namespace, _preload_content=False, _request_timeout=conn.request_timeout
+            )
+        )
+    items: list[JsonDict] = list(body.get("items") or [])
+    return {str(rs.get("metadata", {}).get("name")): rs for rs in items}
+
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def restart_workload(conn: Connection, kind: str, name: str, patch: Mapping[str, Any]) -> None:
+    """A rollout restart of a Deployment or StatefulSet (`recipe_pods.restart_patch`: the
+    pod template's restartedAt annotation only). Needs `patch` on that kind (the refresh
+    Role in manifests/); Forbidden without it."""
+    what = f"{kind} '{name}'"
+    if kind == "Deployment":
+        with api_call(conn, "patch", "deployments.apps", what):
+            conn.apps.patch_namespaced_deployment(
+                name,
+                conn.namespace,
+                dict(patch),
+                field_manager=conn.field_manager,
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=conn.request_timeout,
+            )
+    elif kind == "StatefulSet":
+        with api_call(conn, "patch", "statefulsets.apps", what):
+            conn.apps.patch_namespaced_stateful_set(
+                name,
+                conn.namespace,
+                dict(patch),
+                field_manager=conn.field_manager,
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=conn.request_timeout,
+            )
+    else:
+        raise ValueError(f"cannot rollout-restart a {kind}")
+
+
+def delete_pod(conn: Connection, name: str) -> None:
+    """Delete a pod (its controller recreates it); a pod already gone is fine."""
+    try:
+        with api_call(conn, "delete", RESOURCE, f"Pod '{name}'"):
+            conn.core.delete_namespaced_pod(
+                name, conn.namespace, _preload_content=False, _request_timeout=conn.request_timeout
+            )
+    except NotFound:
+        return
+
+
+def observe_recipe_pods(
+    conn: Connection,
+    spec: PolicySpec,
+    desired: Mapping[str, str | None],
+    config_maps: ConfigMapLookup,
+    changed_at: ChangedAt | None = None,
+) -> RecipePods:
+    """List the pods the policy's selector matches and classify them (`changed_at`: when
+    a ConfigMap last changed, see `recipe_pods.classify`)."""
+    selector = selector_string(spec.recipe_pods.selector)
+    pods = list_pods(conn, selector)
+    replica_sets: dict[str, Any] = {}
+    if any(
+        ref.get("kind") == "ReplicaSet"
+        for pod in pods
+        for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+    ):
+        replica_sets = list_replica_sets(conn)
+    return assess_pods(
+        pods,
+        spec,
+        desired,
+        selector=selector,
+        replica_sets=replica_sets,
+        config_maps=config_maps,
+        changed_at=changed_at,
+    )

@@ -43,6 +43,9 @@ class WaitProgress:
             None if ready is None else (ready.get("status"), ready.get("reason")),
             sum(1 for f in self.pending if f.area in ("env", "passthrough")),
             None
+            if report.recipe_pods is None
+            else tuple(report.recipe_pods.count(s) for s in ("current", "stale", "unknown")),
+            None
             if rollout is None
             else (rollout.updated, rollout.available, rollout.desired, rollout.complete),
         )
@@ -64,6 +67,11 @@ def _fail_fast(
     for finding in pending:
         if finding.area == "target":
             raise NotFound(f"{finding.message}; nothing will roll out until that is fixed")
+    for finding in pending:
+        if finding.area == "recipe-pods" and finding.severity == "MISMATCH":
+            raise OperatorRefused(
+                f"{finding.message}; waiting cannot fix that", reason="StaleAfterRefresh"
+            )
     if direct or report.observed_generation != report.generation:
         return
     ready = report.condition(COND_READY)
@@ -86,13 +94,15 @@ def wait_until_settled(
     direct: bool = False,
     timeout: float,
     progress: ProgressCallback | None = None,
+    recipe_pods: bool = True,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StatusReport:
     """Poll (with backoff, 0.5 s growing to 5 s) until the policy is in effect.
 
     Through the operator: observedGeneration == metadata.generation, Ready=True, the
-    Deployment env matches and its rollout is complete. `direct`: only the Deployment
+    Deployment env matches and its rollout is complete, and no matched recipe pod is
+    stale (`recipe_pods=False`: the pods are not looked at). `direct`: only the Deployment
     (env matches, rollout complete); the policy status may be stale.
 
     `progress` is called whenever what it would show changes, and once more when
@@ -101,11 +111,13 @@ def wait_until_settled(
     `sleep` may raise to cancel the wait (the harness's stop request does).
     """
     ignore: tuple[Area, ...] = ("operator",) if direct else ()
+    if not recipe_pods:
+        ignore = (*ignore, "recipe-pods")
     start = clock()
     delay = INITIAL_DELAY
     last: tuple[object, ...] | None = None
     while True:
-        report = observe(conn, name)
+        report = observe(conn, name, recipe_pods=recipe_pods)
         pending = report.problems(ignore=ignore)
         _fail_fast(conn, report, pending, direct=direct)
         elapsed = clock() - start

@@ -11,6 +11,7 @@ import kopf
 from spillover_operator import reconcile as domain
 from spillover_operator.handlers.runtime import OperatorRuntime
 from spillover_operator.policy import target_of
+from spillover_operator.recipe_reconcile import refresh_request
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -78,3 +79,24 @@ def deployment_event(
         return
     for policy in sorted({str(p) for p in policies}):
         reconcile(rt, namespace, policy, logger)
+
+
+def pod_event(
+    rt: OperatorRuntime, namespace: str | None, labels: Mapping[str, Any] | None, logger: Logger
+) -> None:
+    """A pod appeared, changed or went away: reconcile the policies whose recipe-pod
+    selector matches it (their status.recipePods counts it)."""
+    if namespace is None:
+        return
+    for name in domain.policies_selecting(rt.cluster, namespace, labels or {}):
+        reconcile(rt, namespace, name, logger)
+
+
+def refresh_pending(body: Mapping[str, Any], **_: Any) -> bool:
+    """Whether the policy carries a `--refresh-recipe-pods` request not carried out yet
+    (an annotation change alone does not trigger the spec handlers)."""
+    token = refresh_request(body)
+    status = body.get("status") or {}
+    pods = status.get("recipePods") if isinstance(status, Mapping) else None
+    handled = pods.get("handledRequest") if isinstance(pods, Mapping) else None
+    return bool(token) and token != handled
