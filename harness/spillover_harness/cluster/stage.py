@@ -20,7 +20,6 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 from kubernetes import client
@@ -187,11 +186,14 @@ def run_cluster(
                 },
                 matrix_source=options.matrix_source,
                 resume_hint=options.resume_hint,
-                order=partial(block_order, config_names=[c.name for c in matrix.configurations]),
+                order=lambda jobs: driver.set_plan(
+                    block_order(jobs, config_names=[c.name for c in matrix.configurations])
+                ),
             )
             result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
     finally:
         starter.close()
+        notes += [f"counters, {line}" for line in driver.block_checks]
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
     return ClusterStageOutcome(result, version, notes, guard.restored, override)
 

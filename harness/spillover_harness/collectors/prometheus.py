@@ -499,3 +499,27 @@ class PrometheusCollector:
                     )
                     return deadline
             self._sleep(step)
+
+
+def sum_by_name(
+    prom: PrometheusConnect, names: tuple[str, ...], selectors: str
+) -> dict[str, float]:
+    """Each metric of `names` summed over its matched series (0.0: no series)."""
+    result = _vector(prom, _selector(f'__name__=~"{"|".join(names)}"', selectors))
+    out = dict.fromkeys(names, 0.0)
+    for sample in result:
+        name = sample["metric"].get("__name__")
+        if name in out:
+            out[name] += float(sample["value"][1])
+    return out
+
+
+def read_sums(
+    collector: PrometheusCollector, names: tuple[str, ...]
+) -> tuple[dict[str, float] | None, str | None]:
+    """`sum_by_name` through the collector's connection: (sums, None) or (None, why)."""
+    try:
+        with collector.connect() as prom:
+            return sum_by_name(prom, names, collector.selectors), None
+    except Exception as exc:  # never crash a stage over a metrics source
+        return None, collector._unreachable(exc)

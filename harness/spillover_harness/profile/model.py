@@ -6,6 +6,7 @@ assumption behind them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -230,6 +231,8 @@ class FieldSources(_Strict):
     # RFC 3339 timestamps, used when no duration is given
     started_at: JsonPathStr | None = None
     finished_at: JsonPathStr | None = None
+    # the name of the mcp-host pod that served the run, when the platform says it
+    mcp_host_pod: JsonPathStr | None = None
     # the step's final output (review or summary) for the quality judges; when null
     # or absent, the harness reads `disk.output_files` in the run's output directory
     output_text: JsonPathStr | None = None
@@ -258,6 +261,16 @@ class LogPatterns(_Strict):
     )
     max_iterations: str = r"Step reached max iterations"
     body_bytes: str = rf"\bbodyBytes{_NUM}(?P<body_bytes>\d+)"
+    # Lines that count one stored result / one read-back each (the mcp-host's log).
+    # None: the logs do not carry them, and the Prometheus counters give the counts
+    # (only for a run no other run of the recipe overlapped: docs/harness.md).
+    spill_persisted: str | None = None
+    spill_read: str | None = None
+    # The run id a line carries (group `run_id`): lines of other runs are told apart
+    # from unattributed ones, and another run in our window means an overlap.
+    run_id: str = (
+        r"""\b(?:runId|run_id)["']?\s*[:=]\s*["']?(?P<run_id>[A-Za-z0-9][A-Za-z0-9._-]*)"""
+    )
     # The `iteration` field counts from 1 (the first LLM call is iteration 1); with 0,
     # iterations used = max iteration + 1.
     iteration_base: Literal[0, 1] = 1
@@ -287,6 +300,21 @@ class LogPatterns(_Strict):
     def _body(cls, v: str) -> str:
         return compile_pattern(v, ("body_bytes",))
 
+    @field_validator("spill_persisted", "spill_read")
+    @classmethod
+    def _spill(cls, v: str | None) -> str | None:
+        return None if v is None else compile_pattern(v, ())
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, v: str) -> str:
+        return compile_pattern(v, ("run_id",))
+
+
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
 
 class PodSelector(_Strict):
     selector: LabelSelector
@@ -300,9 +328,29 @@ class Pods(_Strict):
     coordinator: PodSelector = PodSelector(
         selector="app.kubernetes.io/name=workflow-coordinator", container=None
     )
-    # The platform creates an mcp-host pod per run: then the first run after a
-    # configuration change also checks that pod's environment.
+    # A label whose value is the recipe's name on its mcp-host pods: the pods of a
+    # recipe are then `mcp_host.selector` + `<recipe_label>=<recipe>`. None: every pod
+    # the selector matches serves every recipe.
+    recipe_label: str | None = None
+    # How long the stage waits for every mcp-host pod of a recipe to carry the
+    # configuration (the operator's refresh, the WRC's rollout) before it stops.
+    current_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    # Kept so that older profiles load: the pods are always checked now (before each
+    # configuration's first run and after every run), whatever this says.
     mcp_host_per_run: bool = False
+
+    @field_validator("recipe_label")
+    @classmethod
+    def _label_key(cls, v: str | None) -> str | None:
+        if v is not None and not _LABEL_KEY.match(v):
+            raise ValueError(f"not a valid label key: {v!r}")
+        return v
+
+    def mcp_host_selector(self, recipe: str) -> str:
+        """The selector of the mcp-host pods that serve `recipe`."""
+        if self.recipe_label is None:
+            return self.mcp_host.selector
+        return f"{self.mcp_host.selector},{self.recipe_label}={recipe}"
 
 
 class PrometheusSource(_Strict):
