@@ -50,7 +50,7 @@ from spillover_harness.cluster.recipe_pods import (
     wait_current,
 )
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
-from spillover_harness.collectors.logs import attribute, count_matching, parse_logs
+from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
 from spillover_harness.collectors.prometheus import PrometheusCollector, RunStart, read_sums
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet
@@ -111,6 +111,18 @@ def _parse_time(value: object) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def _own_pod(by_pod: dict[str, list[str]], ours: list[str], pattern: str) -> Attributed:
+    """The lines of the pod whose log carries the run's lines (the pod that ran it; one
+    run's lines are counted once even when several pods' logs are read), with the other
+    runs' ids seen in any pod's log."""
+    splits = [attribute(lines, ours, pattern) for lines in by_pod.values()]
+    if not splits:
+        return Attributed([], [], frozenset(), 0)
+    best = max(splits, key=lambda a: len(a.mine))
+    foreign = frozenset().union(*(a.foreign_ids for a in splits))
+    return Attributed(best.mine, best.unattributed, foreign, best.foreign_lines)
 
 
 class ClusterDriver:
@@ -590,8 +602,8 @@ class ClusterDriver:
         )
         coord = pod_logs(self.core, ns, self.profile.pods.coordinator, window_start)
         notes += mcp.notes + coord.notes
-        mcp_split = attribute(mcp.lines, ours, logs.run_id)
-        coord_split = attribute(coord.lines, ours, logs.run_id)
+        mcp_split = _own_pod(mcp.by_pod, ours, logs.run_id)
+        coord_split = _own_pod(coord.by_pod, ours, logs.run_id)
         step_lines: list[str] | None
         if endpoint is not None:
             own = attribute(endpoint, ours, logs.run_id)

@@ -60,6 +60,7 @@ def _container(pod: Any, wanted: str | None) -> str:
 class PodLogs:
     lines: list[str] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
+    by_pod: dict[str, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ok: bool = False  # at least one pod's log was read
 
@@ -100,7 +101,8 @@ def pod_logs(
             continue
         out.ok = True
         out.pods.append(name)
-        out.lines.extend(text.splitlines())
+        out.by_pod[name] = text.splitlines()
+        out.lines.extend(out.by_pod[name])
     return out
 
 
