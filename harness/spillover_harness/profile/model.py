@@ -261,11 +261,11 @@ class LogPatterns(_Strict):
     )
     max_iterations: str = r"Step reached max iterations"
     body_bytes: str = rf"\bbodyBytes{_NUM}(?P<body_bytes>\d+)"
-    # Lines that count one stored result / one read-back each (the mcp-host's log).
+    # Lines that count one stored result / one read-back each (the mcp-host's messages).
     # None: the logs do not carry them, and the Prometheus counters give the counts
     # (only for a run no other run of the recipe overlapped: docs/harness.md).
-    spill_persisted: str | None = None
-    spill_read: str | None = None
+    spill_persisted: str | None = r"spillover result persisted"
+    spill_read: str | None = r"spillover read\b"
     # The run id a line carries (group `run_id`): lines of other runs are told apart
     # from unattributed ones, and another run in our window means an overlap.
     run_id: str = (
