@@ -15,6 +15,8 @@ WRC's env (paused: the pods keep their env).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -303,3 +305,51 @@ def test_each_consistency_fault_changes_the_outcome(
     assert f"- `{broken}`:" in report
     records = read_records(out / "runs.jsonl")
     assert any(r.consistency_ok is False for r in records)
+
+
+def test_the_platforms_t2_lane_runs_first_and_its_verdict_is_reported(
+    env: PlatformEnv, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The profile names the platform's T2 preflight and lane (here two commands in a
+    git checkout standing for the platform's); they run before the stage, and their
+    verdict and exact head go into stage.json and the report. The mcp-host version
+    comes from a pod annotation naming the commit (mcp_host_version_source)."""
+    platform = tmp_path / "platform"
+    platform.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(platform), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("init", "-q")
+    (platform / "Makefile").write_text("minikube-t2:\n\ttrue\n")
+    git("add", "Makefile")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "t2")
+    head = git("rev-parse", "HEAD")
+    marker = tmp_path / "ran.txt"
+    step = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n')"
+    profile = env.profile()
+    profile["mcp_host_version"] = None
+    profile["mcp_host_version_source"] = {"kind": "pod_annotation", "key": "clerum.io/commit"}
+    profile["stage1_lane"] = {
+        "workdir": str(platform),
+        "commands": [
+            {"name": "preflight", "argv": [sys.executable, "-c", step, str(marker), "preflight"]},
+            {"name": "lane", "argv": [sys.executable, "-c", step, str(marker), "lane"]},
+        ],
+    }
+    env.renderer.set_pod_template_annotation("clerum.io/commit", head)
+    out = env.tmp / "results-t2"
+    with env.operator("op-t2"):
+        code, stdout, err = _run(env, capsys, out, env.write_profile("profile-t2", profile))
+        _settled(env)
+    assert code == EXIT_OK, stdout + err
+    assert marker.read_text().splitlines() == ["preflight", "lane"]
+    assert err.index("platform T2 lane passed") < err.index("preflight passed")
+    stage = json.loads((out / "stage.json").read_text())
+    assert stage["driver"]["t2"]["verdict"] == "passed"
+    assert stage["driver"]["t2"]["head"] == head
+    assert stage["driver"]["mcp_host_version"] == head
+    report = (out / "report.md").read_text()
+    assert f"platform T2 lane passed at head `{head}`" in report

@@ -98,3 +98,10 @@ class WrcRendererForTests:
         self.apps.patch_namespaced_deployment(
             self.mcp_host, self.namespace, patch, _content_type="application/json-patch+json"
         )
+
+    def set_pod_template_annotation(self, key: str, value: str) -> None:
+        """Annotate the mcp-host pods (a rollout), e.g. with the commit of their image."""
+        patch = {"spec": {"template": {"metadata": {"annotations": {key: value}}}}}
+        self.apps.patch_namespaced_deployment(
+            self.mcp_host, self.namespace, patch, _content_type="application/merge-patch+json"
+        )

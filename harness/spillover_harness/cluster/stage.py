@@ -1,8 +1,11 @@
 """A whole cluster stage: preflight, the Stage 1 gate, the matrix in configuration
 blocks through the operator, the policy restored, the report.
 
-- Stage `minikube` runs the preflight first (a failure stops it), then records the
-  mcp-host version it validates (the profile's `mcp_host_version`, else the
+- Stage `minikube` runs the platform's own T2 lane first when the profile names it
+  (`stage1_lane`: its verdict and exact head go into `stage.json` as `driver.t2` and
+  into the report; a failure stops it), then the preflight (a failure stops it),
+  then records the mcp-host version it validates (`cluster/version.py`: the
+  profile's `mcp_host_version`, else its `mcp_host_version_source`, else the
   `imageID` of a running mcp-host pod) in `stage.json` (`driver.mcp_host_version`)
   and in the report.
 - Stage `dev` starts only when the Stage 1 results directory holds an ACCEPTED
@@ -27,10 +30,11 @@ from kubernetes import client
 from spillover_harness.cluster.configs import PolicyApplier, PolicyGuard
 from spillover_harness.cluster.driver import ClusterDriver
 from spillover_harness.cluster.kubeconn import ClusterStageError, Target, connect_profile
-from spillover_harness.cluster.observe import mcp_host_image
 from spillover_harness.cluster.plan import block_order
+from spillover_harness.cluster.platform_lane import LaneResult, run_lane
 from spillover_harness.cluster.preflight import PreflightResult, run_preflight
 from spillover_harness.cluster.starters import make_starter
+from spillover_harness.cluster.version import read_version
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
@@ -51,19 +55,8 @@ class Stage1GateError(ClusterStageError):
 
 
 def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
-    if profile.mcp_host_version:
-        return profile.mcp_host_version
-    try:
-        image = mcp_host_image(core, profile.namespace, profile.pods.mcp_host)
-    except Exception as exc:
-        raise ClusterStageError(f"cannot read the mcp-host pods: {type(exc).__name__}") from None
-    if image is None:
-        raise ClusterStageError(
-            f"no running mcp-host pod ({profile.pods.mcp_host.selector}) reports an imageID in "
-            f"namespace {profile.namespace}, so the stage cannot record the version it validates; "
-            "start one, or set mcp_host_version in the profile"
-        )
-    return image
+    """The version the stage validates (`cluster/version.py`)."""
+    return read_version(profile, core)
 
 
 def stage1_decided(verdict: Mapping[str, object], matrix: Matrix) -> bool:
@@ -150,6 +143,9 @@ def run_cluster(
     """Raises ClusterStageError (PreflightFailed, Stage1GateError, ConfigApplyError...)
     or the runner's ResultsDirError / StageAbort."""
     profile, target, matrix, stage = options.profile, options.target, options.matrix, options.stage
+    lane: LaneResult | None = None
+    if stage == "minikube" and profile.stage1_lane is not None:
+        lane = run_lane(profile.stage1_lane, log)  # LaneFailed stops the stage
     if stage == "minikube" and not options.skip_preflight:
         pre = run_preflight(profile, target, stage, matrix, options.fixtures)
         log(pre.render())
@@ -159,6 +155,8 @@ def run_cluster(
     core = client.CoreV1Api(cluster.api_client)
     version = mcp_host_version(profile, core)
     notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
+    if lane is not None:
+        notes.append(lane.line())
     if stage == "dev":
         notes.append(_stage1_gate(options, version, log))
     applier = PolicyApplier(cluster, profile, timeout_s=options.apply_timeout_s, log=log)
@@ -183,6 +181,7 @@ def run_cluster(
                     "kind": "cluster",
                     "profile": profile.name,
                     "mcp_host_version": version,
+                    **({"t2": lane.identity()} if lane is not None else {}),
                 },
                 matrix_source=options.matrix_source,
                 resume_hint=options.resume_hint,

@@ -37,12 +37,15 @@ __all__ = [
     "LogPatterns",
     "OperatorLocation",
     "OutcomeSource",
+    "PlatformCommand",
     "PlatformOutcome",
     "PodSelector",
     "Pods",
     "Profile",
     "PrometheusSource",
     "RunMode",
+    "Stage1Lane",
+    "VersionSource",
     "Wrc",
 ]
 
@@ -405,6 +408,48 @@ class OperatorLocation(_Strict):
     selector: LabelSelector = "app.kubernetes.io/name=spillover-operator"
 
 
+class PlatformCommand(_Strict):
+    """One of the platform's own commands (argv, no shell), run in `Stage1Lane.workdir`."""
+
+    name: str = Field(min_length=1)
+    argv: list[str] = Field(min_length=1)
+    timeout_s: float = Field(default=3600.0, gt=0, le=24 * 3600)
+
+
+class Stage1Lane(_Strict):
+    """The platform's own T2 lane (e.g. `make minikube-t2-preflight`, `make minikube-t2`),
+    run first by stage `minikube`; its verdict and the exact head of `workdir` (git
+    HEAD) go into stage.json and the report. Any command failing stops the stage."""
+
+    workdir: str | None = None  # the platform's checkout (None: the current directory)
+    commands: list[PlatformCommand] = Field(min_length=1)
+
+
+class VersionSource(_Strict):
+    """Where the mcp-host version that gates Stage 2 comes from, so that a
+    Minikube-built image and the registry image of the same commit match:
+
+    - `image_digest`: the `sha256:...` digest of the mcp-host container's imageID
+      (the registry part left out);
+    - `pod_label` / `pod_annotation`: that label or annotation (`key`) of the newest
+      live mcp-host pod, e.g. the commit the image was built from;
+    - `endpoint`: GET `url`; the body (or the string at `json_path` in it).
+    """
+
+    kind: Literal["image_digest", "pod_label", "pod_annotation", "endpoint"] = "image_digest"
+    key: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    json_path: JsonPathStr | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> VersionSource:
+        if self.kind in ("pod_label", "pod_annotation") and not self.key:
+            raise ValueError(f"kind {self.kind} needs `key` (the label or annotation)")
+        if self.kind == "endpoint" and not self.url:
+            raise ValueError("kind endpoint needs `url`")
+        return self
+
+
 class Profile(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -422,6 +467,10 @@ class Profile(_Strict):
     operator: OperatorLocation = OperatorLocation()
     # The mcp-host version Stage 1 records; null = the imageID of a running mcp-host pod.
     mcp_host_version: str | None = None
+    # Where the version comes from when mcp_host_version is null (default: the imageID).
+    mcp_host_version_source: VersionSource | None = None
+    # Stage minikube: the platform's own T2 preflight/lane commands, run first.
+    stage1_lane: Stage1Lane | None = None
     # A kubectl binary for port-forward (run.access: port-forward).
     kubectl: str = "kubectl"
 
