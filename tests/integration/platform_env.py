@@ -185,6 +185,7 @@ class PlatformEnv:
     faulty_profile_path: Path  # http mode, the faulty simulator
     tmp: Path
     renderer: WrcRendererForTests
+    scrape_interval_s: float = 0.2
 
     @property
     def context(self) -> str:
@@ -244,7 +245,7 @@ class PlatformEnv:
             },
             "prometheus": {
                 "url": self.prometheus.url,
-                "scrape_interval_s": 0.2,
+                "scrape_interval_s": self.scrape_interval_s,
                 "selector": f'instance="{target}"',
             },
             "disk": {
@@ -299,8 +300,11 @@ def _wait_pods_running(api: client.ApiClient, namespace: str) -> None:
 
 
 @contextmanager
-def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[PlatformEnv]:
-    """Start everything (see the module doc) under `tmp`; stop it all on exit."""
+def platform_env(
+    tmp: Path, matrix: Mapping[str, Any], prefix: str, *, scrape_interval_s: float = 0.2
+) -> Iterator[PlatformEnv]:
+    """Start everything (see the module doc) under `tmp`; stop it all on exit.
+    `scrape_interval_s`: Prometheus' (and the profiles'); the bench uses 30 s."""
     missing = missing_binaries(find_bin_dir())
     if missing:
         pytest.fail(f"local control plane not built: {missing}; run `make controlplane`")
@@ -324,7 +328,7 @@ def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[
     prom = PrometheusServer(
         tmp / "prometheus",
         [sim.url.removeprefix("http://"), faulty.url.removeprefix("http://")],
-        scrape_interval_s=0.2,
+        scrape_interval_s=scrape_interval_s,
         labels={"namespace": "clerum"},
     )
     shipper: LogShipper | None = None
@@ -373,6 +377,7 @@ def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[
             faulty_profile_path=tmp / "unused",
             tmp=tmp,
             renderer=renderer,
+            scrape_interval_s=scrape_interval_s,
         )
         env.profile_path = env.write_profile("profile", env.profile())
         env.faulty_profile_path = env.write_profile("profile-faulty", env.profile(faulty=True))

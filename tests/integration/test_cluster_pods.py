@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 from k8s_helpers import is_ready, wait_for
-from platform_env import PlatformEnv, platform_env
+from kubernetes import client
+from platform_env import MCP_HOST_SELECTOR, PlatformEnv, platform_env
 from spillover_harness.cli import main
 from spillover_harness.records import RunRecord, read_records
 from spillover_harness.sim.step import SimFaults
@@ -340,6 +341,18 @@ def test_the_platforms_t2_lane_runs_first_and_its_verdict_is_reported(
         ],
     }
     env.renderer.set_pod_template_annotation("clerum.io/commit", head)
+    core = client.CoreV1Api(env.api)
+
+    def annotated() -> bool:
+        pods = core.list_namespaced_pod(env.namespace, label_selector=MCP_HOST_SELECTOR).items
+        live = [p for p in pods if not p.metadata.deletion_timestamp]
+        return bool(live) and all(
+            (p.metadata.annotations or {}).get("clerum.io/commit") == head
+            and p.status.phase == "Running"
+            for p in live
+        )
+
+    wait_for("the annotated mcp-host pods", annotated)
     out = env.tmp / "results-t2"
     with env.operator("op-t2"):
         code, stdout, err = _run(env, capsys, out, env.write_profile("profile-t2", profile))

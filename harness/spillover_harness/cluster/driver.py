@@ -39,6 +39,7 @@ from spillover_harness.cluster.configs import (
     expected_env,
     run_env,
 )
+from spillover_harness.cluster.kubeconn import ClusterStageError
 from spillover_harness.cluster.observe import look_for_spill, pod_logs, read_output
 from spillover_harness.cluster.recipe_pods import (
     PodValues,
@@ -152,6 +153,7 @@ class ClusterDriver:
         self._watch_notes: list[str] = []
         self._block: _Block | None = None
         self._block_last: set[str] = set()
+        self._next_block: dict[str, RunJob] = {}
         # one line per configuration block: the counters read once for the block
         self.block_checks: list[str] = []
         # The platform keeps its runs (and run objects) after a stage: a second stage, or
@@ -177,7 +179,26 @@ class ClusterDriver:
             for i, job in enumerate(jobs)
             if i + 1 == len(jobs) or jobs[i + 1].config.name != job.config.name
         }
+        self._next_block = {
+            job.run_id: jobs[i + 1]
+            for i, job in enumerate(jobs)
+            if i + 1 < len(jobs) and jobs[i + 1].config.name != job.config.name
+        }
         return jobs
+
+    def _prepare_next_block(self, job: RunJob, cancel: threading.Event) -> None:
+        """After a block's last run, while Prometheus scrapes past its end: apply the
+        next block's configuration and wait for its pods (the block's counter read then
+        waits only for what is left). A failure here is not this run's: the next run
+        meets it again and stops the stage there."""
+        upcoming = self._next_block.get(job.run_id)
+        if upcoming is None:
+            return
+        try:
+            self._ensure_config(upcoming, cancel)
+            self._pods_current(upcoming, cancel)
+        except (ClusterStageError, StageAbort) as exc:
+            self._log(f"configuration {upcoming.config.name}: not ready yet ({exc})")
 
     def _ensure_config(self, job: RunJob, cancel: threading.Event) -> None:
         with self._switch_lock:
@@ -330,6 +351,7 @@ class ClusterDriver:
         if consistency:
             notes += [f"consistency: {c}" for c in consistency]
         self._block_add(job, persisted, reads)
+        self._prepare_next_block(job, cancel)
         block_problems = self._block_end(job, run_end, notes)
         if block_problems:
             notes += [f"consistency: {c}" for c in block_problems]
@@ -417,7 +439,7 @@ class ClusterDriver:
         if block is None or job.run_id not in self._block_last:
             return []
         self._block = None
-        result = self.prometheus.end_run_detail(run_end, block.start)
+        result = self.prometheus.end_run_detail(run_end, block.start, intervals=0)
         first_after, why = read_sums(self.prometheus, FIRST_PARTY)
         runs = ", ".join(block.runs)
         line = f"block {block.config} ({len(block.runs)} run(s)): Prometheus "

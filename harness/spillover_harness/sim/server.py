@@ -38,6 +38,7 @@ import re
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class _RunState:
     phase: str = "Pending"
     result: StepRun | None = None
     error: str | None = None
+    wall_s: float | None = None  # real seconds the run took here (for benchmarks)
 
     @property
     def output_dir(self) -> Path:
@@ -209,6 +211,7 @@ class SimServer(ThreadingHTTPServer):
 
         def work() -> None:
             state.phase = "Running"
+            t0 = time.monotonic()
             run_env = env
             try:
                 if self.env_source is not None:
@@ -230,6 +233,7 @@ class SimServer(ThreadingHTTPServer):
                         pace=float(pace),
                     )
                 (state.run_dir / "status-report.json").write_bytes(state.result.status_report)
+                state.wall_s = time.monotonic() - t0
                 state.phase = PHASES.get(state.result.outcome, "Error")
             except Exception as exc:
                 state.error = f"simulator error: {type(exc).__name__}: {exc}"
