@@ -96,6 +96,17 @@ class _Block:
     persisted: int = 0
     reads: int = 0
     complete: bool = True  # every run's counts are known
+    last_end: float = 0.0  # when the block's last run to end ended
+
+
+@dataclass
+class _Watch:
+    """One run's view of the recipe's mcp-host pods: every live pod seen (by UID), the
+    ones that did not carry the configuration, and notes."""
+
+    seen: dict[str, PodValues]
+    changed: dict[str, tuple[PodValues, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -149,9 +160,12 @@ class ClusterDriver:
         self._log = log or (lambda _line: None)
         self._switch_lock = threading.Lock()
         self._pods_logged: set[tuple[str, str]] = set()
-        self._changed: dict[str, tuple[PodValues, str]] = {}
-        self._watch_notes: list[str] = []
         self._block: _Block | None = None
+        self._block_lock = threading.Lock()
+        # Runs in flight (run id -> configuration): runs of one configuration may run
+        # together (--concurrency), never with another configuration's.
+        self._inflight: dict[str, str] = {}
+        self._inflight_cv = threading.Condition()
         self._block_last: set[str] = set()
         self._next_block: dict[str, RunJob] = {}
         # one line per configuration block: the counters read once for the block
@@ -192,7 +206,7 @@ class ClusterDriver:
         waits only for what is left). A failure here is not this run's: the next run
         meets it again and stops the stage there."""
         upcoming = self._next_block.get(job.run_id)
-        if upcoming is None:
+        if upcoming is None or self._others_in_flight(job):
             return
         try:
             self._ensure_config(upcoming, cancel)
@@ -253,23 +267,57 @@ class ClusterDriver:
             )
         return pods
 
-    def _watch_pods(self, job: RunJob, seen: dict[str, PodValues]) -> None:
+    def _watch_pods(self, job: RunJob, watch: _Watch) -> None:
         """During and after the run: remember every live pod of the recipe; a pod that
-        does not carry the configuration is kept in `self._changed`."""
+        does not carry the configuration is kept in `watch.changed`."""
         try:
             pods = self._read_pods(job.recipe)
         except ClientError as exc:
-            self._watch_notes.append(f"mcp-host pods: cannot list them: {exc.message}")
+            watch.notes.append(f"mcp-host pods: cannot list them: {exc.message}")
             return
         for pod in pods:
-            seen[pod.uid] = pod
+            watch.seen[pod.uid] = pod
         for pod, why in stale(expected_env(job.config), pods):
-            self._changed[pod.uid] = (pod, why)
+            watch.changed[pod.uid] = (pod, why)
+
+    def _enter(self, job: RunJob, cancel: threading.Event) -> None:
+        """Wait until no run of another configuration is in flight, then count this one."""
+        with self._inflight_cv:
+            while any(c != job.config.name for c in self._inflight.values()):
+                if cancel.is_set():
+                    raise Interrupted(f"configuration '{job.config.name}': interrupted")
+                self._inflight_cv.wait(0.2)
+            self._inflight[job.run_id] = job.config.name
+
+    def _leave(self, job: RunJob) -> None:
+        with self._inflight_cv:
+            self._inflight.pop(job.run_id, None)
+            self._inflight_cv.notify_all()
+
+    def _others_in_flight(self, job: RunJob) -> bool:
+        with self._inflight_cv:
+            return any(rid != job.run_id for rid in self._inflight)
+
+    def _drain(self, job: RunJob) -> None:
+        """Wait for the other runs in flight (of this block) to finish."""
+        with self._inflight_cv:
+            while any(rid != job.run_id for rid in self._inflight):
+                self._inflight_cv.wait(0.2)
 
     # -- one run ----------------------------------------------------------------------
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:
         started_at = now_rfc3339()
+        try:
+            self._enter(job, cancel)
+        except Interrupted as exc:
+            return self._record(job, started_at, outcome="harness_error", notes=[str(exc)])
+        try:
+            return self._run(job, cancel, started_at)
+        finally:
+            self._leave(job)
+
+    def _run(self, job: RunJob, cancel: threading.Event, started_at: str) -> RunRecord:
         try:
             self._ensure_config(job, cancel)
             before_pods = self._pods_current(job, cancel)
@@ -292,9 +340,7 @@ class ClusterDriver:
         }
         self._block_begin(job)
         counters_start = self.prometheus.begin_run() if self._counts_from_prometheus else None
-        seen: dict[str, PodValues] = {p.uid: p for p in before_pods}
-        self._changed = {}
-        self._watch_notes = []
+        watch = _Watch(seen={p.uid: p for p in before_pods})
         window_start = datetime.now(UTC) - timedelta(seconds=LOG_WINDOW_MARGIN_S)
         t0 = time.monotonic()
         try:
@@ -306,26 +352,26 @@ class ClusterDriver:
         notes.append(f"platform run id: {handle.platform_run_id}")
         target = self._exec_target(before_pods)
         outcome, status, poll_notes, spill_during, disk_dir = self._follow(
-            job, handle, cancel, target, seen
+            job, handle, cancel, target, watch
         )
         wall_s = time.monotonic() - t0
         run_end = time.time()
         finished_at = now_rfc3339()
         notes += poll_notes
-        self._watch_pods(job, seen)
-        notes += self._watch_notes[:MAX_NOTES_PER_CHECK]
-        if self._changed:
+        self._watch_pods(job, watch)
+        notes += watch.notes[:MAX_NOTES_PER_CHECK]
+        if watch.changed:
             raise StageAbort(
                 f"configuration '{job.config.name}': mcp-host pod(s) of {job.recipe} changed "
                 f"during run {job.run_id} and no longer carry the configuration: "
-                f"{describe_stale(list(self._changed.values()))}. The run is not recorded "
+                f"{describe_stale(list(watch.changed.values()))}. The run is not recorded "
                 "(--resume runs it again once the pods carry the configuration)."
             )
         if outcome is None:
             return self._record(
                 job, started_at, outcome="harness_error", notes=notes, finished_at=finished_at
             )
-        served = self._served(status, seen, notes)
+        served = self._served(status, watch.seen, notes)
         target = self._exec_target(served) or target
         fields, attribution = self._fields(job, handle, status, window_start, wall_s, notes)
         persisted, reads = attribution.persisted, attribution.reads
@@ -350,7 +396,7 @@ class ClusterDriver:
         )
         if consistency:
             notes += [f"consistency: {c}" for c in consistency]
-        self._block_add(job, persisted, reads)
+        self._block_add(job, persisted, reads, run_end)
         self._prepare_next_block(job, cancel)
         block_problems = self._block_end(job, run_end, notes)
         if block_problems:
@@ -414,32 +460,42 @@ class ClusterDriver:
     # -- the block's counters -----------------------------------------------------------
 
     def _block_begin(self, job: RunJob) -> None:
-        if self._block is not None and self._block.config == job.config.name:
-            return
-        start = self.prometheus.begin_run()
-        first, _ = read_sums(self.prometheus, FIRST_PARTY)
-        self._block = _Block(job.config.name, start, first)
+        with self._block_lock:
+            if self._block is not None and self._block.config == job.config.name:
+                return
+            start = self.prometheus.begin_run()
+            first, _ = read_sums(self.prometheus, FIRST_PARTY)
+            self._block = _Block(job.config.name, start, first)
 
-    def _block_add(self, job: RunJob, persisted: int | None, reads: int | None) -> None:
-        block = self._block
-        if block is None:
-            return
-        block.runs.append(job.run_id)
-        if persisted is None or reads is None:
-            block.complete = False
-        else:
-            block.persisted += persisted
-            block.reads += reads
+    def _block_add(
+        self, job: RunJob, persisted: int | None, reads: int | None, ended: float
+    ) -> None:
+        with self._block_lock:
+            block = self._block
+            if block is None:
+                return
+            block.runs.append(job.run_id)
+            block.last_end = max(block.last_end, ended)
+            if persisted is None or reads is None:
+                block.complete = False
+            else:
+                block.persisted += persisted
+                block.reads += reads
 
     def _block_end(self, job: RunJob, run_end: float, notes: list[str]) -> list[str]:
         """After the block's last run: the counters once for the block (one scrape
         wait), cross-checked against the runs' own counts; the first-party counters
         must not have moved. Returns the consistency problems."""
-        block = self._block
-        if block is None or job.run_id not in self._block_last:
+        if job.run_id not in self._block_last:
             return []
-        self._block = None
-        result = self.prometheus.end_run_detail(run_end, block.start, intervals=0)
+        self._drain(job)  # the block's other runs (--concurrency) end first
+        with self._block_lock:
+            block, self._block = self._block, None
+        if block is None:
+            return []
+        result = self.prometheus.end_run_detail(
+            max(run_end, block.last_end), block.start, intervals=0
+        )
         first_after, why = read_sums(self.prometheus, FIRST_PARTY)
         runs = ", ".join(block.runs)
         line = f"block {block.config} ({len(block.runs)} run(s)): Prometheus "
@@ -499,7 +555,7 @@ class ClusterDriver:
         handle: RunHandle,
         cancel: threading.Event,
         target: tuple[str, str] | None,
-        seen: dict[str, PodValues],
+        watch: _Watch,
     ) -> tuple[str | None, dict[str, Any] | None, list[str], set[str], str]:
         """Poll to the end. (outcome or None = not observed, last status, notes, spill
         entries seen during the run, the output directory)."""
@@ -541,7 +597,7 @@ class ClusterDriver:
                     return None, status, notes, spill, self._output_dir(job, handle, status)
             now = time.monotonic()
             if now >= next_disk:
-                self._watch_pods(job, seen)
+                self._watch_pods(job, watch)
                 look = look_for_spill(
                     self.core,
                     self.profile.namespace,

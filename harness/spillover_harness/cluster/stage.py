@@ -135,6 +135,8 @@ class ClusterStageOptions:
     apply_timeout_s: float = 600.0
     matrix_source: str = "<default>"  # how the matrix was given (recorded in stage.json)
     resume_hint: str | None = None  # the command that resumes this stage, for messages
+    # runs of one configuration at once (off by default: 1); never two configurations
+    concurrency: int = 1
 
 
 def run_cluster(
@@ -157,6 +159,11 @@ def run_cluster(
     notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
     if lane is not None:
         notes.append(lane.line())
+    if options.concurrency > 1:
+        notes.append(
+            f"runs of one configuration ran {options.concurrency} at a time (--concurrency): "
+            "durations were measured under concurrency, and no per-run counter delta is used"
+        )
     if stage == "dev":
         notes.append(_stage1_gate(options, version, log))
     applier = PolicyApplier(cluster, profile, timeout_s=options.apply_timeout_s, log=log)
@@ -175,7 +182,7 @@ def run_cluster(
         with guard:
             stage_options = StageOptions(
                 resume=options.resume,
-                concurrency=1,
+                concurrency=options.concurrency,
                 progress=options.progress,
                 driver_identity={
                     "kind": "cluster",
