@@ -374,7 +374,8 @@ def _pods_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
     for config, pods in served.items():
         for (name, uid), (values, runs) in pods.items():
             shown = ", ".join(
-                f"{k.rsplit('_', 1)[-1]}={'unset' if v is None else v}" for k, v in values.items()
+                f"{k.removeprefix('CLERUM_WORKFLOW_TOOL_SPILLOVER_')}={'unset' if v is None else v}"
+                for k, v in values.items()
             )
             rows.append([config, f"`{name}`", f"`{uid}`", shown, runs])
     return [

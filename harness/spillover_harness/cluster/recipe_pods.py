@@ -30,6 +30,12 @@ from spillover_operator.constants import ENABLED_VAR, SPILLOVER_VARS
 from spillover_harness.cluster.kubeconn import ClusterStageError
 
 CONDITION = "RecipePodsCurrent"
+_PREFIX = "CLERUM_WORKFLOW_TOOL_SPILLOVER_"
+
+
+def short_name(var: str) -> str:
+    """`CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES` -> `BUDGET_BYTES` (for messages)."""
+    return var.removeprefix(_PREFIX)
 
 
 class RecipePodsStale(ClusterStageError):
@@ -48,7 +54,7 @@ class PodValues:
 
     def shown(self) -> str:
         return ", ".join(
-            f"{k.rsplit('_', 1)[-1]}={'unset' if v is None else v}" for k, v in self.values.items()
+            f"{short_name(k)}={'unset' if v is None else v}" for k, v in self.values.items()
         )
 
 
@@ -114,7 +120,7 @@ def differences(want: Mapping[str, str | None], pod: PodValues) -> list[str]:
         return "unset" if v is None else repr(v)
 
     return [
-        f"{var.rsplit('_', 1)[-1]} expected {show(want.get(var))}, found {show(have.get(var))}"
+        f"{short_name(var)} expected {show(want.get(var))}, found {show(have.get(var))}"
         for var in SPILLOVER_VARS
         if effective(want).get(var) != have.get(var)
     ]
