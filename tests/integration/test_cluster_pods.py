@@ -92,6 +92,8 @@ def _profile(e: PlatformEnv, name: str, **pods: Any) -> Path:
 def _run(
     e: PlatformEnv, capsys: pytest.CaptureFixture[str], out: Path, profile: Path | None = None
 ) -> tuple[int, str, str]:
+    """The stage through the CLI, once the operator has applied the policy."""
+    wait_for("the operator to apply the policy", lambda: is_ready(e.policy()))
     code = main(e.stage_args(profile or e.profile_path, out))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
@@ -214,34 +216,34 @@ def test_a_stale_mcp_host_pod_stops_the_stage_before_any_run(
     assert not records.exists() or records.read_text().strip() == ""
 
 
-def test_a_pod_that_changes_mid_stage_is_caught(
-    env: PlatformEnv, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_pod_that_changes_mid_stage_is_caught(env: PlatformEnv) -> None:
     """After the first run, the mcp-host pods are rolled to another threshold behind
-    the operator's back: the stage stops naming the new pod, before running on it."""
+    the operator's back: the stage (the real CLI) stops naming the new pod, before
+    running on it."""
     out = env.tmp / "results-drift"
     profile = _profile(env, "profile-drift", current_timeout_s=3)
-    result: dict[str, Any] = {}
-
-    def stage() -> None:
-        result["code"] = main(env.stage_args(profile, out))
-
+    harness = Path(sys.executable).parent / "spillover-harness"
     with env.operator("op-drift"):
-        thread = threading.Thread(target=stage)
-        thread.start()
+        wait_for("the operator to apply the policy", lambda: is_ready(env.policy()))
+        proc = subprocess.Popen(
+            [str(harness), *env.stage_args(profile, out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
-            wait_for(
-                "the first record",
-                lambda: (out / "runs.jsonl").exists() and (out / "runs.jsonl").read_text() != "",
-            )
+            records = out / "runs.jsonl"
+            wait_for("the first record", lambda: records.exists() and records.read_text() != "")
             env.renderer.paused.set()
             env.renderer.set_pod_template_env({ENABLED_VAR: "false", THRESHOLD_VAR: "4096"})
+            stdout, err = proc.communicate(timeout=300)
         finally:
-            thread.join(timeout=300)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
             env.renderer.paused.clear()
         _settled(env)
-    err = capsys.readouterr().err
-    assert result.get("code") == EXIT_CLUSTER, err
+    assert proc.returncode == EXIT_CLUSTER, stdout + err
     assert "THRESHOLD expected unset, found '4096'" in err
     assert "pod mcp-host-" in err
     assert len(read_records(out / "runs.jsonl")) < 6
