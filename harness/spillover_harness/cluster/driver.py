@@ -107,6 +107,7 @@ class _Watch:
     seen: dict[str, PodValues]
     changed: dict[str, tuple[PodValues, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    live: set[str] = field(default_factory=set)  # the UIDs of the last read
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,7 @@ class ClusterDriver:
         except ClientError as exc:
             watch.notes.append(f"mcp-host pods: cannot list them: {exc.message}")
             return
+        watch.live = {pod.uid for pod in pods}
         for pod in pods:
             watch.seen[pod.uid] = pod
         for pod, why in stale(expected_env(job.config), pods):
@@ -372,7 +374,15 @@ class ClusterDriver:
                 job, started_at, outcome="harness_error", notes=notes, finished_at=finished_at
             )
         served = self._served(status, watch.seen, notes)
-        target = self._exec_target(served) or target
+        alive = [p for p in served if p.uid in watch.live]
+        if served and not alive:
+            notes.append(
+                "disk, quality: the mcp-host pod that served the run has ended; checked in "
+                "the newest running pod of disk.pod instead"
+            )
+            target = None
+        else:
+            target = self._exec_target(alive) or target
         fields, attribution = self._fields(job, handle, status, window_start, wall_s, notes)
         persisted, reads = attribution.persisted, attribution.reads
         if persisted is None and counters_start is not None:
