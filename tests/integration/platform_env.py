@@ -358,7 +358,9 @@ def platform_env(
             create_object(api, doc)
         _wait_pods_running(api, ns)
         holder.update(api=api, ns=ns)
-        renderer = WrcRendererForTests(api, ns)
+        renderer = WrcRendererForTests(
+            api, ns, on_tick=lambda: report_image_ids_as_kubelet(api, ns, MCP_HOST_SELECTOR)
+        )
         renderer.__enter__()
         fixtures_dir = tmp / "fixtures"
         export_fixtures(build_fixtures(int(matrix["seed"])), fixtures_dir)

@@ -14,6 +14,7 @@ configuration change leaves the mcp-host pods stale.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from k8s_helpers import read_deployment
@@ -31,11 +32,14 @@ class WrcRendererForTests:
         wrc: str = "wrc",
         wrc_container: str = "controller",
         mcp_host: str = "mcp-host",
+        on_tick: Callable[[], object] | None = None,
     ) -> None:
         self.api, self.namespace = api, namespace
         self.wrc, self.wrc_container, self.mcp_host = wrc, wrc_container, mcp_host
         self.apps: Any = client.AppsV1Api(api)
         self.paused = threading.Event()
+        # also called every tick, paused or not (platform_env: the kubelet's imageID report)
+        self.on_tick = on_tick
         self.renders = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -51,10 +55,11 @@ class WrcRendererForTests:
 
     def _loop(self) -> None:
         while not self._stop.wait(0.1):
-            if self.paused.is_set():
-                continue
             try:
-                self.sync()
+                if self.on_tick is not None:
+                    self.on_tick()
+                if not self.paused.is_set():
+                    self.sync()
             except Exception as exc:  # kept for the test; the loop goes on
                 self.errors.append(f"{type(exc).__name__}: {exc}")
 

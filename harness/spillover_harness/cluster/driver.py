@@ -459,8 +459,9 @@ class ClusterDriver:
 
     def _exec_target(self, pods: list[PodValues]) -> tuple[str, str] | None:
         """(pod, container) for the disk and quality checks: the pod that served the run
-        (when one pod did)."""
-        if len(pods) != 1:
+        (when one pod did, and the profile's disk pod is the mcp-host: `disk.pod` with
+        the mcp-host's selector); None: the newest running pod of `disk.pod`."""
+        if len(pods) != 1 or self.profile.disk.pod.selector != self.profile.pods.mcp_host.selector:
             return None
         container = self.profile.disk.pod.container or self.profile.pods.mcp_host.container
         if container is None:
