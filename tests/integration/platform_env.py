@@ -336,7 +336,7 @@ def platform_env(
     try:
         cluster.start()
         prom.start()
-        prom.wait_for_targets_up()
+        prom.wait_for_targets_up(timeout_s=max(30.0, 3 * scrape_interval_s))
         shipper = LogShipper(cluster, [sim, faulty])
         shipper.thread.start()
         api = cluster.api_client()

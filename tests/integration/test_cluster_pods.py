@@ -369,3 +369,34 @@ def test_the_platforms_t2_lane_runs_first_and_its_verdict_is_reported(
     assert stage["driver"]["mcp_host_version"] == head
     report = (out / "report.md").read_text()
     assert f"platform T2 lane passed at head `{head}`" in report
+
+
+def test_runs_of_one_configuration_at_once(
+    env: PlatformEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--concurrency 2`: the inputs of a configuration run together, never two
+    configurations at once; the records measure what they measure one at a time, and
+    the report says durations were measured under concurrency."""
+    alone, together = env.tmp / "results-one-at-a-time", env.tmp / "results-together"
+    with env.operator("op-concurrency"):
+        code, stdout, err = _run(env, capsys, alone)
+        assert code == EXIT_OK, stdout + err
+        wait_for("the operator to apply the policy", lambda: is_ready(env.policy()))
+        code = main([*env.stage_args(env.profile_path, together), "--concurrency", "2"])
+        captured = capsys.readouterr()
+        assert code == EXIT_OK, captured.out + captured.err
+        _settled(env)
+    one, two = (_by_cell(read_records(o / "runs.jsonl")) for o in (alone, together))
+    for cell, mine in two.items():
+        for name in MEASURED:
+            assert getattr(mine, name) == getattr(one[cell], name), (cell, name, mine.notes)
+    # Never two configurations at once: each configuration's runs lie between the
+    # previous configuration's last end and the next one's first start.
+    records = read_records(together / "runs.jsonl")
+    spans = {
+        c: (min(r.started_at for r in records if r.config == c),
+            max(r.finished_at for r in records if r.config == c))
+        for c in ("off", "128KiB", "32KiB")
+    }  # fmt: skip
+    assert spans["off"][1] <= spans["128KiB"][0] and spans["128KiB"][1] <= spans["32KiB"][0]
+    assert "durations were measured under concurrency" in (together / "report.md").read_text()

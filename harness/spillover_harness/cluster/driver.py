@@ -309,13 +309,13 @@ class ClusterDriver:
     # -- one run ----------------------------------------------------------------------
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:
-        started_at = now_rfc3339()
         try:
             self._enter(job, cancel)
         except Interrupted as exc:
-            return self._record(job, started_at, outcome="harness_error", notes=[str(exc)])
+            return self._record(job, now_rfc3339(), outcome="harness_error", notes=[str(exc)])
         try:
-            return self._run(job, cancel, started_at)
+            # started once no other configuration's run is in flight
+            return self._run(job, cancel, now_rfc3339())
         finally:
             self._leave(job)
 
