@@ -31,7 +31,8 @@ from kubernetes import client
 from spillover_operator.client import ClientError
 
 from spillover_harness.checks import judge_output, scan_logs_for_canaries
-from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
+from spillover_harness.checks.consistency import check_run
+from spillover_harness.cluster.blocks import Block
 from spillover_harness.cluster.configs import (
     ConfigApplyError,
     Interrupted,
@@ -52,7 +53,7 @@ from spillover_harness.cluster.recipe_pods import (
 )
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
 from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
-from spillover_harness.collectors.prometheus import PrometheusCollector, RunStart, read_sums
+from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.profile import JsonPath, Profile, render_template
@@ -83,20 +84,6 @@ def _as_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-@dataclass
-class _Block:
-    """A configuration block in progress: its counters at the start, its runs' counts."""
-
-    config: str
-    start: RunStart
-    first_party: dict[str, float] | None
-    runs: list[str] = field(default_factory=list)
-    persisted: int = 0
-    reads: int = 0
-    complete: bool = True  # every run's counts are known
-    last_end: float = 0.0  # when the block's last run to end ended
 
 
 @dataclass
@@ -161,16 +148,14 @@ class ClusterDriver:
         self._log = log or (lambda _line: None)
         self._switch_lock = threading.Lock()
         self._pods_logged: set[tuple[str, str]] = set()
-        self._block: _Block | None = None
+        # the configuration blocks run so far (their counters: cluster/blocks.py)
+        self.blocks: list[Block] = []
         self._block_lock = threading.Lock()
         # Runs in flight (run id -> configuration): runs of one configuration may run
         # together (--concurrency), never with another configuration's.
         self._inflight: dict[str, str] = {}
         self._inflight_cv = threading.Condition()
-        self._block_last: set[str] = set()
         self._next_block: dict[str, RunJob] = {}
-        # one line per configuration block: the counters read once for the block
-        self.block_checks: list[str] = []
         # The platform keeps its runs (and run objects) after a stage: a second stage, or
         # a --resume, with the same run ids would be refused as duplicates. Each harness
         # process therefore names its runs on the platform `<run_id>-<attempt>`; the
@@ -187,13 +172,8 @@ class ClusterDriver:
     # -- configuration switching ------------------------------------------------------
 
     def set_plan(self, jobs: list[RunJob]) -> list[RunJob]:
-        """The stage's order (the runner's `order` hook): the driver reads the block
-        counters at the end of each configuration block."""
-        self._block_last = {
-            job.run_id
-            for i, job in enumerate(jobs)
-            if i + 1 == len(jobs) or jobs[i + 1].config.name != job.config.name
-        }
+        """The stage's order (the runner's `order` hook): after a block's last run the
+        driver prepares the next block's configuration."""
         self._next_block = {
             job.run_id: jobs[i + 1]
             for i, job in enumerate(jobs)
@@ -300,12 +280,6 @@ class ClusterDriver:
         with self._inflight_cv:
             return any(rid != job.run_id for rid in self._inflight)
 
-    def _drain(self, job: RunJob) -> None:
-        """Wait for the other runs in flight (of this block) to finish."""
-        with self._inflight_cv:
-            while any(rid != job.run_id for rid in self._inflight):
-                self._inflight_cv.wait(0.2)
-
     # -- one run ----------------------------------------------------------------------
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:
@@ -408,14 +382,7 @@ class ClusterDriver:
             notes += [f"consistency: {c}" for c in consistency]
         self._block_add(job, persisted, reads, run_end)
         self._prepare_next_block(job, cancel)
-        block_problems = self._block_end(job, run_end, notes)
-        if block_problems:
-            notes += [f"consistency: {c}" for c in block_problems]
-        consistency_ok = (
-            None
-            if consistency is None and not block_problems
-            else not (consistency or block_problems)
-        )
+        consistency_ok = None if consistency is None else not consistency
         return self._record(
             job,
             started_at,
@@ -468,23 +435,21 @@ class ClusterDriver:
             return None
         return pods[0].name, container
 
-    # -- the block's counters -----------------------------------------------------------
+    # -- the blocks (their counters are read after the stage: cluster/blocks.py) ------
 
     def _block_begin(self, job: RunJob) -> None:
         with self._block_lock:
-            if self._block is not None and self._block.config == job.config.name:
+            if self.blocks and self.blocks[-1].config == job.config.name:
                 return
-            start = self.prometheus.begin_run()
-            first, _ = read_sums(self.prometheus, FIRST_PARTY)
-            self._block = _Block(job.config.name, start, first)
+            self.blocks.append(Block(job.config.name, time.time()))
 
     def _block_add(
         self, job: RunJob, persisted: int | None, reads: int | None, ended: float
     ) -> None:
         with self._block_lock:
-            block = self._block
-            if block is None:
+            if not self.blocks:
                 return
+            block = self.blocks[-1]
             block.runs.append(job.run_id)
             block.last_end = max(block.last_end, ended)
             if persisted is None or reads is None:
@@ -492,45 +457,6 @@ class ClusterDriver:
             else:
                 block.persisted += persisted
                 block.reads += reads
-
-    def _block_end(self, job: RunJob, run_end: float, notes: list[str]) -> list[str]:
-        """After the block's last run: the counters once for the block (one scrape
-        wait), cross-checked against the runs' own counts; the first-party counters
-        must not have moved. Returns the consistency problems."""
-        if job.run_id not in self._block_last:
-            return []
-        self._drain(job)  # the block's other runs (--concurrency) end first
-        with self._block_lock:
-            block, self._block = self._block, None
-        if block is None:
-            return []
-        result = self.prometheus.end_run_detail(
-            max(run_end, block.last_end), block.start, intervals=0
-        )
-        first_after, why = read_sums(self.prometheus, FIRST_PARTY)
-        runs = ", ".join(block.runs)
-        line = f"block {block.config} ({len(block.runs)} run(s)): Prometheus "
-        if result.persisted is None:
-            line += "counters not measured (" + "; ".join(result.notes[:2]) + ")"
-        else:
-            line += f"persisted +{result.persisted}, reads +{result.reads or 0}"
-            if block.complete:
-                agree = result.persisted == block.persisted and (result.reads or 0) == block.reads
-                line += (
-                    f"; the runs' own counts sum to persisted {block.persisted}, reads "
-                    f"{block.reads}: " + ("agree" if agree else "differ (other runs overlapped?)")
-                )
-        self.block_checks.append(line)
-        problems: list[str] = []
-        if block.first_party is not None and first_after is not None:
-            deltas = {k: first_after[k] - block.first_party.get(k, 0.0) for k in FIRST_PARTY}
-            moved = first_party_moved(deltas)
-            if moved:
-                problems = [f"{m} (block {block.config}: runs {runs})" for m in moved]
-                self.block_checks.append(f"block {block.config}: " + "; ".join(moved))
-        else:
-            notes.append(f"consistency: first-party counters not read ({why})")
-        return problems
 
     def _record(self, job: RunJob, started: str, **fields: Any) -> RunRecord:
         data: dict[str, Any] = {

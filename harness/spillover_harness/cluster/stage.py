@@ -27,6 +27,8 @@ from pathlib import Path
 
 from kubernetes import client
 
+from spillover_harness.atomic_file import atomic_write_bytes
+from spillover_harness.cluster.blocks import check_blocks
 from spillover_harness.cluster.configs import PolicyApplier, PolicyGuard
 from spillover_harness.cluster.driver import ClusterDriver
 from spillover_harness.cluster.kubeconn import ClusterStageError, Target, connect_profile
@@ -39,6 +41,7 @@ from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
+from spillover_harness.records import RunRecord, read_records
 from spillover_harness.runner import StageOptions, StageResult, run_stage
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
@@ -197,11 +200,35 @@ def run_cluster(
                 ),
             )
             result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
+            checks = check_blocks(driver.prometheus, driver.blocks)
+            notes += [f"counters, {line}" for line in checks.lines]
+            if checks.problems:
+                result.records = mark_inconsistent(result.records_path, checks.problems)
     finally:
         starter.close()
-        notes += [f"counters, {line}" for line in driver.block_checks]
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
     return ClusterStageOutcome(result, version, notes, guard.restored, override)
+
+
+def mark_inconsistent(path: Path, problems: Mapping[str, list[str]]) -> list[RunRecord]:
+    """The stage's records with the block checks' problems added to the runs named
+    (`consistency_ok: false` and a `consistency:` note each), written back in one
+    atomic replace (the stage has ended: nothing appends any more)."""
+    records = read_records(path)
+    updated = [
+        r.model_copy(
+            update={
+                "consistency_ok": False,
+                "notes": [*r.notes, *(f"consistency: {p}" for p in problems[r.run_id])],
+            }
+        )
+        if r.run_id in problems
+        else r
+        for r in records
+    ]
+    text = "".join(json.dumps(r.to_json()) + "\n" for r in updated)
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return updated
 
 
 def _stage1_gate(options: ClusterStageOptions, version: str, log: Callable[[str], None]) -> str:
