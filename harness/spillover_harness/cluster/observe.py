@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -106,6 +107,22 @@ def pod_logs(
     return out
 
 
+_EXEC = threading.local()
+
+
+def _exec_api(core: client.CoreV1Api) -> client.CoreV1Api:
+    """A CoreV1Api on an ApiClient of this thread's own for exec: `stream()` swaps the
+    ApiClient's request method for a websocket while it runs, so a shared ApiClient
+    would send another thread's ordinary calls (a policy patch) down that path."""
+    config = core.api_client.configuration
+    cached = getattr(_EXEC, "api", None)
+    if cached is None or cached[0] is not config:
+        cached = (config, client.CoreV1Api(client.ApiClient(config)))
+        _EXEC.api = cached
+    api: client.CoreV1Api = cached[1]
+    return api
+
+
 class ExecFailed(RuntimeError):
     """The exec did not run, or the command failed (the error channel's message)."""
 
@@ -117,7 +134,7 @@ def exec_sh(
     when the API server or the kubelet reports a failure on the exec's error channel:
     without that check a refused exec would look like empty output)."""
     ws: Any = stream(
-        core.connect_get_namespaced_pod_exec,
+        _exec_api(core).connect_get_namespaced_pod_exec,
         pod,
         namespace,
         container=container,
