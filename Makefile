@@ -84,6 +84,10 @@ apply-decision: $(STAMP) ## Set the SpilloverPolicy to the decision of $(RESULTS
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 	$(PYTHON) -m spillover_harness.bench
 
+.PHONY: bench-cluster
+bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage's overhead per run (reduced matrix, local control plane, simulator, 30 s scrapes)
+	$(PYTHON) bench/cluster.py
+
 .PHONY: bench-killswitch
 bench-killswitch: $(STAMP) controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
 	$(PYTHON) bench/killswitch.py

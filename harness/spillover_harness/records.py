@@ -37,8 +37,23 @@ class RunKey(NamedTuple):
     repetition: int
 
 
-# Fields only a handoff-cache run has; left out of a record's JSON line when None.
-CACHE_FIELDS = ("cache_evictions", "cache_ref_misses")
+# Fields only a handoff-cache run has (simulator, strategy: handoff).
+CACHE_FIELDS: tuple[str, ...] = ("cache_evictions", "cache_ref_misses")
+# Fields added to schema 1 after its first release: absent in older records, and left
+# out of a record that does not have them (the cache's, and the cluster stages' serving
+# pod and consistency check).
+OPTIONAL_FIELDS: tuple[str, ...] = (*CACHE_FIELDS, "mcp_host_pods", "consistency_ok")
+
+
+class McpHostPod(BaseModel):
+    """An mcp-host pod that served a run (cluster stages): its name, UID and the three
+    spillover variables as its process saw them (null: unset)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    uid: str
+    values: dict[str, str | None]
 
 
 class RunRecord(BaseModel):
@@ -70,6 +85,12 @@ class RunRecord(BaseModel):
     # bounded FIFO cache, and queries of evicted results. None for spillover runs.
     cache_evictions: int | None = None
     cache_ref_misses: int | None = None
+    # Optional (cluster stages; records without them stay valid schema 1):
+    # the mcp-host pod(s) that served the run and the values in effect there,
+    mcp_host_pods: list[McpHostPod] | None = None
+    # and whether the platform did what the configuration says (checks/consistency.py):
+    # false makes the configuration's verdict unable to pass.
+    consistency_ok: bool | None = None
     started_at: str
     finished_at: str
     notes: list[str] = []
@@ -124,9 +145,9 @@ class RunRecord(BaseModel):
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump()
         data.pop("schema_")
-        for key in CACHE_FIELDS:  # spillover runs' lines stay as they were without them
-            if data.get(key) is None:
-                data.pop(key, None)
+        for name in OPTIONAL_FIELDS:  # written only when measured: older readers
+            if data.get(name) is None:
+                data.pop(name, None)
         return {"schema": SCHEMA_VERSION, **data}
 
     @classmethod

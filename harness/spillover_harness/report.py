@@ -367,6 +367,55 @@ def _notes_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
     return lines
 
 
+def _pods_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
+    """Per configuration, the mcp-host pods that served its runs and the values in
+    effect there (cluster stages)."""
+    served: dict[str, dict[tuple[str, str], tuple[dict[str, str | None], int]]] = {}
+    for r in records:
+        if r.stage != verdict.stage or not r.mcp_host_pods:
+            continue
+        for pod in r.mcp_host_pods:
+            by = served.setdefault(r.config, {})
+            values, runs = by.get((pod.name, pod.uid), (pod.values, 0))
+            by[(pod.name, pod.uid)] = (values, runs + 1)
+    if not served:
+        return []
+    rows: list[list[object]] = []
+    for config, pods in served.items():
+        for (name, uid), (values, runs) in pods.items():
+            shown = ", ".join(
+                f"{k.removeprefix('CLERUM_WORKFLOW_TOOL_SPILLOVER_')}={'unset' if v is None else v}"
+                for k, v in values.items()
+            )
+            rows.append([config, f"`{name}`", f"`{uid}`", shown, runs])
+    return [
+        "## mcp-host pods that served the runs",
+        "",
+        "Read on each pod (env, valueFrom, envFrom as Kubernetes resolves them) before the "
+        "configuration's runs and after each run; every one carried its configuration.",
+        "",
+        *_table(["configuration", "pod", "UID", "values in effect", "runs"], rows),
+        "",
+    ]
+
+
+def _consistency_section(verdict: Verdict) -> list[str]:
+    broken = [(name, cv.consistency) for name, cv in verdict.configs.items() if cv.consistency]
+    if not broken:
+        return []
+    lines = [
+        "## Consistency checks that broke",
+        "",
+        "The platform did not do what the configuration says in these runs, so the "
+        "configuration cannot pass:",
+        "",
+    ]
+    for name, items in broken:
+        lines.extend(f"- `{name}`: {item}" for item in items[:MAX_NOTES])
+    lines.append("")
+    return lines
+
+
 def _title(verdict: Verdict) -> str:
     """The first line: the decision, and whether the stage was incomplete."""
     title = f"# Spillover validation: decision `{verdict.decision}`"
@@ -519,6 +568,8 @@ def render_markdown(
         lines.append("")
     if verdict.configs:
         lines.extend(_criteria_section(verdict))
+    lines.extend(_consistency_section(verdict))
+    lines.extend(_pods_section(verdict, records))
     lines.extend(_cells_section(verdict))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:

@@ -113,7 +113,9 @@ def run_step(
     log = StepLog(
         clock, {"runId": run_id, "stepId": step_id, "executionId": execution_id}, log_stream
     )
-    config, warnings = parse_spillover_env(env)
+    config, warnings = parse_spillover_env(
+        {} if faults.ignore_env else env, default_threshold=faults.default_threshold
+    )
     run = StepRun(run_id, step_id, execution_id, config, log=log)
     output_dir.mkdir(parents=True, exist_ok=True)
     _log_configuration(log, config, warnings, run.notes)
@@ -138,6 +140,7 @@ def run_step(
             log=log,
             fault_spill_dir=(output_dir / ".spill") if faults.write_spill_to_disk else None,
             fault_log_results=faults.log_tool_results,
+            fault_first_party=faults.feed_first_party,
         )
     loop = StepLoop(
         fixture,

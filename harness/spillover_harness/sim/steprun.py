@@ -39,10 +39,19 @@ class SimFaults:
     Criterion 5 must catch both: `write_spill_to_disk` writes every spilled result
     under `<output dir>/.spill/`; `log_tool_results` logs the content of every
     tool result the spillover interceptor sees (when spillover is enabled).
+
+    The consistency checks (checks/consistency.py) must catch the others:
+    `ignore_env` runs with the defaults whatever the environment says;
+    `default_threshold` is a drifted default (e.g. 32768) used when THRESHOLD is
+    unset; `feed_first_party` also counts each stored result and read-back on the
+    first-party counters (`clerum_spillover_*_total`).
     """
 
     write_spill_to_disk: bool = False
     log_tool_results: bool = False
+    ignore_env: bool = False
+    default_threshold: int | None = None
+    feed_first_party: bool = False
 
 
 @dataclass

@@ -126,6 +126,7 @@ class SpilloverStore:
         log: StepLog | None = None,
         fault_spill_dir: Path | None = None,
         fault_log_results: bool = False,
+        fault_first_party: bool = False,
     ) -> None:
         self.config = config
         self.step_id = step_id
@@ -134,6 +135,7 @@ class SpilloverStore:
         self.log = log
         self.fault_spill_dir = fault_spill_dir
         self.fault_log_results = fault_log_results
+        self.fault_first_party = fault_first_party
         self._entries: dict[str, _Entry] = {}
         self.held_bytes = 0
         self.persisted = 0
@@ -190,6 +192,8 @@ class SpilloverStore:
         self.persisted += 1
         if self.metrics is not None:
             self.metrics.persisted(tool)
+            if self.fault_first_party:  # FAULT: the first-party counter fed too
+                self.metrics.first_party(read=False)
         if self.log is not None:
             self.log.info(
                 "mcp-host",
@@ -270,6 +274,8 @@ class SpilloverStore:
         self.reads += 1
         if self.metrics is not None:
             self.metrics.read(with_range)
+            if self.fault_first_party:  # FAULT: the first-party counter fed too
+                self.metrics.first_party(read=True)
         if self.log is not None:
             self.log.info(
                 "mcp-host",
