@@ -15,6 +15,8 @@ KUBECTL ?= kubectl
 MINIKUBE_PROFILE ?= minikube
 OVERLAY ?= dev
 TIMEOUT ?= 300
+# Extra flags for the kill-switch targets, e.g. '--refresh-recipe-pods --reason "INC-1"'.
+SPILLOVERCTL_FLAGS ?=
 
 # Harness knobs.
 MATRIX ?= harness/matrices/spillover-default.yaml
@@ -62,9 +64,29 @@ unit: $(STAMP) ## Only the tests that need no control plane
 demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision (again: finishes or re-evaluates it)
 	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume
 
+.PHONY: compare
+compare: $(STAMP) ## off vs spillover vs the handoff cache on the simulator (harness/matrices/strategies.yaml; results/strategies)
+	$(BIN)/spillover-harness run --stage sim --matrix harness/matrices/strategies.yaml --out $(RESULTS)/strategies --resume
+
+.PHONY: sweep
+sweep: $(STAMP) ## Threshold sweep on the simulator: every threshold vs off, passing range and plot (results/sweep)
+	$(BIN)/spillover-harness sweep --matrix $(MATRIX) --out $(RESULTS)/sweep --resume
+
+.PHONY: sensitivity
+sensitivity: $(STAMP) ## Which simulator model parameters flip the simulated decision: table + tornado plot (results/sensitivity)
+	$(BIN)/spillover-harness sensitivity --matrix $(MATRIX) --out $(RESULTS)/sensitivity --resume
+
+.PHONY: apply-decision
+apply-decision: $(STAMP) ## Set the SpilloverPolicy to the decision of $(RESULTS)/$(STAGE) (APPLY_ARGS=--dry-run, --gitops FILE, ...)
+	$(BIN)/spillover-harness apply-decision --results $(RESULTS)/$(STAGE) --policy $(POLICY) -n $(NAMESPACE) $(APPLY_ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
 	$(PYTHON) -m spillover_harness.bench
+
+.PHONY: bench-cluster
+bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage's overhead per run (reduced matrix, local control plane, simulator, 30 s scrapes)
+	$(PYTHON) bench/cluster.py
 
 .PHONY: bench-killswitch
 bench-killswitch: $(STAMP) controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
@@ -123,19 +145,19 @@ status: $(STAMP) ## What is in effect: policy, WRC Deployment env, rollout
 
 .PHONY: kill-switch-engage
 kill-switch-engage: $(STAMP) ## Turn spillover OFF through the operator and wait for the rollout
-	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 .PHONY: kill-switch-engage-direct
 kill-switch-engage-direct: $(STAMP) ## Turn spillover OFF with the operator down (policy + Deployment patched directly)
-	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --direct --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) kill $(POLICY) --direct --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 .PHONY: kill-switch-release
 kill-switch-release: $(STAMP) ## Turn spillover back ON and wait for the rollout
-	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 .PHONY: kill-switch-release-direct
 kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator down
-	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT)
+	$(BIN)/spilloverctl -n $(NAMESPACE) restore $(POLICY) --direct --wait --timeout $(TIMEOUT) $(SPILLOVERCTL_FLAGS)
 
 -include tests/controlplane/controlplane.mk
 -include tests/prometheus/prometheus.mk

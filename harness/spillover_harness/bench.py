@@ -3,8 +3,10 @@
 1. the full `sim` stage of the default matrix (3 configurations x 4 inputs x
    5 repetitions = 60 runs) on the embedded simulator, at the matrix's
    concurrency, into a temporary results directory: the real runner, the real
-   SimDriver, durable appends included;
-2. evaluating 100,000 synthetic records (`bench_evaluate`).
+   SimDriver, durable appends included; beside it the direct path, the same
+   jobs straight through the driver;
+2. evaluating 100,000 synthetic records (`bench_evaluate`), beside the direct
+   path: one plain pass computing each cell's success count and median tokens.
 
 The figures depend on the machine; tests never assert timings.
 """
@@ -46,10 +48,37 @@ def bench_sim_matrix(concurrency: int | None = None) -> tuple[float, int, int]:
     return wall, len(result.records), workers
 
 
+def bench_sim_direct(concurrency: int) -> float:
+    """Wall seconds of the direct path: the same jobs through `SimDriver.run` in a
+    thread pool of the same size, with no runner (no records file, no fsync, no
+    progress, no resume bookkeeping). The ratio to `bench_sim_matrix` is what the
+    runner costs."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spillover_harness.drivers.sim import SimDriver
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.runner import plan_jobs
+
+    matrix = load_matrix(None)
+    driver = SimDriver(fixtures=build_fixtures(matrix.seed))
+    cancel = threading.Event()
+    with tempfile.TemporaryDirectory(prefix="spillover-bench-direct-") as tmp:
+        jobs = plan_jobs(matrix, "sim", Path(tmp))
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            list(pool.map(lambda job: driver.run(job, cancel), jobs))
+        return time.perf_counter() - start
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m spillover_harness.bench",
-        description="Print the wall time of the sim matrix and of evaluating many records.",
+        description=(
+            "Print, one name=value per line, the wall time of the sim matrix and of "
+            "evaluating many records, each beside its direct path measured in the same "
+            "run (`ratio NAME` = ours / direct)."
+        ),
     )
     parser.add_argument(
         "--records", type=int, default=100_000, help="records to evaluate (default 100000)"
@@ -59,24 +88,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from spillover_harness.bench_evaluate import bench_evaluate
+    from spillover_harness.bench_evaluate import bench_evaluate_side_by_side
 
-    print(
-        f"machine: {platform.python_implementation()} {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs"
-    )
+    print(f"machine={platform.python_implementation()}-{platform.python_version()}")
+    print(f"cpus={os.cpu_count()}")
     wall, runs, workers = bench_sim_matrix(args.concurrency)
-    print(
-        f"sim matrix:  {runs} runs (3 configurations x 4 inputs x 5 repetitions, "
-        f"concurrency {workers}) in {wall:.2f} s = {runs / wall:.1f} runs/s "
-        f"({1000 * wall / runs:.1f} ms per run)"
-    )
-    n = args.records
-    seconds = bench_evaluate(n)
-    print(
-        f"evaluate:    {n:,} records in {seconds:.3f} s = {n / seconds:,.0f} records/s "
-        f"({1e6 * seconds / n:.1f} us per record)"
-    )
+    direct = bench_sim_direct(workers)
+    print(f"sim_matrix_runs={runs}")
+    print(f"sim_matrix_concurrency={workers}")
+    print(f"sim_matrix_s={wall:.3f}")
+    print(f"sim_direct_s={direct:.3f}")
+    print(f"ratio sim_matrix={wall / direct:.2f}")
+    ours, plain = bench_evaluate_side_by_side(args.records)
+    print(f"evaluate_records={args.records}")
+    print(f"evaluate_s={ours:.3f}")
+    print(f"evaluate_direct_s={plain:.3f}")
+    print(f"ratio evaluate={ours / plain:.2f}")
     return 0
 
 

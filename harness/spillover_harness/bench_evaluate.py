@@ -9,6 +9,7 @@ unmeasured fields so every branch of the evaluator is exercised. Only the
 from __future__ import annotations
 
 import random
+import statistics
 import time
 
 from spillover_harness.evaluate import evaluate
@@ -71,6 +72,36 @@ def bench_evaluate(n_records: int = 100_000) -> float:
     start = time.perf_counter()
     evaluate(records, matrix)
     return time.perf_counter() - start
+
+
+def direct_summary(records: list[RunRecord]) -> dict[tuple[str, str, str], tuple[int, float]]:
+    """The direct path a one-off script would take: per (configuration, recipe, input),
+    the successes and the median input tokens, in one plain pass."""
+    tokens: dict[tuple[str, str, str], list[int]] = {}
+    succeeded: dict[tuple[str, str, str], int] = {}
+    for r in records:
+        key = (r.config, r.recipe, r.input)
+        succeeded[key] = succeeded.get(key, 0) + (r.outcome == "succeeded")
+        if r.input_tokens is not None:
+            tokens.setdefault(key, []).append(r.input_tokens)
+    return {key: (succeeded[key], statistics.median(tokens.get(key) or [0])) for key in succeeded}
+
+
+def bench_evaluate_side_by_side(n_records: int = 100_000) -> tuple[float, float]:
+    """(seconds of `evaluate`, seconds of `direct_summary`) on the same records,
+    measured alternately in the same run (best of three each)."""
+    matrix = load_matrix(None)
+    records = synthetic_records(n_records, matrix)
+    ours: list[float] = []
+    plain: list[float] = []
+    for _ in range(3):
+        start = time.perf_counter()
+        evaluate(records, matrix)
+        ours.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        direct_summary(records)
+        plain.append(time.perf_counter() - start)
+    return min(ours), min(plain)
 
 
 def main() -> None:

@@ -36,6 +36,9 @@ from spillover_operator.constants import ENABLED_VAR as ENABLED_VAR
 from spillover_operator.constants import SPILLOVER_VARS as SPILLOVER_VARS
 from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
 
+from spillover_harness.sim.model import PARAMETERS as SIM_MODEL_PARAMETERS
+from spillover_harness.sim.model import SimModel
+
 DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
 
 # The recipes and inputs the fixtures generate (`fixtures.build_fixtures`), with the
@@ -59,12 +62,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class HandoffSpec(_Strict):
+    """The handoff cache's settings (docs/simulator.md §8): the simulator only."""
+
+    threshold_tokens: int = Field(ge=1, le=10_000_000)
+    max_entries: int = Field(default=8, ge=1, le=10_000)
+    preview_chars: int = Field(default=2000, ge=0, le=1_000_000)
+
+
+Strategy = Literal["spillover", "handoff"]
+
+
 class Configuration(_Strict):
-    """One spillover configuration: the environment the mcp-host gets."""
+    """One configuration: the environment the mcp-host gets, and which design intercepts
+    the tool results (`strategy`: spillover, the default, or the handoff cache)."""
 
     name: str = Field(min_length=1)
     env: dict[str, str] = {}
     description: str = ""
+    strategy: Strategy = "spillover"
+    handoff: HandoffSpec | None = None
 
     @model_validator(mode="after")
     def _only_spillover_vars(self) -> Configuration:
@@ -73,6 +90,21 @@ class Configuration(_Strict):
             raise ValueError(
                 f"configuration '{self.name}': env may only set {', '.join(SPILLOVER_VARS)}; "
                 f"unknown: {', '.join(unknown)}"
+            )
+        if self.strategy == "handoff" and self.handoff is None:
+            raise ValueError(
+                f"configuration '{self.name}': strategy handoff needs its settings: "
+                "handoff: {threshold_tokens: N} (optional: max_entries, preview_chars)"
+            )
+        if self.strategy != "handoff" and self.handoff is not None:
+            raise ValueError(
+                f"configuration '{self.name}': handoff settings are for strategy: handoff; "
+                "set strategy: handoff or drop them"
+            )
+        if self.strategy == "handoff" and self.env:
+            raise ValueError(
+                f"configuration '{self.name}': a handoff configuration takes no spillover "
+                f"env (the cache replaces spillover); drop env: {', '.join(sorted(self.env))}"
             )
         return self
 
@@ -134,12 +166,15 @@ class Matrix(_Strict):
     concurrency: int = Field(ge=1, le=64)
     acceptance: Acceptance
     decision: Decision
+    # The simulator's model of the agent (docs/simulator.md §1.5); None: its defaults.
+    sim_model: dict[str, int | float] | None = None
 
     @model_validator(mode="after")
     def _checked(self) -> Matrix:
         """Every cross-reference and platform value, all problems listed at once."""
         problems = cross_reference_problems(self)
         problems += platform_problems(self, skip_unknown=bool(problems))
+        problems += sim_model_problems(self.sim_model)
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -152,6 +187,11 @@ class Matrix(_Strict):
                 return c
         raise KeyError(name)
 
+    @property
+    def simulated_only(self) -> list[str]:
+        """Configurations only the simulator can run (strategy handoff)."""
+        return [c.name for c in self.configurations if c.strategy == "handoff"]
+
     def cells(self) -> list[tuple[Recipe, InputSpec]]:
         return [(r, i) for r in self.recipes for i in r.inputs]
 
@@ -162,6 +202,13 @@ class Matrix(_Strict):
                     if i.name == input_name:
                         return i.size_class
         return None
+
+    def simulator_model(self) -> SimModel:
+        """The simulator's model for this matrix: the defaults with `sim_model:` applied."""
+        model = SimModel()
+        for name, value in (self.sim_model or {}).items():
+            model = model.with_value(name, value)
+        return model
 
     @property
     def decision_values(self) -> tuple[str, ...]:
@@ -201,6 +248,31 @@ def cross_reference_problems(matrix: Matrix) -> list[str]:
             problems.append(
                 f"acceptance.quality_recipes: '{name}' is not a recipe "
                 f"(known: {', '.join(recipe_names)})"
+            )
+    return problems
+
+
+def sim_model_problems(spec: Mapping[str, int | float] | None) -> list[str]:
+    """Every `sim_model:` key that is unknown, of the wrong type or out of its bounds."""
+    if spec is None:
+        return []
+    known = {p.name: p for p in SIM_MODEL_PARAMETERS}
+    problems: list[str] = []
+    for name, value in spec.items():
+        p = known.get(name)
+        if p is None:
+            problems.append(
+                f"key 'sim_model.{name}': unknown simulator model parameter; allowed: "
+                f"{', '.join(known)} (docs/simulator.md §1.5)"
+            )
+            continue
+        kind = "an integer" if p.integer else "a number"
+        allowed = f"{kind} from {p.low:g} to {p.high:g} ({p.unit})"
+        if isinstance(value, bool) or (p.integer and not isinstance(value, int)):
+            problems.append(f"key 'sim_model.{name}': {value!r} is not {kind}; allowed: {allowed}")
+        elif not p.low <= value <= p.high:
+            problems.append(
+                f"key 'sim_model.{name}': {value!r} is out of range; allowed: {allowed}"
             )
     return problems
 
@@ -263,7 +335,10 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
     base = matrix.acceptance.baseline
     if base in names and names.count(base) == 1:
         i = names.index(base)
-        if matrix.configurations[i].env.get(ENABLED_VAR) != "false":
+        if (
+            matrix.configurations[i].env.get(ENABLED_VAR) != "false"
+            or matrix.configurations[i].strategy != "spillover"
+        ):
             problems.append(
                 f"key 'configurations.{i}.env' (the baseline '{base}', acceptance.baseline): "
                 f"the baseline is spillover turned off; allowed: an env that sets "
@@ -292,6 +367,13 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
     for i, step in enumerate(matrix.decision.chain):
         if skip_unknown or step.config not in names or step.config == base:
             continue  # reported by cross_reference_problems
+        if matrix.configuration(step.config).strategy == "handoff":
+            problems.append(
+                f"key 'decision.chain.{i}.config': configuration '{step.config}' is a handoff "
+                "configuration: the policy cannot deploy it, so it is compared, not decided; "
+                "allowed: a spillover configuration"
+            )
+            continue
         if step.config in bad_env:
             continue  # its env is reported above
         threshold = effective_threshold(matrix.configuration(step.config))

@@ -37,6 +37,25 @@ class RunKey(NamedTuple):
     repetition: int
 
 
+# Fields only a handoff-cache run has (simulator, strategy: handoff).
+CACHE_FIELDS: tuple[str, ...] = ("cache_evictions", "cache_ref_misses")
+# Fields added to schema 1 after its first release: absent in older records, and left
+# out of a record that does not have them (the cache's, and the cluster stages' serving
+# pod and consistency check).
+OPTIONAL_FIELDS: tuple[str, ...] = (*CACHE_FIELDS, "mcp_host_pods", "consistency_ok")
+
+
+class McpHostPod(BaseModel):
+    """An mcp-host pod that served a run (cluster stages): its name, UID and the three
+    spillover variables as its process saw them (null: unset)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    uid: str
+    values: dict[str, str | None]
+
+
 class RunRecord(BaseModel):
     """One run, as docs/reference.md §3 defines it. `None` always means "not measured"."""
 
@@ -62,6 +81,16 @@ class RunRecord(BaseModel):
     quality_ok: bool | None = None
     disk_clean: bool | None = None
     logs_clean: bool | None = None
+    # The handoff cache only (strategy: handoff, simulator): results evicted from the
+    # bounded FIFO cache, and queries of evicted results. None for spillover runs.
+    cache_evictions: int | None = None
+    cache_ref_misses: int | None = None
+    # Optional (cluster stages; records without them stay valid schema 1):
+    # the mcp-host pod(s) that served the run and the values in effect there,
+    mcp_host_pods: list[McpHostPod] | None = None
+    # and whether the platform did what the configuration says (checks/consistency.py):
+    # false makes the configuration's verdict unable to pass.
+    consistency_ok: bool | None = None
     started_at: str
     finished_at: str
     notes: list[str] = []
@@ -80,6 +109,8 @@ class RunRecord(BaseModel):
         "spillover_persisted",
         "spillover_reads",
         "status_report_bytes",
+        "cache_evictions",
+        "cache_ref_misses",
     )
     @classmethod
     def _count_not_negative(cls, value: int | None) -> int | None:
@@ -114,6 +145,9 @@ class RunRecord(BaseModel):
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump()
         data.pop("schema_")
+        for name in OPTIONAL_FIELDS:  # written only when measured: older readers
+            if data.get(name) is None:
+                data.pop(name, None)
         return {"schema": SCHEMA_VERSION, **data}
 
     @classmethod

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
     CRITERIA,
@@ -35,12 +36,21 @@ from spillover_harness.evaluate import (
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
+from spillover_harness.report_cache import cache_section
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
     "They show what the thresholds would do under the simulator's model of spillover; "
     "they do not show that the platform passed. Only the `minikube` and `dev` stages "
     "validate the real mcp-host."
+)
+
+# Where a reader of a simulated verdict sees how robust it is (docs/simulator.md §7):
+# `make sensitivity` writes results/sensitivity next to `make demo`'s results/sim.
+SENSITIVITY_LINK = (
+    "How much this answer depends on the simulator's model of the agent: "
+    "[the sensitivity study](../sensitivity/sensitivity.md) "
+    "(`make sensitivity`, or `spillover-harness sensitivity --out results/sensitivity`)."
 )
 
 STAGE_DESCRIPTIONS = {
@@ -357,6 +367,55 @@ def _notes_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
     return lines
 
 
+def _pods_section(verdict: Verdict, records: Sequence[RunRecord]) -> list[str]:
+    """Per configuration, the mcp-host pods that served its runs and the values in
+    effect there (cluster stages)."""
+    served: dict[str, dict[tuple[str, str], tuple[dict[str, str | None], int]]] = {}
+    for r in records:
+        if r.stage != verdict.stage or not r.mcp_host_pods:
+            continue
+        for pod in r.mcp_host_pods:
+            by = served.setdefault(r.config, {})
+            values, runs = by.get((pod.name, pod.uid), (pod.values, 0))
+            by[(pod.name, pod.uid)] = (values, runs + 1)
+    if not served:
+        return []
+    rows: list[list[object]] = []
+    for config, pods in served.items():
+        for (name, uid), (values, runs) in pods.items():
+            shown = ", ".join(
+                f"{k.removeprefix('CLERUM_WORKFLOW_TOOL_SPILLOVER_')}={'unset' if v is None else v}"
+                for k, v in values.items()
+            )
+            rows.append([config, f"`{name}`", f"`{uid}`", shown, runs])
+    return [
+        "## mcp-host pods that served the runs",
+        "",
+        "Read on each pod (env, valueFrom, envFrom as Kubernetes resolves them) before the "
+        "configuration's runs and after each run; every one carried its configuration.",
+        "",
+        *_table(["configuration", "pod", "UID", "values in effect", "runs"], rows),
+        "",
+    ]
+
+
+def _consistency_section(verdict: Verdict) -> list[str]:
+    broken = [(name, cv.consistency) for name, cv in verdict.configs.items() if cv.consistency]
+    if not broken:
+        return []
+    lines = [
+        "## Consistency checks that broke",
+        "",
+        "The platform did not do what the configuration says in these runs, so the "
+        "configuration cannot pass:",
+        "",
+    ]
+    for name, items in broken:
+        lines.extend(f"- `{name}`: {item}" for item in items[:MAX_NOTES])
+    lines.append("")
+    return lines
+
+
 def _title(verdict: Verdict) -> str:
     """The first line: the decision, and whether the stage was incomplete."""
     title = f"# Spillover validation: decision `{verdict.decision}`"
@@ -414,10 +473,12 @@ def render_markdown(
     *,
     plot_links: Sequence[str] = (),
     stage_notes: Sequence[str] = (),
+    apply_hint: str | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
-    version validated, a Stage 1 override)."""
+    version validated, a Stage 1 override); `apply_hint` is the command that applies
+    a decision (shown only when the verdict decided)."""
     base = verdict.baseline
     stage = verdict.stage
     lines: list[str] = [
@@ -426,6 +487,14 @@ def render_markdown(
         f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
         "",
     ]
+    if apply_hint is not None and verdict.decided and verdict.incomplete is None:
+        lines.extend(
+            [
+                f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
+                "`--gitops FILE` edits a policy manifest instead of the cluster).",
+                "",
+            ]
+        )
     if stage is None:
         lines.append("**Stage:** none (no record to evaluate).")
     else:
@@ -436,7 +505,7 @@ def render_markdown(
     if stage_notes:
         lines.append("")
     if stage == "sim":
-        lines.extend([f"> {SIM_DISCLAIMER}", ""])
+        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [
@@ -499,7 +568,10 @@ def render_markdown(
         lines.append("")
     if verdict.configs:
         lines.extend(_criteria_section(verdict))
+    lines.extend(_consistency_section(verdict))
+    lines.extend(_pods_section(verdict, records))
     lines.extend(_cells_section(verdict))
+    lines.extend(cache_section(records, matrix))
     if verdict.configs:
         lines.extend(_advisory_section(verdict))
     if verdict.warnings:
@@ -540,6 +612,9 @@ def write_report(
         verdict_json,
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
-    text = render_markdown(verdict, records, matrix, plot_links=links, stage_notes=stage_notes)
+    hint = apply_command(out_dir, simulated=verdict.stage == "sim")
+    text = render_markdown(
+        verdict, records, matrix, plot_links=links, stage_notes=stage_notes, apply_hint=hint
+    )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

@@ -237,6 +237,13 @@ def matrix_hash(matrix: Matrix) -> str:
 def _comparable(matrix: Matrix) -> dict[str, Any]:
     data = matrix.model_dump(mode="json")
     data.pop("concurrency", None)
+    # A matrix without the newer keys hashes as before they existed.
+    if data.get("sim_model") is None:
+        data.pop("sim_model", None)
+    for config in data.get("configurations", []):
+        if config.get("strategy") == "spillover" and config.get("handoff") is None:
+            config.pop("strategy", None)
+            config.pop("handoff", None)
     return data
 
 

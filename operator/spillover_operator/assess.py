@@ -8,15 +8,17 @@ the policy, the target container's env, the rollout, and every mismatch between 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from spillover_operator.constants import (
     BUDGET_DEFAULT,
     BUDGET_VAR,
+    CHANGE_REASON_ANNOTATION,
     COND_READY,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
+    REFRESH_REQUEST_ANNOTATION,
     SPILLOVER_VARS,
     THRESHOLD_DEFAULT,
     THRESHOLD_VAR,
@@ -25,16 +27,21 @@ from spillover_operator.constants import (
 from spillover_operator.envplan import (
     TargetError,
     effective_env,
+    envfrom_shadowed,
     passthrough_names,
     render_env,
+    resolved_env,
+    shadow_notes,
 )
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
+from spillover_operator.recipe_pods import COND_RECIPE_PODS, MAX_LISTED, RecipePods
+from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps
 from spillover_operator.rollout import RolloutState, rollout_state
-from spillover_operator.status import effective_status
+from spillover_operator.status import resolved_status
 
 # Which part of the system a finding is about. `--direct --wait` ignores "operator"
 # findings (the operator may be down); everything else must be clear.
-Area = Literal["spec", "operator", "target", "env", "passthrough", "rollout"]
+Area = Literal["spec", "operator", "target", "env", "passthrough", "rollout", "recipe-pods"]
 Severity = Literal["MISMATCH", "PENDING", "NOTE"]
 
 # Ready=False reasons of the operator that mean "not done yet" rather than "wrong".
@@ -82,6 +89,18 @@ class StatusReport:
     passthrough_missing: list[str] | None
     rollout: RolloutState | None
     findings: list[Finding] = field(default_factory=list)
+    # The variables as the WRC process sees them (env, valueFrom, envFrom), and notes on
+    # envFrom sources that set a variable whose spec field is unset.
+    resolved: dict[str, Resolved] | None = None
+    env_notes: list[str] = field(default_factory=list)
+    # The recipe mcp-host pods (None: not looked at, see `with_recipe_pods`).
+    recipe_pods: RecipePods | None = None
+    recipe_pods_error: str | None = None
+    change_reason: str | None = None
+    # A `--refresh-recipe-pods` request on the policy, and the last one the operator
+    # carried out.
+    refresh_requested: str | None = None
+    refresh_handled: str | None = None
 
     def problems(self, *, ignore: tuple[Area, ...] = ()) -> list[Finding]:
         """The findings that make the state not consistent (notes never do)."""
@@ -102,6 +121,26 @@ def _opt_int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value
+
+
+def show_resolved(found: Resolved | None, var: str) -> str:
+    """A resolved variable for people: the value and where it comes from when that is
+    not a plain env entry; `unset (mcp-host default ...)`; `unknown (why)`."""
+    if found is None or found.state == "unset":
+        return show_value(None, var)
+    if found.state == "unknown":
+        return f"unknown ({found.source})"
+    if found.source == "env":
+        return str(found.value)
+    return f"{found.value} (from {found.source})"
+
+
+def _matches(want: str | None, found: Resolved | None) -> bool:
+    if found is None:
+        return want is None
+    if want is None:
+        return found.state == "unset"
+    return found.state == "set" and found.value == want
 
 
 def show_value(value: str | None, var: str) -> str:
@@ -141,9 +180,13 @@ def _operator_hint(
 def assess(
     policy: Mapping[str, Any],
     deployment: Mapping[str, Any] | None,
+    *,
+    config_maps: ConfigMapLookup = no_config_maps,
 ) -> StatusReport:
     """Compare a SpilloverPolicy (API JSON) with its target Deployment (API JSON, or None
-    when it does not exist) and list every mismatch and not-ready state."""
+    when it does not exist) and list every mismatch and not-ready state. The WRC
+    container's values are resolved as its process sees them (`config_maps` reads the
+    ConfigMaps it references; without it they are `unknown`)."""
     meta = policy.get("metadata") or {}
     status = policy.get("status") or {}
     raw_spec = policy.get("spec") or {}
@@ -203,6 +246,8 @@ def assess(
     container_name: str | None = None
     desired: dict[str, str | None] | None = render_env(spec) if spec else None
     actual: dict[str, str | None] | None = None
+    resolved: dict[str, Resolved] | None = None
+    notes: list[str] = []
     missing: list[str] | None = None
     rollout: RolloutState | None = None
 
@@ -220,22 +265,31 @@ def assess(
         rollout = rollout_state(deployment)
         wanted_container = target.container if target else None
         try:
-            actual = effective_env(deployment, wanted_container)
+            literal = effective_env(deployment, wanted_container)
+            resolved = resolved_env(deployment, wanted_container, config_maps)
+            shadowed = envfrom_shadowed(deployment, wanted_container, config_maps)
         except TargetError as exc:
             findings.append(Finding("MISMATCH", "target", str(exc)))
         else:
+            actual = {var: _value_of(resolved[var]) for var in SPILLOVER_VARS}
+            actual[PASSTHROUGH_VAR] = literal.get(PASSTHROUGH_VAR)
             container_name = _container_name(deployment, wanted_container)
             hint = _operator_hint(generation, observed, ready)
+            if spec is not None:
+                desired = render_env(spec, shadowed)
+                notes = shadow_notes(spec, shadowed)
+                findings.extend(Finding("NOTE", "env", note) for note in notes)
             if desired is not None:
                 for var in SPILLOVER_VARS:
-                    want, have = desired[var], actual.get(var)
-                    if want != have:
+                    want, have = desired[var], resolved.get(var)
+                    if not _matches(want, have):
                         findings.append(
                             Finding(
                                 "MISMATCH",
                                 "env",
                                 f"policy says {SPEC_FIELD_OF[var]}={show_value(want, var)}, "
-                                f"Deployment has {var}={show_value(have, var)} — {hint}",
+                                f"the WRC container has {var}={show_resolved(have, var)} — "
+                                f"{hint}",
                             )
                         )
             passthrough = actual.get(PASSTHROUGH_VAR)
@@ -274,8 +328,8 @@ def assess(
             )
 
     effective = status.get("effective")
-    if isinstance(effective, Mapping) and actual is not None:
-        now_in_effect = effective_status(actual)
+    if isinstance(effective, Mapping) and resolved is not None:
+        now_in_effect, _ = resolved_status(resolved)
         differing = sorted(
             key
             for key in {*effective, *now_in_effect}
@@ -316,7 +370,102 @@ def assess(
         passthrough_missing=missing,
         rollout=rollout,
         findings=findings,
+        resolved=resolved,
+        env_notes=notes,
+        change_reason=_annotation(meta, CHANGE_REASON_ANNOTATION),
+        refresh_requested=_annotation(meta, REFRESH_REQUEST_ANNOTATION),
+        refresh_handled=_handled(status),
     )
+
+
+def _handled(status: Mapping[str, Any]) -> str | None:
+    pods = status.get("recipePods")
+    value = pods.get("handledRequest") if isinstance(pods, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def _value_of(found: Resolved) -> str | None:
+    """The value as a string: None when unset, "unknown" when it may not be read."""
+    if found.state == "set":
+        return found.value
+    return None if found.state == "unset" else "unknown"
+
+
+def _annotation(meta: Mapping[str, Any], key: str) -> str | None:
+    value = (meta.get("annotations") or {}).get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def with_recipe_pods(
+    report: StatusReport, pods: RecipePods | None, *, error: str | None = None
+) -> StatusReport:
+    """The report with the recipe mcp-host pods: a stale pod is not in effect yet
+    (PENDING: `--wait` waits for it, `status` exits 6); a refresh the operator gave up
+    on (RecipePodsCurrent reason StaleAfterRefresh) is a MISMATCH waiting cannot fix;
+    unknown pods and no matched pod are notes."""
+    findings = list(report.findings)
+    if report.refresh_requested and report.refresh_requested != report.refresh_handled:
+        findings.append(
+            Finding(
+                "PENDING",
+                "recipe-pods",
+                "the refresh of the recipe pods requested with --refresh-recipe-pods is not "
+                "finished yet (the operator records it in status.recipePods.handledRequest)",
+            )
+        )
+    if error is not None:
+        findings.append(Finding("NOTE", "recipe-pods", f"recipe pods not checked: {error}"))
+    if pods is not None:
+        stale = pods.stale_pods()
+        for verdict in stale[:MAX_LISTED]:
+            findings.append(
+                Finding(
+                    "PENDING",
+                    "recipe-pods",
+                    f"recipe pod {verdict.name} ({verdict.owner}) is stale: {verdict.why}",
+                )
+            )
+        if len(stale) > MAX_LISTED:
+            findings.append(
+                Finding(
+                    "PENDING",
+                    "recipe-pods",
+                    f"{len(stale) - MAX_LISTED} more recipe pods are stale",
+                )
+            )
+        cond = report.condition(COND_RECIPE_PODS)
+        if (
+            stale
+            and cond is not None
+            and cond.get("reason") == "StaleAfterRefresh"
+            and cond.get("observedGeneration") == report.generation
+        ):
+            findings.append(
+                Finding(
+                    "MISMATCH",
+                    "recipe-pods",
+                    f"RecipePodsCurrent=False reason=StaleAfterRefresh: {cond.get('message')}",
+                )
+            )
+        unknown = [p for p in pods.pods if p.state == "unknown"]
+        for verdict in unknown[:MAX_LISTED]:
+            findings.append(
+                Finding(
+                    "NOTE",
+                    "recipe-pods",
+                    f"recipe pod {verdict.name}: values unknown ({verdict.why})",
+                )
+            )
+        if pods.matched == 0:
+            findings.append(
+                Finding(
+                    "NOTE",
+                    "recipe-pods",
+                    f"no pod matches spec.recipePods.selector ({pods.selector}); if recipes "
+                    "are running, the selector is wrong",
+                )
+            )
+    return replace(report, findings=findings, recipe_pods=pods, recipe_pods_error=error)
 
 
 def _container_name(deployment: Mapping[str, Any], wanted: str | None) -> str | None:

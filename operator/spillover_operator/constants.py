@@ -46,3 +46,9 @@ REASON_TARGET_NOT_ALLOWED: Final = "TargetNotAllowed"
 # The WRC Deployment's conventional name: the operator's allow-list when
 # SPILLOVER_ALLOWED_TARGETS is unset (allowlist.py), and the manifests' default.
 DEFAULT_TARGET: Final = "workflow-recipe-controller"
+
+# Annotations spilloverctl writes on a policy: who changed it and why (`--reason`), and
+# a one-off request to refresh the recipe pods now (`--refresh-recipe-pods`; the value
+# is a unique token, the operator records the one it handled).
+CHANGE_REASON_ANNOTATION: Final = "spillover.clerum.io/change-reason"
+REFRESH_REQUEST_ANNOTATION: Final = "spillover.clerum.io/refresh-recipe-pods"

@@ -6,19 +6,28 @@ Deployments are plain dicts in Kubernetes API JSON form (camelCase), as kopf bod
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from spillover_operator.constants import (
+    BUDGET_DEFAULT,
     BUDGET_VAR,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
+    THRESHOLD_DEFAULT,
     THRESHOLD_VAR,
     VALUE_FROM,
 )
 from spillover_operator.policy import PolicySpec
+from spillover_operator.resolved_env import (
+    ConfigMapLookup,
+    Resolved,
+    envfrom_sets,
+    no_config_maps,
+    resolve,
+)
 
 MANAGED_VARS: tuple[str, ...] = (*SPILLOVER_VARS, PASSTHROUGH_VAR)
 
@@ -56,13 +65,54 @@ class EnvPlan:
         return self.patch is None
 
 
-def render_env(spec: PolicySpec) -> dict[str, str | None]:
-    """The value each spillover variable must have; None means it must be absent."""
-    return {
+# What an absent variable means to mcp-host: written explicitly when an `envFrom` source
+# would otherwise give the variable a value (see `render_env`).
+MCP_HOST_DEFAULTS: dict[str, str] = {
+    ENABLED_VAR: "true",
+    THRESHOLD_VAR: str(THRESHOLD_DEFAULT),
+    BUDGET_VAR: str(BUDGET_DEFAULT),
+}
+
+
+def render_env(spec: PolicySpec, shadowed: Collection[str] = ()) -> dict[str, str | None]:
+    """The value each spillover variable must have; None means it must be absent.
+
+    `shadowed`: the variables an `envFrom` source of the container sets (or may set: a
+    Secret). There "absent from env" would not mean the mcp-host default but the
+    envFrom value, so an unset spec field is written as the mcp-host default, explicitly
+    (an `env` entry wins over `envFrom`): the policy stays the one source of truth.
+    """
+    env: dict[str, str | None] = {
         ENABLED_VAR: "true" if spec.enabled else "false",
         THRESHOLD_VAR: None if spec.threshold_bytes is None else str(spec.threshold_bytes),
         BUDGET_VAR: None if spec.budget_bytes is None else str(spec.budget_bytes),
     }
+    for var in shadowed:
+        if var in env and env[var] is None:
+            env[var] = MCP_HOST_DEFAULTS[var]
+    return env
+
+
+def envfrom_shadowed(
+    deployment: Mapping[str, Any],
+    container: str | None,
+    config_maps: ConfigMapLookup = no_config_maps,
+) -> dict[str, Resolved]:
+    """The spillover variables an `envFrom` source of the target container sets (or may
+    set: `unknown` for a Secret or an unreadable ConfigMap), by name.
+    Raises TargetError when the container does not exist."""
+    return envfrom_sets(select_container(deployment, container), SPILLOVER_VARS, config_maps)
+
+
+def resolved_env(
+    deployment: Mapping[str, Any],
+    container: str | None,
+    config_maps: ConfigMapLookup = no_config_maps,
+) -> dict[str, Resolved]:
+    """The three spillover variables and the passthrough list as the target container's
+    process sees them (`resolved_env.resolve`: env, valueFrom, envFrom; a Secret is
+    `unknown`). Raises TargetError when the container does not exist."""
+    return resolve(select_container(deployment, container), MANAGED_VARS, config_maps)
 
 
 def _split_names(value: str | None) -> list[str]:
@@ -261,13 +311,16 @@ def _plan(
     return EnvPlan(changes=changes, patch=_build_patch(deployment, name, env_patch))
 
 
-def plan_apply(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
+def plan_apply(
+    deployment: Mapping[str, Any], spec: PolicySpec, shadowed: Collection[str] = ()
+) -> EnvPlan:
     """The changes that make the target container match `spec`.
 
-    The three variables are set or removed as the spec says and the passthrough list
-    gets every missing spillover name. Nothing else is touched.
+    The three variables are set or removed as the spec says (an unset field shadowed by
+    an `envFrom` source is written as the mcp-host default, see `render_env`) and the
+    passthrough list gets every missing spillover name. Nothing else is touched.
     """
-    return _plan(deployment, spec.container, render_env(spec), ensure_passthrough=True)
+    return _plan(deployment, spec.container, render_env(spec, shadowed), ensure_passthrough=True)
 
 
 def plan_remove(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
@@ -275,3 +328,28 @@ def plan_remove(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
     return _plan(
         deployment, spec.container, dict.fromkeys(SPILLOVER_VARS), ensure_passthrough=False
     )
+
+
+_SPEC_FIELD: dict[str, str] = {
+    ENABLED_VAR: "enabled",
+    THRESHOLD_VAR: "thresholdBytes",
+    BUDGET_VAR: "budgetBytes",
+}
+
+
+def shadow_notes(spec: PolicySpec, shadowed: Mapping[str, Resolved]) -> list[str]:
+    """For people: each unset spec field an `envFrom` source of the WRC container would
+    otherwise decide, and what the operator writes instead."""
+    unset = {THRESHOLD_VAR: spec.threshold_bytes is None, BUDGET_VAR: spec.budget_bytes is None}
+    notes: list[str] = []
+    for var in SPILLOVER_VARS:
+        found = shadowed.get(var)
+        if found is None or not unset.get(var, False):
+            continue
+        what = f"={found.value}" if found.state == "set" else " (value unknown: not readable)"
+        notes.append(
+            f"{found.source.split(':')[0]} sets {var}{what}: spec.{_SPEC_FIELD[var]} is unset, "
+            f"which there does not mean the mcp-host default; the operator writes "
+            f"{var}={MCP_HOST_DEFAULTS[var]} (the default) explicitly, and env wins over envFrom"
+        )
+    return notes

@@ -126,6 +126,20 @@ def resync_policy(
     )
 
 
+@kopf.on.event(GROUP, VERSION, PLURAL, when=policies.refresh_pending)
+def refresh_requested(
+    *,
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    logger: Logger,
+    **kwargs: Any,
+) -> None:
+    reader = _reader(memo, namespace, kwargs, policy=body)
+    policies.reconcile(runtime.of(memo), reader, name, logger)
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def delete_policy(
     *, namespace: str | None, body: kopf.Body, memo: kopf.Memo, logger: Logger, **kwargs: Any
@@ -149,3 +163,20 @@ def deployment_event(
     # type None: the initial listing at start, when the indexes are current.
     reader = _reader(memo, namespace, kwargs, trusted=type is None, **fresh)
     policies.deployment_event(runtime.of(memo), reader, name, logger)
+
+
+@kopf.on.event("v1", "pods")
+def pod_event(
+    *,
+    namespace: str | None,
+    labels: kopf.Labels,
+    memo: kopf.Memo,
+    logger: Logger,
+    **kwargs: Any,
+) -> None:
+    if namespace is None:
+        return
+    rt = runtime.of(memo)
+    # Not `_reader`: a pod alone does not make its namespace one the operator heartbeats.
+    reader = views.IndexReader(namespace, views.indexes_of(kwargs), cluster=rt.cluster)
+    policies.pod_event(rt, reader, labels, logger)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from spillover_operator.constants import (
@@ -26,9 +26,43 @@ from spillover_operator.constants import (
 
 OnDelete = Literal["Retain", "Remove"]
 ON_DELETE_VALUES: tuple[OnDelete, ...] = ("Retain", "Remove")
+Refresh = Literal["Never", "OnKillSwitch", "Always"]
+REFRESH_VALUES: tuple[Refresh, ...] = ("Never", "OnKillSwitch", "Always")
 
-SPEC_FIELDS = ("enabled", "thresholdBytes", "budgetBytes", "target", "onDelete")
+SPEC_FIELDS = ("enabled", "thresholdBytes", "budgetBytes", "target", "onDelete", "recipePods")
 TARGET_FIELDS = ("deployment", "container")
+RECIPE_POD_FIELDS = ("selector", "refresh", "container")
+SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+# The recipe mcp-host pods when spec.recipePods.selector is unset: the harness profiles'
+# mcp-host selector (harness/spillover_harness/profiles/*.yaml).
+DEFAULT_RECIPE_SELECTOR: dict[str, Any] = {"matchLabels": {"app.kubernetes.io/name": "mcp-host"}}
+# The container read in a recipe pod when spec.recipePods.container is unset: this one
+# when the pod has it, else the pod's first container.
+DEFAULT_RECIPE_CONTAINER = "mcp-host"
+
+
+@dataclass(frozen=True)
+class RecipePodsSpec:
+    """spec.recipePods: which pods run recipe steps (mcp-host) and whether the operator
+    restarts the ones still running old values."""
+
+    selector: dict[str, Any]
+    refresh: Refresh = "Never"
+    container: str | None = None
+    given: bool = False  # spec.recipePods was written (spec_to_json keeps it)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"selector": self.selector, "refresh": self.refresh}
+        if self.container is not None:
+            body["container"] = self.container
+        return body
+
+
+def default_recipe_pods() -> RecipePodsSpec:
+    return RecipePodsSpec(selector=dict(DEFAULT_RECIPE_SELECTOR))
+
 
 _SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN)
 _LABEL_RE = re.compile(DNS1123_LABEL)
@@ -44,6 +78,7 @@ class PolicySpec:
     deployment: str
     container: str | None
     on_delete: OnDelete
+    recipe_pods: RecipePodsSpec = field(default_factory=default_recipe_pods)
 
 
 class InvalidSpecError(ValueError):
@@ -198,6 +233,8 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
             else:
                 container = raw_cont
 
+    recipe_pods = _recipe_pods(spec.get("recipePods"), problems)
+
     if problems:
         raise InvalidSpecError(problems)
     return PolicySpec(
@@ -207,7 +244,89 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         deployment=deployment,
         container=container,
         on_delete=on_delete,
+        recipe_pods=recipe_pods,
     )
+
+
+def _selector(raw: Any, problems: list[str]) -> dict[str, Any] | None:
+    path = "spec.recipePods.selector"
+    if not isinstance(raw, Mapping):
+        problems.append(
+            f"{path}: must be a label selector (matchLabels and/or matchExpressions), "
+            f"got {_type_name(raw)}"
+        )
+        return None
+    before = len(problems)
+    for key in raw:
+        if key not in SELECTOR_FIELDS:
+            problems.append(f"{path}.{key}: unknown field (known: {', '.join(SELECTOR_FIELDS)})")
+    labels = raw.get("matchLabels")
+    if labels is not None and (
+        not isinstance(labels, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+    ):
+        problems.append(f"{path}.matchLabels: must map label keys to string values")
+    exprs = raw.get("matchExpressions")
+    if exprs is not None and not isinstance(exprs, list):
+        problems.append(f"{path}.matchExpressions: must be a list")
+    for number, expr in enumerate(exprs if isinstance(exprs, list) else []):
+        where = f"{path}.matchExpressions[{number}]"
+        if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
+            problems.append(f"{where}: needs a string `key` and an `operator`")
+            continue
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op not in SELECTOR_OPERATORS:
+            problems.append(
+                f"{where}.operator: {_show(op)} is not one of {', '.join(SELECTOR_OPERATORS)}"
+            )
+        elif op in ("In", "NotIn") and not values:
+            problems.append(f"{where}: operator {op} needs at least one value")
+        elif op in ("Exists", "DoesNotExist") and values:
+            problems.append(f"{where}: operator {op} takes no values")
+    if not labels and not exprs and len(problems) == before:
+        problems.append(
+            f"{path}: an empty selector would match every pod of the namespace; name the "
+            "mcp-host pods' labels (default matchLabels app.kubernetes.io/name: mcp-host)"
+        )
+    return dict(raw) if len(problems) == before else None
+
+
+def _recipe_pods(raw: Any, problems: list[str]) -> RecipePodsSpec:
+    if raw is None:
+        return default_recipe_pods()
+    if not isinstance(raw, Mapping):
+        problems.append(f"spec.recipePods: must be a mapping, got {_type_name(raw)}")
+        return default_recipe_pods()
+    for key in raw:
+        if key not in RECIPE_POD_FIELDS:
+            problems.append(
+                f"spec.recipePods.{key}: unknown field (known fields: "
+                f"{', '.join(RECIPE_POD_FIELDS)})"
+            )
+    selector = dict(DEFAULT_RECIPE_SELECTOR)
+    if raw.get("selector") is not None:
+        selector = _selector(raw["selector"], problems) or selector
+    refresh: Refresh = "Never"
+    raw_refresh = raw.get("refresh")
+    if raw_refresh is not None:
+        if isinstance(raw_refresh, str) and raw_refresh in REFRESH_VALUES:
+            refresh = raw_refresh
+        else:
+            problems.append(
+                f"spec.recipePods.refresh: must be one of {', '.join(REFRESH_VALUES)}, got "
+                f"{_type_name(raw_refresh)} {_show(raw_refresh)}"
+            )
+    container: str | None = None
+    raw_cont = raw.get("container")
+    if raw_cont is not None:
+        if not isinstance(raw_cont, str) or len(raw_cont) > 63 or not _LABEL_RE.match(raw_cont):
+            problems.append(
+                f"spec.recipePods.container: {_show(raw_cont)} is not a valid container name; "
+                f"omit it to read the container {DEFAULT_RECIPE_CONTAINER!r} (else the first)"
+            )
+        else:
+            container = raw_cont
+    return RecipePodsSpec(selector=selector, refresh=refresh, container=container, given=True)
 
 
 def parse_policy_document(doc: Any, *, source: str) -> tuple[dict[str, Any], PolicySpec]:
@@ -291,6 +410,8 @@ def spec_to_json(spec: PolicySpec) -> dict[str, Any]:
         target["container"] = spec.container
     body["target"] = target
     body["onDelete"] = spec.on_delete
+    if spec.recipe_pods.given:
+        body["recipePods"] = spec.recipe_pods.to_json()
     return body
 
 

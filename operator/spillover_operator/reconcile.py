@@ -19,6 +19,8 @@ from typing import Any, Protocol
 from spillover_operator import allowlist
 from spillover_operator.client import (
     ApiError,
+    ClientError,
+    ConfigMapReader,
     Conflict,
     Connection,
     NotFound,
@@ -32,6 +34,7 @@ from spillover_operator.client import (
 )
 from spillover_operator.constants import (
     API_VERSION,
+    CHANGE_REASON_ANNOTATION,
     COND_APPLIED,
     COND_READY,
     KIND,
@@ -43,19 +46,29 @@ from spillover_operator.envplan import (
     EnvPlan,
     TargetError,
     UnmanageableTargetError,
-    effective_env,
+    envfrom_shadowed,
     plan_apply,
     plan_remove,
+    render_env,
+    resolved_env,
     select_container,
+    shadow_notes,
 )
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
+from spillover_operator.recipe_pods import COND_RECIPE_PODS, selector_matches
+from spillover_operator.recipe_reconcile import (
+    RecipeOutcome,
+    reconcile_recipe_pods,
+)
+from spillover_operator.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.rollout import rollout_state
 from spillover_operator.status import (
     Condition,
     build_status,
-    effective_status,
     merge_patch,
     now_rfc3339,
+    resolved_status,
+    with_condition,
 )
 
 log = logging.getLogger(__name__)
@@ -85,6 +98,7 @@ class ReconcileResult:
     changes: list[EnvChange] = field(default_factory=list)
     deployment: dict[str, Any] | None = None
     ready: bool = False
+    recipe: RecipeOutcome | None = None
 
 
 class ApplyFailedError(RuntimeError):
@@ -284,15 +298,18 @@ def settle(
     plan: EnvPlan,
     *,
     now: str,
+    config_maps: ConfigMapLookup = no_config_maps,
 ) -> Settlement:
     """The status and Events once the Deployment is `after` (the plan applied, or found
-    empty). Pure: reconcile_policy writes what it returns."""
+    empty). `config_maps` resolves the container's ConfigMap references (the values in
+    effect, `resolved_env`). Pure: reconcile_policy writes what it returns."""
     meta = _meta(policy)
     namespace, name = meta.get("namespace"), meta.get("name")
     container = str(select_container(after, spec.container).get("name"))
     outcome = Outcome.IN_SYNC
     current_status = dict(policy.get("status") or {})
     events: list[Event] = []
+    notes = shadow_notes(spec, envfrom_shadowed(after, container, config_maps))
     if plan.patch is not None:
         drift = _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
@@ -306,18 +323,22 @@ def settle(
             f"{lead}: {describe_changes(plan.changes)} on Deployment "
             f"{namespace}/{spec.deployment} container {container}"
         )
+        if notes:
+            note += " (" + "; ".join(notes) + ")"
         events.append((_policy_ref(policy), "Normal", reason, note))
         events.append(
             (_deployment_ref(after), "Normal", reason, f"{note} (SpilloverPolicy {name})")
         )
         current_status["lastAppliedTime"] = now
 
-    env = effective_env(after, container)
+    effective, sources = resolved_status(resolved_env(after, container, config_maps))
     rollout = rollout_state(after)
     applied_msg = (
         f"{describe_spec(spec)} on Deployment {namespace}/{spec.deployment} container "
         f"{container}; {PASSTHROUGH_VAR} lists the spillover variables"
     )
+    if notes:
+        applied_msg += "; " + "; ".join(notes)
     if rollout.complete:
         ready = Condition(COND_READY, True, "RolloutComplete", f"{applied_msg}; {rollout.message}")
     else:
@@ -328,10 +349,11 @@ def settle(
         ready=ready,
         applied=Condition(COND_APPLIED, True, "Applied", applied_msg),
         target=target_status(spec, container),
-        effective=effective_status(env),
+        effective=effective,
         rollout=rollout,
         kill_switch_engaged=not spec.enabled,
         now=now,
+        extra={"effectiveSource": sources or None, "envFromNotes": notes or None},
     )
     return Settlement(outcome, status, events, container, rollout.complete)
 
@@ -473,18 +495,25 @@ def _reconcile_once(
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
+    config_map_reader = ConfigMapReader(cluster)
+    config_maps = config_map_reader.lookup
+
+    def planner(dep: Mapping[str, Any]) -> EnvPlan:
+        shadowed = envfrom_shadowed(dep, spec.container, config_maps)
+        return plan_apply(dep, spec, shadowed)
+
     try:
         # Confirm what a copy behind the API would get wrong: a change to make is made
         # from the current policy; "nothing to change" and the status (rollout) are
         # judged on the current Deployment.
-        first = plan_apply(deployment, spec)
+        first = planner(deployment)
         confirm = reader.confirmed(
             policy=name if first.patch is not None else None,
             deployment=spec.deployment if first.patch is None else None,
         )
         if confirm is not None:
             raise _Confirm(confirm)
-        after, plan = _apply_with_retries(cluster, deployment, lambda dep: plan_apply(dep, spec))
+        after, plan = _apply_with_retries(cluster, deployment, planner)
     except UnmanageableTargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(
@@ -511,10 +540,48 @@ def _reconcile_once(
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
-    done = settle(policy, spec, after, plan, now=now_rfc3339())
-    for event in done.events:
-        _record(cluster, *event)
-    write_status(cluster, policy, done.status)
+    now = now_rfc3339()
+    done = settle(policy, spec, after, plan, now=now, config_maps=config_maps)
+    why = change_reason(policy)
+    for obj, type_, reason, message in done.events:
+        _record(cluster, obj, type_, reason, f"{message}{why}")
+    status = done.status
+    recipe: RecipeOutcome | None = None
+    try:
+        desired = render_env(spec, envfrom_shadowed(after, done.container, config_maps))
+        recipe = reconcile_recipe_pods(
+            cluster,
+            policy,
+            spec,
+            desired,
+            rollout_complete=done.ready,
+            config_maps=config_maps,
+            now=now,
+            last_applied=status.get("lastAppliedTime"),
+            changed_at=config_map_reader.changed_at,
+        )
+    except ClientError as exc:  # the recipe pods cannot be read: say so, keep the rest
+        unknown = Condition(
+            COND_RECIPE_PODS, False, "Unknown", f"cannot read the recipe pods: {exc.message}"
+        )
+        status = with_condition(
+            status,
+            policy.get("status"),
+            unknown,
+            generation=_meta(policy).get("generation"),
+            now=now,
+        )
+    else:
+        status = with_condition(
+            {**status, "recipePods": recipe.status},
+            policy.get("status"),
+            recipe.condition,
+            generation=_meta(policy).get("generation"),
+            now=now,
+        )
+        for type_, reason, message in recipe.events:
+            _record(cluster, _policy_ref(policy), type_, reason, message)
+    write_status(cluster, policy, status)
     return ReconcileResult(
         done.outcome,
         describe_changes(plan.changes),
@@ -522,7 +589,16 @@ def _reconcile_once(
         list(plan.changes),
         after,
         ready=done.ready,
+        recipe=recipe,
     )
+
+
+def change_reason(policy: Mapping[str, Any]) -> str:
+    """` (reason: ...)` from the policy's change-reason annotation (spilloverctl
+    `--reason`), for Events; "" when there is none."""
+    annotations = _meta(policy).get("annotations") or {}
+    text = annotations.get(CHANGE_REASON_ANNOTATION)
+    return f" (reason: {text})" if isinstance(text, str) and text else ""
 
 
 def _record(
@@ -598,3 +674,21 @@ def policies_targeting(
     reader = reader or ApiReader(cluster.in_namespace(namespace))
     names = competing_policies(reader.policies_targeting(deployment), deployment)
     return [n for n in names if n != exclude]
+
+
+def policies_selecting(
+    policies: Iterable[Mapping[str, Any]], labels: Mapping[str, Any]
+) -> list[str]:
+    """The live, valid policies among `policies` whose spec.recipePods.selector matches
+    a pod's `labels`."""
+    names: list[str] = []
+    for policy in policies:
+        if _meta(policy).get("deletionTimestamp"):
+            continue
+        try:
+            spec = parse_spec(policy.get("spec") or {})
+        except InvalidSpecError:
+            continue
+        if selector_matches(spec.recipe_pods.selector, labels):
+            names.append(str(_meta(policy).get("name")))
+    return sorted(names)

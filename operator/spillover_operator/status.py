@@ -17,6 +17,7 @@ from spillover_operator.constants import (
     PASSTHROUGH_VAR,
     THRESHOLD_VAR,
 )
+from spillover_operator.resolved_env import Resolved
 from spillover_operator.rollout import RolloutState
 
 
@@ -41,6 +42,31 @@ def effective_status(env: Mapping[str, str | None]) -> dict[str, Any]:
         "passthrough": env.get(PASSTHROUGH_VAR),
     }
     return {key: value for key, value in fields.items() if value is not None}
+
+
+STATUS_KEYS: dict[str, str] = {
+    ENABLED_VAR: "enabled",
+    THRESHOLD_VAR: "thresholdBytes",
+    BUDGET_VAR: "budgetBytes",
+    PASSTHROUGH_VAR: "passthrough",
+}
+
+
+def resolved_status(resolved: Mapping[str, Resolved]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(status.effective, status.effectiveSource) from the variables as the WRC process
+    sees them: the value (`unknown` when it may not be read, a Secret), and where each
+    value that is not a plain `env` entry comes from (`envFrom configMap wrc-tuning`,
+    `env (secretKeyRef creds/t): Secrets are not read`). Unset variables are left out."""
+    effective: dict[str, Any] = {}
+    sources: dict[str, Any] = {}
+    for var, key in STATUS_KEYS.items():
+        found = resolved.get(var)
+        if found is None or found.state == "unset":
+            continue
+        effective[key] = found.value if found.state == "set" else "unknown"
+        if found.source != "env":
+            sources[key] = found.source
+    return effective, sources
 
 
 def _conditions(
@@ -87,6 +113,8 @@ def build_status(
     rollout: RolloutState | None = None,
     kill_switch_engaged: bool = False,
     now: str | None = None,
+    extra_conditions: list[Condition] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole desired status. Timestamps are carried over from `current` when the
     state they date did not change."""
@@ -95,7 +123,11 @@ def build_status(
     status: dict[str, Any] = {
         "conditions": _conditions(
             current.get("conditions"),
-            [Condition(COND_READY, ready.status, ready.reason, ready.message), applied],
+            [
+                Condition(COND_READY, ready.status, ready.reason, ready.message),
+                applied,
+                *(extra_conditions or []),
+            ],
             generation,
             stamp,
         )
@@ -114,6 +146,9 @@ def build_status(
         if isinstance(previous, Mapping):
             engaged_at = previous.get("engagedAt")
         status["killSwitch"] = {"engagedAt": engaged_at or stamp}
+    for key, value in (extra or {}).items():
+        if value is not None:
+            status[key] = value
     # Carried over: when the operator last changed the Deployment.
     if current.get("lastAppliedTime"):
         status["lastAppliedTime"] = current["lastAppliedTime"]
@@ -139,3 +174,19 @@ def merge_patch(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -
         if key not in desired:
             patch[key] = None
     return patch
+
+
+def with_condition(
+    status: dict[str, Any],
+    current: Mapping[str, Any] | None,
+    cond: Condition,
+    *,
+    generation: int | None,
+    now: str,
+) -> dict[str, Any]:
+    """`status` (from build_status) with one more condition; its lastTransitionTime is
+    carried over from `current` (the stored status) when its status did not flip."""
+    previous = (current or {}).get("conditions")
+    entry = _conditions(previous, [cond], generation, now)[0]
+    kept = [c for c in status.get("conditions") or [] if c.get("type") != cond.type]
+    return {**status, "conditions": [*kept, entry]}

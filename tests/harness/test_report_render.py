@@ -70,6 +70,7 @@ def test_sim_report_says_plainly_that_figures_come_from_the_simulator() -> None:
     text = render_markdown(verdict(records), records, MATRIX)
     assert SIM_DISCLAIMER in text
     assert "embedded simulator" in SIM_DISCLAIMER
+    assert "[the sensitivity study](../sensitivity/sensitivity.md)" in text
     assert "they do not show that the platform passed" in SIM_DISCLAIMER
     # near the top: before the first table
     assert text.index(SIM_DISCLAIMER) < text.index("## Configurations")

@@ -50,6 +50,7 @@ from spillover_harness.fixtures import build_fixtures, export_fixtures
 from spillover_harness.sim.server import SimServer, serve
 from spillover_harness.sim.step import SimFaults
 from spillover_operator.constants import PASSTHROUGH_VAR
+from wrc_renderer import WrcRendererForTests
 
 SIM_POD_PORT = 8080
 FAULTY_POD_PORT = 8081
@@ -153,6 +154,23 @@ def report_image_ids_as_kubelet(api: client.ApiClient, namespace: str, selector:
     return reported
 
 
+def standing_mcp_host_env(api: client.ApiClient, namespace: str) -> dict[str, str]:
+    """Stand-in for the mcp-host process reading its environment: the literal env of
+    the newest live pod of the standing mcp-host Deployment (what the simulator runs
+    with, through `SimServer.env_source`)."""
+    core: Any = client.CoreV1Api(api)
+    selector = ",".join(f"{k}={v}" for k, v in MCP_HOST_LABELS.items())
+    pods = [
+        p
+        for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+        if p.status and p.status.phase == "Running" and not p.metadata.deletion_timestamp
+    ]
+    if not pods:
+        return {}
+    newest = max(pods, key=lambda p: p.metadata.creation_timestamp)
+    return {e.name: e.value for e in newest.spec.containers[0].env or [] if e.value is not None}
+
+
 @dataclass
 class PlatformEnv:
     cluster: LocalCluster
@@ -166,6 +184,8 @@ class PlatformEnv:
     profile_path: Path  # http mode, the clean simulator
     faulty_profile_path: Path  # http mode, the faulty simulator
     tmp: Path
+    renderer: WrcRendererForTests
+    scrape_interval_s: float = 0.2
 
     @property
     def context(self) -> str:
@@ -217,10 +237,15 @@ class PlatformEnv:
             "pods": {
                 "mcp_host": {"selector": MCP_HOST_SELECTOR, "container": "mcp-host"},
                 "coordinator": {"selector": "app.kubernetes.io/name=workflow-coordinator"},
+                "current_timeout_s": 60,
+            },
+            "logs": {
+                "spill_persisted": "spillover result persisted",
+                "spill_read": "spillover read\\b",
             },
             "prometheus": {
                 "url": self.prometheus.url,
-                "scrape_interval_s": 0.2,
+                "scrape_interval_s": self.scrape_interval_s,
                 "selector": f'instance="{target}"',
             },
             "disk": {
@@ -275,14 +300,24 @@ def _wait_pods_running(api: client.ApiClient, namespace: str) -> None:
 
 
 @contextmanager
-def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[PlatformEnv]:
-    """Start everything (see the module doc) under `tmp`; stop it all on exit."""
+def platform_env(
+    tmp: Path, matrix: Mapping[str, Any], prefix: str, *, scrape_interval_s: float = 0.2
+) -> Iterator[PlatformEnv]:
+    """Start everything (see the module doc) under `tmp`; stop it all on exit.
+    `scrape_interval_s`: Prometheus' (and the profiles'); the bench uses 30 s."""
     missing = missing_binaries(find_bin_dir())
     if missing:
         pytest.fail(f"local control plane not built: {missing}; run `make controlplane`")
     find_prometheus()  # fails naming the binary and `make prometheus`
-    sim, _ = serve(out_dir=tmp / "sim", pace=0.02)
-    faulty, _ = serve(out_dir=tmp / "sim-faulty", pace=0.02, faults=SimFaults(True, True))
+    holder: dict[str, Any] = {}
+
+    def pod_env(_recipe: str) -> dict[str, str]:
+        return standing_mcp_host_env(holder["api"], holder["ns"])
+
+    sim, _ = serve(out_dir=tmp / "sim", pace=0.02, env_source=pod_env)
+    faulty, _ = serve(
+        out_dir=tmp / "sim-faulty", pace=0.02, faults=SimFaults(True, True), env_source=pod_env
+    )
     forwards = {
         SIM_POD_PORT: int(sim.url.rsplit(":", 1)[1]),
         FAULTY_POD_PORT: int(faulty.url.rsplit(":", 1)[1]),
@@ -293,14 +328,15 @@ def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[
     prom = PrometheusServer(
         tmp / "prometheus",
         [sim.url.removeprefix("http://"), faulty.url.removeprefix("http://")],
-        scrape_interval_s=0.2,
+        scrape_interval_s=scrape_interval_s,
         labels={"namespace": "clerum"},
     )
     shipper: LogShipper | None = None
+    renderer: WrcRendererForTests | None = None
     try:
         cluster.start()
         prom.start()
-        prom.wait_for_targets_up()
+        prom.wait_for_targets_up(timeout_s=max(30.0, 3 * scrape_interval_s))
         shipper = LogShipper(cluster, [sim, faulty])
         shipper.thread.start()
         api = cluster.api_client()
@@ -321,6 +357,11 @@ def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[
         ):  # fmt: skip
             create_object(api, doc)
         _wait_pods_running(api, ns)
+        holder.update(api=api, ns=ns)
+        renderer = WrcRendererForTests(
+            api, ns, on_tick=lambda: report_image_ids_as_kubelet(api, ns, MCP_HOST_SELECTOR)
+        )
+        renderer.__enter__()
         fixtures_dir = tmp / "fixtures"
         export_fixtures(build_fixtures(int(matrix["seed"])), fixtures_dir)
         matrix_path = tmp / "matrix.yaml"
@@ -337,12 +378,16 @@ def platform_env(tmp: Path, matrix: Mapping[str, Any], prefix: str) -> Iterator[
             profile_path=tmp / "unused",
             faulty_profile_path=tmp / "unused",
             tmp=tmp,
+            renderer=renderer,
+            scrape_interval_s=scrape_interval_s,
         )
         env.profile_path = env.write_profile("profile", env.profile())
         env.faulty_profile_path = env.write_profile("profile-faulty", env.profile(faulty=True))
         yield env
         api.close()
     finally:
+        if renderer is not None:
+            renderer.__exit__()
         if shipper is not None:
             shipper.stop.set()
         prom.stop()

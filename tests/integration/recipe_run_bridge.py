@@ -11,8 +11,8 @@ The bridge plays the workflow-recipe controller (WRC) of docs/reference.md §1:
   carries *now* (or, with `stale_env`, a fixed environment: a WRC that does not
   forward the configuration),
 - optionally (`mcp_host_pod_per_run=True`) creates one mcp-host pod per run carrying
-  that environment (kwok makes it Running), as a platform that starts an mcp-host per
-  run does,
+  that environment (kwok makes it Running) and deletes it when the run has ended, as a
+  platform that starts an mcp-host per run does (the status names it: `mcpHostPod`),
 - starts the run on the HTTP simulator with that environment (`POST /runs`),
 - and copies the simulator's run status (`GET /runs/{id}`) into the RecipeRun's
   status subresource until the run has ended.
@@ -212,6 +212,12 @@ class RecipeRunBridgeForTests:
             return
         if status.get("phase") in DONE_PHASES:
             self._done.add(name)
+            if self.pods.get(name):  # a per-run mcp-host pod ends with its run
+                try:
+                    self.core.delete_namespaced_pod(self.pods[name], self.namespace)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
 
     def _http(self, method: str, path: str, body: object | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()

@@ -40,12 +40,15 @@ from spillover_operator.client import (
     get_object,
     get_policy,
     is_served,
+    list_pods,
     patch_deployment_env,
     patch_policy,
     patch_policy_status,
+    pod_values,
     policy_crd_installed,
     post_event,
     retry_on_conflict,
+    selector_string,
     server_version,
     wait_until_settled,
 )
@@ -201,6 +204,40 @@ def test_config_map_lookup_feeds_env_resolution(
     got = resolve(container, ("SPILL_THRESHOLD", "LIMIT"), lookup)
     assert got["SPILL_THRESHOLD"].value == "4096"
     assert got["LIMIT"].state == "unset"
+
+
+def test_list_pods_by_selector_and_their_values(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(admin)
+    for name, labels, threshold in (
+        ("mcp-a", {"app": "mcp-host", "recipe": "r1"}, "4096"),
+        ("mcp-b", {"app": "mcp-host", "recipe": "r2"}, "8192"),
+        ("other", {"app": "web"}, "1"),
+    ):
+        container = client.V1Container(
+            name="mcp-host",
+            image="example.invalid/mcp-host:1",
+            env=[client.V1EnvVar(name="THRESHOLD", value=threshold)],
+        )
+        core.create_namespaced_pod(
+            namespace,
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=name, labels=labels),
+                spec=client.V1PodSpec(containers=[container]),
+            ),
+        )
+    selector = selector_string(
+        {
+            "matchLabels": {"app": "mcp-host"},
+            "matchExpressions": [{"key": "recipe", "operator": "In", "values": ["r1", "r2"]}],
+        }
+    )
+    pods = list_pods(conn, selector)
+    assert [p["metadata"]["name"] for p in pods] == ["mcp-a", "mcp-b"]
+    values = [pod_values(p, ["THRESHOLD"], "mcp-host") for p in pods]
+    assert [v["THRESHOLD"].value for v in values if v is not None] == ["4096", "8192"]
+    assert list_pods(conn, "app=nothing-here") == []
 
 
 def test_conflict_then_the_retry_rereads_and_wins(

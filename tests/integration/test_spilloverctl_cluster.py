@@ -235,7 +235,7 @@ def test_status_reports_the_mismatch_when_the_operator_is_not_running(
     code, out, err = ctl(control_plane, namespace, "status")
     assert code == exit_codes.MISMATCH
     assert (
-        f"MISMATCH: policy says enabled=false, Deployment has {ENABLED_VAR}=true — the "
+        f"MISMATCH: policy says enabled=false, the WRC container has {ENABLED_VAR}=true — the "
         f"operator has not applied it yet (generation {generation}, observed "
         f"{generation - 1}; is it running?)"
     ) in out

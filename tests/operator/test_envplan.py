@@ -378,3 +378,33 @@ def test_patch_pins_the_order_of_containers_and_env() -> None:
         {"name": ENABLED_VAR},
         {"name": PASSTHROUGH_VAR},
     ]
+
+
+# ---- envFrom on the WRC container ----------------------------------------------------
+
+
+def test_an_unset_field_shadowed_by_envfrom_is_written_as_the_default() -> None:
+    from spillover_operator.envplan import envfrom_shadowed, shadow_notes
+
+    dep = deployment(container("wrc"))
+    dep["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": "tuning"}},
+        {"secretRef": {"name": "creds"}, "prefix": "CLERUM_WORKFLOW_TOOL_SPILLOVER_BUD"},
+    ]
+    maps = {"tuning": {THRESHOLD_VAR: "4096"}}
+    shadowed = envfrom_shadowed(dep, None, maps.get)
+    assert shadowed[THRESHOLD_VAR].value == "4096"
+    assert shadowed[BUDGET_VAR].state == "unknown"
+    assert render_env(spec(), shadowed) == {
+        ENABLED_VAR: "true",
+        THRESHOLD_VAR: "131072",
+        BUDGET_VAR: "16777216",
+    }
+    # A field the spec sets is written as it says.
+    assert render_env(spec(threshold=32768), shadowed)[THRESHOLD_VAR] == "32768"
+    plan = plan_apply(dep, spec(), shadowed)
+    assert {c.name: c.after for c in plan.changes}[THRESHOLD_VAR] == "131072"
+    notes = shadow_notes(spec(), shadowed)
+    assert any(n.startswith(f"envFrom configMap tuning sets {THRESHOLD_VAR}=4096") for n in notes)
+    assert any("value unknown" in n for n in notes)
+    assert shadow_notes(spec(threshold=32768, budget=2097152), shadowed) == []

@@ -186,3 +186,35 @@ def test_settle_during_a_rollout_is_not_ready_yet() -> None:
     assert (ready["status"], ready["reason"]) == ("False", "RolloutInProgress")
     applied = next(c for c in done.status["conditions"] if c["type"] == "Applied")
     assert applied["status"] == "True"
+
+
+def test_settle_reports_effective_values_their_source_and_envfrom_notes() -> None:
+    from spillover_operator.constants import THRESHOLD_VAR
+    from spillover_operator.envplan import envfrom_shadowed
+
+    raw = {"target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    before = _deployment(
+        [
+            {"name": PASSTHROUGH_VAR, "value": "A"},
+            {"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "f", "key": "on"}}},
+        ]
+    )
+    before["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": "tuning"}}
+    ]
+    maps = {"tuning": {THRESHOLD_VAR: "4096"}, "f": {"on": "true"}}
+    shadowed = envfrom_shadowed(before, None, maps.get)
+    plan = plan_apply(before, spec, shadowed)
+    assert {c.name: c.after for c in plan.changes}[THRESHOLD_VAR] == "131072"
+    # Before the apply, status reports what is in effect, with the source.
+    done = settle(_stored_policy(raw), spec, before, plan, now=NOW, config_maps=maps.get)
+    assert done.status["effective"]["thresholdBytes"] == "4096"
+    assert done.status["effectiveSource"]["thresholdBytes"] == "envFrom configMap tuning"
+    assert done.status["effective"]["enabled"] == "true"
+    assert done.status["effectiveSource"]["enabled"] == "env (configMapKeyRef f/on)"
+    notes = done.status["envFromNotes"]
+    assert notes and notes[0].startswith(f"envFrom configMap tuning sets {THRESHOLD_VAR}=4096")
+    assert "envFrom configMap tuning sets" in done.events[0][3]
+    applied = next(c for c in done.status["conditions"] if c["type"] == "Applied")
+    assert "writes" in applied["message"] and "131072" in applied["message"]

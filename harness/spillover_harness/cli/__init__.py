@@ -1,6 +1,7 @@
 """`spillover-harness`: run the spillover validation matrix and decide the default.
 
-One module per command (`run`, `evaluate`, `report`, `preflight`, `fixtures`),
+One module per command (`run`, `evaluate`, `report`, `preflight`, `fixtures`,
+`sweep`, `sensitivity`, `apply_decision`),
 `app` builds the parser and maps errors to the exit codes of the one shared
 table (`spillover_operator.exit_codes`), `outcome` turns a verdict into the
 printed decision and the exit code.

@@ -15,7 +15,16 @@ from typing import Any
 
 from spillover_operator import exit_codes
 
-from spillover_harness.cli import evaluate, fixtures, preflight, report, run
+from spillover_harness.cli import (
+    apply_decision,
+    evaluate,
+    fixtures,
+    preflight,
+    report,
+    run,
+    sensitivity,
+    sweep,
+)
 from spillover_harness.cli.common import FORMATTER, BadInput, Interrupted, Parser, epilog, err
 from spillover_harness.matrix import MatrixError
 from spillover_harness.records import RecordError
@@ -38,7 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (run, evaluate, report, preflight, fixtures):
+    for command in (
+        run,
+        evaluate,
+        report,
+        preflight,
+        fixtures,
+        sweep,
+        sensitivity,
+        apply_decision,
+    ):
         command.add_parser(sub)
     return parser
 

@@ -120,11 +120,6 @@ def check_options_apply(args: argparse.Namespace) -> None:
                 for o in wrong
             )
         )
-    if args.stage in CLUSTER and args.concurrency not in (None, 1):
-        raise BadInput(
-            "cluster stages run one run at a time (one configuration on the cluster, counters "
-            "per mcp-host process): drop --concurrency"
-        )
     if args.stage in CLUSTER and not args.profile:
         raise BadInput(CLUSTER_NEEDS_PROFILE.format(stage=args.stage))
 
@@ -193,8 +188,9 @@ def add_parser(sub: Any) -> None:
         "--concurrency",
         type=positive_int,
         metavar="N",
-        help="sim: runs at once (default: the matrix's `concurrency`); cluster stages run "
-        "one at a time",
+        help="sim: runs at once (default: the matrix's `concurrency`); cluster stages: runs "
+        "of one configuration at once (default 1; never two configurations at once, and the "
+        "report notes that durations were measured under concurrency)",
     )
     run.add_argument(
         "--no-progress",
@@ -223,6 +219,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.fault = sorted(set(args.fault))
     check_options_apply(args)
     matrix = load_matrix_arg(args.matrix)
+    if args.stage in CLUSTER and matrix.simulated_only:
+        raise BadInput(
+            f"configurations {', '.join(matrix.simulated_only)} use strategy: handoff, which "
+            f"only the simulator models (docs/simulator.md §8); --stage {args.stage} cannot "
+            "run them: use a matrix without them"
+        )
     profile = _load_profile(args.profile) if args.stage in CLUSTER else None
     resume_cmd = resume_command(args)
     with hold_results_dir(args.out, command=args.invoked):
@@ -258,6 +260,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
             log_tool_results="log-results" in faults,
         ),
         fixtures=build_fixtures(matrix.seed),
+        model=matrix.simulator_model(),
     )
     if faults:
         err(f"faults injected into the simulator: {', '.join(faults)}")
@@ -302,6 +305,7 @@ def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_
                 apply_timeout_s=args.apply_timeout or DEFAULT_APPLY_TIMEOUT_S,
                 matrix_source=_matrix_source(args),
                 resume_hint=resume_cmd,
+                concurrency=args.concurrency or 1,
             )
             outcome = run_cluster(options, cancel=stop, log=err)
     except PreflightFailed:

@@ -241,6 +241,9 @@ class PolicyApplier:
                 timeout=self.timeout_s,
                 progress=self._progress,
                 sleep=sleep,
+                # The stage checks the values where each run is served (its run record
+                # names the serving pod, reference.md §4.4), not every standing pod.
+                recipe_pods=False,
             )
         except ClientError as exc:
             raise ConfigApplyError(

@@ -23,34 +23,41 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes import client
+from spillover_operator.client import ClientError
 
 from spillover_harness.checks import judge_output, scan_logs_for_canaries
+from spillover_harness.checks.consistency import check_run
+from spillover_harness.cluster.blocks import Block
 from spillover_harness.cluster.configs import (
     ConfigApplyError,
     Interrupted,
     PolicyApplier,
-    env_differences,
     expected_env,
     run_env,
 )
-from spillover_harness.cluster.observe import (
-    look_for_spill,
-    pod_env,
-    pod_logs,
-    read_output,
-    running_pods,
+from spillover_harness.cluster.kubeconn import ClusterStageError
+from spillover_harness.cluster.observe import look_for_spill, pod_logs, read_output
+from spillover_harness.cluster.recipe_pods import (
+    PodValues,
+    RecipePodsStale,
+    describe_stale,
+    pods_condition,
+    read_pods,
+    stale,
+    wait_current,
 )
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
-from spillover_harness.collectors.logs import lines_containing, parse_logs
+from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.profile import JsonPath, Profile, render_template
-from spillover_harness.records import RunRecord, now_rfc3339
+from spillover_harness.records import McpHostPod, RunRecord, now_rfc3339
 from spillover_harness.runner import StageAbort
 
 MAX_NOTES_PER_CHECK = 5
@@ -79,8 +86,22 @@ def _as_float(value: object) -> float | None:
     return float(value)
 
 
-def _describe_env(env: dict[str, str | None]) -> str:
-    return ", ".join(f"{k}={'unset' if v is None else v}" for k, v in env.items())
+@dataclass
+class _Watch:
+    """One run's view of the recipe's mcp-host pods: every live pod seen (by UID), the
+    ones that did not carry the configuration, and notes."""
+
+    seen: dict[str, PodValues]
+    changed: dict[str, tuple[PodValues, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    live: set[str] = field(default_factory=set)  # the UIDs of the last read
+
+
+@dataclass(frozen=True)
+class _Attribution:
+    persisted: int | None
+    reads: int | None
+    foreign_ids: frozenset[str]
 
 
 def _parse_time(value: object) -> datetime | None:
@@ -90,6 +111,18 @@ def _parse_time(value: object) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def _own_pod(by_pod: dict[str, list[str]], ours: list[str], pattern: str) -> Attributed:
+    """The lines of the pod whose log carries the run's lines (the pod that ran it; one
+    run's lines are counted once even when several pods' logs are read), with the other
+    runs' ids seen in any pod's log."""
+    splits = [attribute(lines, ours, pattern) for lines in by_pod.values()]
+    if not splits:
+        return Attributed([], [], frozenset(), 0)
+    best = max(splits, key=lambda a: len(a.mine))
+    foreign = frozenset().union(*(a.foreign_ids for a in splits))
+    return Attributed(best.mine, best.unattributed, foreign, best.foreign_lines)
 
 
 class ClusterDriver:
@@ -114,18 +147,53 @@ class ClusterDriver:
         self.fixtures = fixtures
         self._log = log or (lambda _line: None)
         self._switch_lock = threading.Lock()
-        self._pod_checked_for: str | None = None  # the config whose per-run pod was checked
-        # UIDs of the mcp-host pods that existed once the configuration was in effect:
-        # a pod not among them was created after the change. (Not creationTimestamp: it
-        # has whole seconds only, and comes from the API server's clock, not ours.)
-        self._pods_before_change: set[str] = set()
+        self._pods_logged: set[tuple[str, str]] = set()
+        # the configuration blocks run so far (their counters: cluster/blocks.py)
+        self.blocks: list[Block] = []
+        self._block_lock = threading.Lock()
+        # Runs in flight (run id -> configuration): runs of one configuration may run
+        # together (--concurrency), never with another configuration's.
+        self._inflight: dict[str, str] = {}
+        self._inflight_cv = threading.Condition()
+        self._next_block: dict[str, RunJob] = {}
         # The platform keeps its runs (and run objects) after a stage: a second stage, or
         # a --resume, with the same run ids would be refused as duplicates. Each harness
         # process therefore names its runs on the platform `<run_id>-<attempt>`; the
         # record keeps our run_id and notes the platform's.
         self.attempt = secrets.token_hex(3)
 
+    @property
+    def _counts_from_prometheus(self) -> bool:
+        """The logs do not carry the stored/read-back lines (logs.spill_*): the counts
+        of a run come from the Prometheus counters (one scrape wait per run)."""
+        logs = self.profile.logs
+        return logs.spill_persisted is None or logs.spill_read is None
+
     # -- configuration switching ------------------------------------------------------
+
+    def set_plan(self, jobs: list[RunJob]) -> list[RunJob]:
+        """The stage's order (the runner's `order` hook): after a block's last run the
+        driver prepares the next block's configuration."""
+        self._next_block = {
+            job.run_id: jobs[i + 1]
+            for i, job in enumerate(jobs)
+            if i + 1 < len(jobs) and jobs[i + 1].config.name != job.config.name
+        }
+        return jobs
+
+    def _prepare_next_block(self, job: RunJob, cancel: threading.Event) -> None:
+        """After a block's last run, while Prometheus scrapes past its end: apply the
+        next block's configuration and wait for its pods (the block's counter read then
+        waits only for what is left). A failure here is not this run's: the next run
+        meets it again and stops the stage there."""
+        upcoming = self._next_block.get(job.run_id)
+        if upcoming is None or self._others_in_flight(job):
+            return
+        try:
+            self._ensure_config(upcoming, cancel)
+            self._pods_current(upcoming, cancel)
+        except (ClusterStageError, StageAbort) as exc:
+            self._log(f"configuration {upcoming.config.name}: not ready yet ({exc})")
 
     def _ensure_config(self, job: RunJob, cancel: threading.Event) -> None:
         with self._switch_lock:
@@ -138,62 +206,97 @@ class ClusterDriver:
                 raise
             except ConfigApplyError as exc:
                 raise StageAbort(str(exc)) from None
-            self._pod_checked_for = None
-            if self.profile.pods.mcp_host_per_run:
-                self._pods_before_change = self._mcp_host_pod_uids(job)
 
-    def _mcp_host_pod_uids(self, job: RunJob) -> set[str]:
-        sel = self.profile.pods.mcp_host.selector
-        api: Any = self.core
-        try:
-            pods = api.list_namespaced_pod(self.profile.namespace, label_selector=sel).items
-        except Exception as exc:
-            raise StageAbort(
-                f"configuration '{job.config.name}': cannot list the mcp-host pods ({sel}) to "
-                f"tell the run's pod from older ones: {type(exc).__name__} "
-                f"{getattr(exc, 'status', '') or ''}".rstrip()
-            ) from None
-        return {str(p.metadata.uid) for p in pods}
-
-    def _check_run_pod(self, job: RunJob) -> None:
-        """Per-run mcp-host pods: the newest running pod created after the change (not
-        there when the configuration was verified) must carry the configuration
-        (checked once per configuration block)."""
-        if not self.profile.pods.mcp_host_per_run or self._pod_checked_for == job.config.name:
-            return
-        sel = self.profile.pods.mcp_host
-        pods = [
-            p
-            for p in running_pods(self.core, self.profile.namespace, sel.selector)
-            if str(p.metadata.uid) not in self._pods_before_change
-        ]
-        if not pods:
-            raise StageAbort(
-                f"configuration '{job.config.name}': no mcp-host pod ({sel.selector}) created "
-                "after the change was found during the first run, so its environment could "
-                "not be verified (pods.mcp_host_per_run is true in the profile)"
-            )
-        env = pod_env(pods[0], sel.container)
-        have: dict[str, str | None] = {k: env.get(k) for k in expected_env(job.config)}
-        diffs = env_differences(expected_env(job.config), have)
-        if diffs:
-            raise StageAbort(
-                f"configuration '{job.config.name}' is not in effect on mcp-host pod "
-                f"{pods[0].metadata.name}: {'; '.join(diffs)}. The WRC does not forward it "
-                "(MCP_HOST_ENV_PASSTHROUGH?)"
-            )
-        self._log(
-            f"configuration {job.config.name}: mcp-host pod {pods[0].metadata.name} (created "
-            f"after the change) carries it: {_describe_env(have)}"
+    def _read_pods(self, recipe: str) -> list[PodValues]:
+        pods = self.profile.pods
+        return read_pods(
+            self.applier.cluster, pods.mcp_host_selector(recipe), pods.mcp_host.container
         )
-        self._pod_checked_for = job.config.name
+
+    def _policy_condition(self) -> Any:
+        return pods_condition(self.applier.read_policy())
+
+    def _pods_current(self, job: RunJob, cancel: threading.Event) -> list[PodValues]:
+        """Before the run: every mcp-host pod of the recipe carries the configuration
+        (waiting for the operator within pods.current_timeout_s); StageAbort otherwise."""
+        want = expected_env(job.config)
+
+        def sleep(seconds: float) -> None:
+            if cancel.wait(seconds):
+                raise Interrupted(f"configuration '{job.config.name}': interrupted")
+
+        try:
+            pods = wait_current(
+                lambda: self._read_pods(job.recipe),
+                want,
+                what=(
+                    f"configuration '{job.config.name}', recipe {job.recipe} (mcp-host pods "
+                    f"{self.profile.pods.mcp_host_selector(job.recipe)})"
+                ),
+                timeout_s=self.profile.pods.current_timeout_s,
+                condition=self._policy_condition,
+                sleep=sleep,
+            )
+        except RecipePodsStale as exc:
+            raise StageAbort(str(exc)) from None
+        key = (job.config.name, job.recipe)
+        if key not in self._pods_logged:
+            self._pods_logged.add(key)
+            shown = "; ".join(f"{p.name} ({p.shown()})" for p in pods) or "none yet"
+            self._log(
+                f"configuration {job.config.name}: mcp-host pods of {job.recipe} carry it: {shown}"
+            )
+        return pods
+
+    def _watch_pods(self, job: RunJob, watch: _Watch) -> None:
+        """During and after the run: remember every live pod of the recipe; a pod that
+        does not carry the configuration is kept in `watch.changed`."""
+        try:
+            pods = self._read_pods(job.recipe)
+        except ClientError as exc:
+            watch.notes.append(f"mcp-host pods: cannot list them: {exc.message}")
+            return
+        watch.live = {pod.uid for pod in pods}
+        for pod in pods:
+            watch.seen[pod.uid] = pod
+        for pod, why in stale(expected_env(job.config), pods):
+            watch.changed[pod.uid] = (pod, why)
+
+    def _enter(self, job: RunJob, cancel: threading.Event) -> None:
+        """Wait until no run of another configuration is in flight, then count this one."""
+        with self._inflight_cv:
+            while any(c != job.config.name for c in self._inflight.values()):
+                if cancel.is_set():
+                    raise Interrupted(f"configuration '{job.config.name}': interrupted")
+                self._inflight_cv.wait(0.2)
+            self._inflight[job.run_id] = job.config.name
+
+    def _leave(self, job: RunJob) -> None:
+        with self._inflight_cv:
+            self._inflight.pop(job.run_id, None)
+            self._inflight_cv.notify_all()
+
+    def _others_in_flight(self, job: RunJob) -> bool:
+        with self._inflight_cv:
+            return any(rid != job.run_id for rid in self._inflight)
 
     # -- one run ----------------------------------------------------------------------
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:
-        started_at = now_rfc3339()
+        try:
+            self._enter(job, cancel)
+        except Interrupted as exc:
+            return self._record(job, now_rfc3339(), outcome="harness_error", notes=[str(exc)])
+        try:
+            # started once no other configuration's run is in flight
+            return self._run(job, cancel, now_rfc3339())
+        finally:
+            self._leave(job)
+
+    def _run(self, job: RunJob, cancel: threading.Event, started_at: str) -> RunRecord:
         try:
             self._ensure_config(job, cancel)
+            before_pods = self._pods_current(job, cancel)
         except Interrupted as exc:
             return self._record(job, started_at, outcome="harness_error", notes=[str(exc)])
         applied = self.applier.active
@@ -211,7 +314,9 @@ class ClusterDriver:
             "repetition": job.repetition,
             "env": run_env(applied.env),  # as verified on the WRC Deployment
         }
-        counters_start = self.prometheus.begin_run()
+        self._block_begin(job)
+        counters_start = self.prometheus.begin_run() if self._counts_from_prometheus else None
+        watch = _Watch(seen={p.uid: p for p in before_pods})
         window_start = datetime.now(UTC) - timedelta(seconds=LOG_WINDOW_MARGIN_S)
         t0 = time.monotonic()
         try:
@@ -221,23 +326,63 @@ class ClusterDriver:
                 job, started_at, outcome="harness_error", notes=[*notes, f"run not started: {exc}"]
             )
         notes.append(f"platform run id: {handle.platform_run_id}")
-        outcome, status, poll_notes, spill_during, disk_dir = self._follow(job, handle, cancel)
+        target = self._exec_target(before_pods)
+        outcome, status, poll_notes, spill_during, disk_dir = self._follow(
+            job, handle, cancel, target, watch
+        )
         wall_s = time.monotonic() - t0
+        run_end = time.time()
         finished_at = now_rfc3339()
         notes += poll_notes
+        self._watch_pods(job, watch)
+        notes += watch.notes[:MAX_NOTES_PER_CHECK]
+        if watch.changed:
+            raise StageAbort(
+                f"configuration '{job.config.name}': mcp-host pod(s) of {job.recipe} changed "
+                f"during run {job.run_id} and no longer carry the configuration: "
+                f"{describe_stale(list(watch.changed.values()))}. The run is not recorded "
+                "(--resume runs it again once the pods carry the configuration)."
+            )
         if outcome is None:
             return self._record(
                 job, started_at, outcome="harness_error", notes=notes, finished_at=finished_at
             )
-        if self.profile.pods.mcp_host_per_run:
-            self._check_run_pod(job)  # raises StageAbort on a mismatch
-        # The counters first: their end snapshot waits two scrape intervals past the run,
-        # which also gives the pods' log lines time to reach the API.
-        persisted, reads, prom_notes = self.prometheus.end_run(time.time(), counters_start)
-        notes += prom_notes
-        fields = self._fields(job, handle, status, window_start, wall_s, notes)
-        disk_clean = self._disk_after(job, disk_dir, spill_during, notes)
-        quality = self._quality(job, outcome, status, disk_dir, notes)
+        served = self._served(status, watch.seen, notes)
+        alive = [p for p in served if p.uid in watch.live]
+        if served and not alive:
+            notes.append(
+                "disk, quality: the mcp-host pod that served the run has ended; checked in "
+                "the newest running pod of disk.pod instead"
+            )
+            target = None
+        else:
+            target = self._exec_target(alive) or target
+        fields, attribution = self._fields(job, handle, status, window_start, wall_s, notes)
+        persisted, reads = attribution.persisted, attribution.reads
+        if persisted is None and counters_start is not None:
+            if attribution.foreign_ids:
+                notes.append(
+                    "spillover_persisted, spillover_reads: other runs of this recipe overlapped "
+                    f"({len(attribution.foreign_ids)} run id(s) in the mcp-host logs), so the "
+                    "Prometheus counters are not this run's alone (not measured; see the "
+                    "block cross-check in the report)"
+                )
+            else:
+                persisted, reads, prom_notes = self.prometheus.end_run(run_end, counters_start)
+                notes += prom_notes
+        disk_clean = self._disk_after(job, disk_dir, spill_during, notes, target)
+        quality = self._quality(job, outcome, status, disk_dir, notes, target)
+        consistency = check_run(
+            expected_env(job.config),
+            self.fixtures.get(job.recipe, job.input.name),
+            persisted,
+            outcome,
+        )
+        if consistency:
+            notes += [f"consistency: {c}" for c in consistency]
+        self._block_add(job, persisted, reads, run_end)
+        self._prepare_next_block(job, cancel)
+        consistency_ok = None if consistency is None else not consistency
         return self._record(
             job,
             started_at,
@@ -248,8 +393,70 @@ class ClusterDriver:
             quality_ok=quality,
             disk_clean=disk_clean,
             notes=notes,
+            mcp_host_pods=[
+                McpHostPod(name=p.name, uid=p.uid, values=dict(p.values)) for p in served
+            ],
+            consistency_ok=consistency_ok,
             **fields,
         )
+
+    def _served(
+        self, status: dict[str, Any] | None, seen: dict[str, PodValues], notes: list[str]
+    ) -> list[PodValues]:
+        """The pod(s) that served the run: the one the status names (fields.mcp_host_pod),
+        else every live pod of the recipe seen during the run (all carried the
+        configuration)."""
+        named = _first(self.profile.fields.mcp_host_pod, status or {})
+        if isinstance(named, str) and named:
+            match = [p for p in seen.values() if p.name == named]
+            if match:
+                return match
+            notes.append(
+                f"mcp-host pod: the status names {named[:80]}, which the harness did not see "
+                "among the recipe's pods (its values are not recorded)"
+            )
+            return []
+        pods = sorted(seen.values(), key=lambda p: p.name)
+        if len(pods) > 1:
+            notes.append(
+                f"mcp-host pods: {len(pods)} pods of the recipe could have served the run "
+                "(all carried the configuration)"
+            )
+        return pods
+
+    def _exec_target(self, pods: list[PodValues]) -> tuple[str, str] | None:
+        """(pod, container) for the disk and quality checks: the pod that served the run
+        (when one pod did, and the profile's disk pod is the mcp-host: `disk.pod` with
+        the mcp-host's selector); None: the newest running pod of `disk.pod`."""
+        if len(pods) != 1 or self.profile.disk.pod.selector != self.profile.pods.mcp_host.selector:
+            return None
+        container = self.profile.disk.pod.container or self.profile.pods.mcp_host.container
+        if container is None:
+            return None
+        return pods[0].name, container
+
+    # -- the blocks (their counters are read after the stage: cluster/blocks.py) ------
+
+    def _block_begin(self, job: RunJob) -> None:
+        with self._block_lock:
+            if self.blocks and self.blocks[-1].config == job.config.name:
+                return
+            self.blocks.append(Block(job.config.name, time.time()))
+
+    def _block_add(
+        self, job: RunJob, persisted: int | None, reads: int | None, ended: float
+    ) -> None:
+        with self._block_lock:
+            if not self.blocks:
+                return
+            block = self.blocks[-1]
+            block.runs.append(job.run_id)
+            block.last_end = max(block.last_end, ended)
+            if persisted is None or reads is None:
+                block.complete = False
+            else:
+                block.persisted += persisted
+                block.reads += reads
 
     def _record(self, job: RunJob, started: str, **fields: Any) -> RunRecord:
         data: dict[str, Any] = {
@@ -280,7 +487,12 @@ class ClusterDriver:
         )
 
     def _follow(
-        self, job: RunJob, handle: RunHandle, cancel: threading.Event
+        self,
+        job: RunJob,
+        handle: RunHandle,
+        cancel: threading.Event,
+        target: tuple[str, str] | None,
+        watch: _Watch,
     ) -> tuple[str | None, dict[str, Any] | None, list[str], set[str], str]:
         """Poll to the end. (outcome or None = not observed, last status, notes, spill
         entries seen during the run, the output directory)."""
@@ -322,12 +534,14 @@ class ClusterDriver:
                     return None, status, notes, spill, self._output_dir(job, handle, status)
             now = time.monotonic()
             if now >= next_disk:
+                self._watch_pods(job, watch)
                 look = look_for_spill(
                     self.core,
                     self.profile.namespace,
                     self.profile.disk.pod,
                     self._output_dir(job, handle, status),
                     self.profile.disk.spill_name,
+                    target,
                 )
                 if look.entries is not None:
                     spill.update(look.entries)
@@ -358,7 +572,7 @@ class ClusterDriver:
         window_start: datetime,
         wall_s: float,
         notes: list[str],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], _Attribution]:
         f = self.profile.fields
         doc = status or {}
         out: dict[str, Any] = {
@@ -384,43 +598,89 @@ class ClusterDriver:
             )
         out["duration_s"] = duration
 
-        # The step's log lines: the run's own log endpoint, else the mcp-host pods.
+        # The log lines: only those that carry this run's id (ours or the platform's).
+        # The run's own log endpoint is this run's; its lines of another run are dropped.
+        logs = self.profile.logs
+        ours = [handle.run_id, handle.platform_run_id]
         ns = self.profile.namespace
-        step_lines: list[str] | None = None
+        endpoint: list[str] | None = None
         try:
-            step_lines = self.starter.logs(handle)
+            endpoint = self.starter.logs(handle)
         except StartError as exc:
             notes.append(f"logs: the run's log endpoint failed: {exc}")
-        mcp = pod_logs(self.core, ns, self.profile.pods.mcp_host, window_start)
+        mcp = pod_logs(
+            self.core,
+            ns,
+            self.profile.pods.mcp_host,
+            window_start,
+            self.profile.pods.mcp_host_selector(job.recipe),
+        )
         coord = pod_logs(self.core, ns, self.profile.pods.coordinator, window_start)
         notes += mcp.notes + coord.notes
-        if step_lines is None and mcp.ok:
-            mine = lines_containing(mcp.lines, handle.run_id) or lines_containing(
-                mcp.lines, handle.platform_run_id
+        mcp_split = _own_pod(mcp.by_pod, ours, logs.run_id)
+        coord_split = _own_pod(coord.by_pod, ours, logs.run_id)
+        step_lines: list[str] | None
+        if endpoint is not None:
+            own = attribute(endpoint, ours, logs.run_id)
+            step_lines = own.mine + own.unattributed
+            if own.foreign_lines:
+                notes.append(
+                    f"logs: {own.foreign_lines} line(s) of the run's log endpoint carry another "
+                    "run's id (not used)"
+                )
+        elif mcp.ok:
+            step_lines = mcp_split.mine
+            if not step_lines:
+                notes.append(
+                    "logs: no mcp-host log line of the run's window carries the run's id "
+                    "(fields from the logs not measured)"
+                )
+        else:
+            step_lines = None
+        foreign = mcp_split.foreign_ids | coord_split.foreign_ids
+        dropped = mcp_split.foreign_lines + coord_split.foreign_lines
+        if dropped:
+            notes.append(
+                f"logs: {dropped} line(s) of {len(foreign)} other run(s) in the window excluded"
             )
-            step_lines = mine or mcp.lines
-        parsed = parse_logs(step_lines or [], self.profile.logs)
+        unused = len(mcp_split.unattributed) + len(coord_split.unattributed)
+        if unused:
+            notes.append(f"logs: {unused} pod log line(s) without a run id not used for fields")
+        parsed = parse_logs(step_lines or [], logs)
         for key in ("iterations", "input_tokens", "output_tokens"):
             if out[key] is None and getattr(parsed, key) is not None:
                 out[key] = getattr(parsed, key)
                 notes.append(f"{key}: from the step's log lines")
         out["hit_iteration_limit"] = parsed.hit_iteration_limit
         if coord.ok:
-            mine = lines_containing(coord.lines, handle.run_id) or lines_containing(
-                coord.lines, handle.platform_run_id
-            )
-            out["status_report_bytes"] = parse_logs(
-                mine or coord.lines, self.profile.logs
-            ).status_report_bytes
+            out["status_report_bytes"] = parse_logs(coord_split.mine, logs).status_report_bytes
         if out["status_report_bytes"] is None:
             notes.append(
-                "status_report_bytes: no bodyBytes line from the coordinator in the run's window"
+                "status_report_bytes: no bodyBytes line from the coordinator carrying the "
+                "run's id in its window (not measured)"
+            )
+        persisted = reads = None
+        if not self._counts_from_prometheus and step_lines and parsed.llm_calls:
+            assert logs.spill_persisted is not None and logs.spill_read is not None
+            persisted = count_matching(step_lines, logs.spill_persisted)
+            reads = count_matching(step_lines, logs.spill_read)
+        elif not self._counts_from_prometheus:
+            notes.append(
+                "spillover_persisted, spillover_reads: the step's own log lines were not "
+                "seen (not measured)"
             )
 
-        # Criterion 5, logs: every pod line of the window, and the run's own log.
+        # Criterion 5, logs: the run's lines and the lines that carry no run id at all
+        # (a leak there cannot be put on another run); other runs' lines are excluded.
         fixture = self.fixtures.get(job.recipe, job.input.name)
         if mcp.ok or coord.ok or step_lines:
-            scanned = [*mcp.lines, *coord.lines, *(step_lines or [])]
+            scanned = [
+                *mcp_split.mine,
+                *mcp_split.unattributed,
+                *coord_split.mine,
+                *coord_split.unattributed,
+                *(step_lines or []),
+            ]
             leaks = scan_logs_for_canaries(scanned, self.fixtures.all_canaries())
             notes += [f"logs: {leak}" for leak in leaks[:MAX_NOTES_PER_CHECK]]
             if len(leaks) > MAX_NOTES_PER_CHECK:
@@ -432,10 +692,15 @@ class ClusterDriver:
             )
         else:
             notes.append("logs_clean: no log could be read (not checked)")
-        return out
+        return out, _Attribution(persisted, reads, foreign)
 
     def _disk_after(
-        self, job: RunJob, directory: str, during: set[str], notes: list[str]
+        self,
+        job: RunJob,
+        directory: str,
+        during: set[str],
+        notes: list[str],
+        target: tuple[str, str] | None,
     ) -> bool | None:
         look = look_for_spill(
             self.core,
@@ -443,6 +708,7 @@ class ClusterDriver:
             self.profile.disk.pod,
             directory,
             self.profile.disk.spill_name,
+            target,
         )
         if look.entries is None:
             notes.append(f"after the run: {look.note}")
@@ -467,6 +733,7 @@ class ClusterDriver:
         status: dict[str, Any] | None,
         directory: str,
         notes: list[str],
+        target: tuple[str, str] | None,
     ) -> bool | None:
         if outcome == "aborted":
             return None
@@ -480,6 +747,7 @@ class ClusterDriver:
                 self.profile.disk.pod,
                 directory,
                 self.profile.disk.output_files,
+                target,
             )
             if note:
                 notes.append(note)

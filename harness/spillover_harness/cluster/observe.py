@@ -1,5 +1,6 @@
 """What the harness reads from the pods: logs for a run's window, `.spill` entries and
-output files by exec, the mcp-host image and environment.
+output files by exec (in the pod that served the run), the mcp-host image. The values
+in effect on the mcp-host pods are read by `recipe_pods`.
 
 Every function returns data plus notes and never raises for a failure to observe
 (the field becomes null with a note). Notes name pods, paths and counts, never a
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -59,20 +61,29 @@ def _container(pod: Any, wanted: str | None) -> str:
 class PodLogs:
     lines: list[str] = field(default_factory=list)
     pods: list[str] = field(default_factory=list)
+    by_pod: dict[str, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ok: bool = False  # at least one pod's log was read
 
 
-def pod_logs(core: client.CoreV1Api, namespace: str, pods: PodSelector, since: datetime) -> PodLogs:
-    """The logs since `since` of every running pod the selector matches."""
+def pod_logs(
+    core: client.CoreV1Api,
+    namespace: str,
+    pods: PodSelector,
+    since: datetime,
+    selector: str | None = None,
+) -> PodLogs:
+    """The logs since `since` of every running pod the selector (`selector`, else the
+    PodSelector's) matches."""
     out = PodLogs()
+    sel = selector or pods.selector
     try:
-        found = running_pods(core, namespace, pods.selector)
+        found = running_pods(core, namespace, sel)
     except Exception as exc:
-        out.notes.append(f"logs: cannot list pods {pods.selector!r}: {_short(exc)}")
+        out.notes.append(f"logs: cannot list pods {sel!r}: {_short(exc)}")
         return out
     if not found:
-        out.notes.append(f"logs: no running pod matches {pods.selector!r} in {namespace}")
+        out.notes.append(f"logs: no running pod matches {sel!r} in {namespace}")
         return out
     seconds = max(1, math.ceil((datetime.now(UTC) - since).total_seconds()) + 1)
     for pod in found:
@@ -91,8 +102,25 @@ def pod_logs(core: client.CoreV1Api, namespace: str, pods: PodSelector, since: d
             continue
         out.ok = True
         out.pods.append(name)
-        out.lines.extend(text.splitlines())
+        out.by_pod[name] = text.splitlines()
+        out.lines.extend(out.by_pod[name])
     return out
+
+
+_EXEC = threading.local()
+
+
+def _exec_api(core: client.CoreV1Api) -> client.CoreV1Api:
+    """A CoreV1Api on an ApiClient of this thread's own for exec: `stream()` swaps the
+    ApiClient's request method for a websocket while it runs, so a shared ApiClient
+    would send another thread's ordinary calls (a policy patch) down that path."""
+    config = core.api_client.configuration
+    cached = getattr(_EXEC, "api", None)
+    if cached is None or cached[0] is not config:
+        cached = (config, client.CoreV1Api(client.ApiClient(config)))
+        _EXEC.api = cached
+    api: client.CoreV1Api = cached[1]
+    return api
 
 
 class ExecFailed(RuntimeError):
@@ -106,7 +134,7 @@ def exec_sh(
     when the API server or the kubelet reports a failure on the exec's error channel:
     without that check a refused exec would look like empty output)."""
     ws: Any = stream(
-        core.connect_get_namespaced_pod_exec,
+        _exec_api(core).connect_get_namespaced_pod_exec,
         pod,
         namespace,
         container=container,
@@ -161,10 +189,20 @@ def pick_pod(core: client.CoreV1Api, namespace: str, pods: PodSelector) -> tuple
     return str(found[0].metadata.name), _container(found[0], pods.container)
 
 
+Where = tuple[str, str] | None
+"""(pod, container) to exec into: the pod that served the run. None: the newest
+running pod the PodSelector matches."""
+
+
 def look_for_spill(
-    core: client.CoreV1Api, namespace: str, pods: PodSelector, directory: str, spill_name: str
+    core: client.CoreV1Api,
+    namespace: str,
+    pods: PodSelector,
+    directory: str,
+    spill_name: str,
+    target: Where = None,
 ) -> DiskLook:
-    where = pick_pod(core, namespace, pods)
+    where = target or pick_pod(core, namespace, pods)
     if isinstance(where, str):
         return DiskLook(None, note=f"disk: {where}")
     pod, container = where
@@ -185,10 +223,15 @@ _CAT_FIRST = (
 
 
 def read_output(
-    core: client.CoreV1Api, namespace: str, pods: PodSelector, directory: str, files: list[str]
+    core: client.CoreV1Api,
+    namespace: str,
+    pods: PodSelector,
+    directory: str,
+    files: list[str],
+    target: Where = None,
 ) -> tuple[str | None, str | None]:
     """(the first output file that exists, note). Its text is only judged, never kept."""
-    where = pick_pod(core, namespace, pods)
+    where = target or pick_pod(core, namespace, pods)
     if isinstance(where, str):
         return None, f"quality: {where}"
     pod, container = where
@@ -207,14 +250,6 @@ def mcp_host_image(core: client.CoreV1Api, namespace: str, pods: PodSelector) ->
             if (pods.container is None or status.name == pods.container) and status.image_id:
                 return str(status.image_id)
     return None
-
-
-def pod_env(pod: Any, container: str | None) -> dict[str, str]:
-    """Literal env values of a pod's container (valueFrom entries are left out)."""
-    for c in pod.spec.containers:
-        if container is None or c.name == container:
-            return {e.name: e.value for e in (c.env or []) if e.value is not None}
-    return {}
 
 
 def quote(args: list[str]) -> str:

@@ -1,8 +1,11 @@
 """A whole cluster stage: preflight, the Stage 1 gate, the matrix in configuration
 blocks through the operator, the policy restored, the report.
 
-- Stage `minikube` runs the preflight first (a failure stops it), then records the
-  mcp-host version it validates (the profile's `mcp_host_version`, else the
+- Stage `minikube` runs the platform's own T2 lane first when the profile names it
+  (`stage1_lane`: its verdict and exact head go into `stage.json` as `driver.t2` and
+  into the report; a failure stops it), then the preflight (a failure stops it),
+  then records the mcp-host version it validates (`cluster/version.py`: the
+  profile's `mcp_host_version`, else its `mcp_host_version_source`, else the
   `imageID` of a running mcp-host pod) in `stage.json` (`driver.mcp_host_version`)
   and in the report.
 - Stage `dev` starts only when the Stage 1 results directory holds an ACCEPTED
@@ -20,22 +23,25 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 from kubernetes import client
 
+from spillover_harness.atomic_file import atomic_write_bytes
+from spillover_harness.cluster.blocks import check_blocks
 from spillover_harness.cluster.configs import PolicyApplier, PolicyGuard
 from spillover_harness.cluster.driver import ClusterDriver
 from spillover_harness.cluster.kubeconn import ClusterStageError, Target, connect_profile
-from spillover_harness.cluster.observe import mcp_host_image
 from spillover_harness.cluster.plan import block_order
+from spillover_harness.cluster.platform_lane import LaneResult, run_lane
 from spillover_harness.cluster.preflight import PreflightResult, run_preflight
 from spillover_harness.cluster.starters import make_starter
+from spillover_harness.cluster.version import read_version
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
+from spillover_harness.records import RunRecord, read_records
 from spillover_harness.runner import StageOptions, StageResult, run_stage
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
@@ -52,19 +58,8 @@ class Stage1GateError(ClusterStageError):
 
 
 def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
-    if profile.mcp_host_version:
-        return profile.mcp_host_version
-    try:
-        image = mcp_host_image(core, profile.namespace, profile.pods.mcp_host)
-    except Exception as exc:
-        raise ClusterStageError(f"cannot read the mcp-host pods: {type(exc).__name__}") from None
-    if image is None:
-        raise ClusterStageError(
-            f"no running mcp-host pod ({profile.pods.mcp_host.selector}) reports an imageID in "
-            f"namespace {profile.namespace}, so the stage cannot record the version it validates; "
-            "start one, or set mcp_host_version in the profile"
-        )
-    return image
+    """The version the stage validates (`cluster/version.py`)."""
+    return read_version(profile, core)
 
 
 def stage1_decided(verdict: Mapping[str, object], matrix: Matrix) -> bool:
@@ -143,6 +138,8 @@ class ClusterStageOptions:
     apply_timeout_s: float = 600.0
     matrix_source: str = "<default>"  # how the matrix was given (recorded in stage.json)
     resume_hint: str | None = None  # the command that resumes this stage, for messages
+    # runs of one configuration at once (off by default: 1); never two configurations
+    concurrency: int = 1
 
 
 def run_cluster(
@@ -151,6 +148,9 @@ def run_cluster(
     """Raises ClusterStageError (PreflightFailed, Stage1GateError, ConfigApplyError...)
     or the runner's ResultsDirError / StageAbort."""
     profile, target, matrix, stage = options.profile, options.target, options.matrix, options.stage
+    lane: LaneResult | None = None
+    if stage == "minikube" and profile.stage1_lane is not None:
+        lane = run_lane(profile.stage1_lane, log)  # LaneFailed stops the stage
     if stage == "minikube" and not options.skip_preflight:
         pre = run_preflight(profile, target, stage, matrix, options.fixtures)
         log(pre.render())
@@ -160,6 +160,13 @@ def run_cluster(
     core = client.CoreV1Api(cluster.api_client)
     version = mcp_host_version(profile, core)
     notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
+    if lane is not None:
+        notes.append(lane.line())
+    if options.concurrency > 1:
+        notes.append(
+            f"runs of one configuration ran {options.concurrency} at a time (--concurrency): "
+            "durations were measured under concurrency, and no per-run counter delta is used"
+        )
     if stage == "dev":
         notes.append(_stage1_gate(options, version, log))
     applier = PolicyApplier(cluster, profile, timeout_s=options.apply_timeout_s, log=log)
@@ -178,22 +185,50 @@ def run_cluster(
         with guard:
             stage_options = StageOptions(
                 resume=options.resume,
-                concurrency=1,
+                concurrency=options.concurrency,
                 progress=options.progress,
                 driver_identity={
                     "kind": "cluster",
                     "profile": profile.name,
                     "mcp_host_version": version,
+                    **({"t2": lane.identity()} if lane is not None else {}),
                 },
                 matrix_source=options.matrix_source,
                 resume_hint=options.resume_hint,
-                order=partial(block_order, config_names=[c.name for c in matrix.configurations]),
+                order=lambda jobs: driver.set_plan(
+                    block_order(jobs, config_names=[c.name for c in matrix.configurations])
+                ),
             )
             result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
+            checks = check_blocks(driver.prometheus, driver.blocks)
+            notes += [f"counters, {line}" for line in checks.lines]
+            if checks.problems:
+                result.records = mark_inconsistent(result.records_path, checks.problems)
     finally:
         starter.close()
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
     return ClusterStageOutcome(result, version, notes, guard.restored, override)
+
+
+def mark_inconsistent(path: Path, problems: Mapping[str, list[str]]) -> list[RunRecord]:
+    """The stage's records with the block checks' problems added to the runs named
+    (`consistency_ok: false` and a `consistency:` note each), written back in one
+    atomic replace (the stage has ended: nothing appends any more)."""
+    records = read_records(path)
+    updated = [
+        r.model_copy(
+            update={
+                "consistency_ok": False,
+                "notes": [*r.notes, *(f"consistency: {p}" for p in problems[r.run_id])],
+            }
+        )
+        if r.run_id in problems
+        else r
+        for r in records
+    ]
+    text = "".join(json.dumps(r.to_json()) + "\n" for r in updated)
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return updated
 
 
 def _stage1_gate(options: ClusterStageOptions, version: str, log: Callable[[str], None]) -> str:

@@ -115,3 +115,42 @@ def find_canaries(lines: Iterable[str], canaries: Iterable[str]) -> list[str]:
             if canary not in found and canary in line:
                 found.add(canary)
     return sorted(found)
+
+
+@dataclass(frozen=True)
+class Attributed:
+    """A shared log cut by run: the lines that carry one of our ids, the lines that
+    carry no run id at all, and the other runs' ids (their lines are dropped)."""
+
+    mine: list[str]
+    unattributed: list[str]
+    foreign_ids: frozenset[str]
+    foreign_lines: int
+
+
+def attribute(lines: Iterable[str], ours: Iterable[str], run_id_pattern: str) -> Attributed:
+    """Split `lines` by the run id each carries (`run_id_pattern`, group `run_id`); a
+    line that names one of `ours` anywhere is ours even when its id field says more."""
+    wanted = [o for o in ours if o]
+    pattern = _re(run_id_pattern)
+    mine: list[str] = []
+    loose: list[str] = []
+    foreign: set[str] = set()
+    foreign_lines = 0
+    for line in lines:
+        if any(o in line for o in wanted):
+            mine.append(line)
+            continue
+        ids = {m.group("run_id") for m in pattern.finditer(line)}
+        if not ids:
+            loose.append(line)
+        else:
+            foreign |= ids
+            foreign_lines += 1
+    return Attributed(mine, loose, frozenset(foreign), foreign_lines)
+
+
+def count_matching(lines: Iterable[str], pattern: str) -> int:
+    """How many lines match `pattern` (one stored result or one read-back per line)."""
+    compiled = _re(pattern)
+    return sum(1 for line in lines if compiled.search(line))

@@ -403,8 +403,14 @@ class PrometheusCollector:
         return result.persisted, result.reads, list(result.notes)
 
     def end_run_detail(
-        self, run_finished_at: float | datetime, start: RunStart | None = None
+        self,
+        run_finished_at: float | datetime,
+        start: RunStart | None = None,
+        *,
+        intervals: float = 2.0,
     ) -> RunCounters:
+        """`intervals`: how many scrape intervals past the end the end snapshot waits
+        for (2 per run; a block's check takes the first scrape after its end + 1 s)."""
         if start is None:
             with self._lock:
                 start = self._last_start
@@ -419,17 +425,17 @@ class PrometheusCollector:
             result = RunCounters(None, None, [start.note or "prometheus: no start snapshot"])
         else:
             try:
-                result = self._end(start.snapshot, finished)
+                result = self._end(start.snapshot, finished, intervals)
             except Exception as exc:  # never crash a stage over a metrics source
                 result = RunCounters(None, None, [self._unreachable(exc)])
         with self._lock:
             self.last_result = result
         return result
 
-    def _end(self, before: CounterSnapshot, finished: float) -> RunCounters:
+    def _end(self, before: CounterSnapshot, finished: float, intervals: float = 2.0) -> RunCounters:
         notes: list[str] = []
         with self.connect() as prom:
-            deadline = self._wait_for_scrapes(prom, finished, notes)
+            deadline = self._wait_for_scrapes(prom, finished, notes, intervals)
             after = snapshot(prom, self.selectors)
         down = sorted(format_labels(t) for t, up in after.up.items() if up != 1)
         if after.up and len(down) == len(after.up):
@@ -461,7 +467,7 @@ class PrometheusCollector:
         )
 
     def _wait_for_scrapes(
-        self, prom: PrometheusConnect, finished: float, notes: list[str]
+        self, prom: PrometheusConnect, finished: float, notes: list[str], intervals: float = 2.0
     ) -> float:
         """Block until every matched target has a scrape newer than the run's end + 2
         intervals (in Prometheus' clock); return that deadline."""
@@ -470,7 +476,7 @@ class PrometheusCollector:
         prom_now = prometheus_time(prom)
         local_after = self._clock()
         skew = prom_now - (local_before + local_after) / 2
-        deadline = finished + skew + 2 * interval
+        deadline = finished + skew + (intervals * interval if intervals else 1.0)
         give_up = deadline + self.max_extra_wait_s
         step = max(min(interval / 4, 1.0), 0.02)
         while True:
@@ -499,3 +505,27 @@ class PrometheusCollector:
                     )
                     return deadline
             self._sleep(step)
+
+
+def sum_by_name(
+    prom: PrometheusConnect, names: tuple[str, ...], selectors: str
+) -> dict[str, float]:
+    """Each metric of `names` summed over its matched series (0.0: no series)."""
+    result = _vector(prom, _selector(f'__name__=~"{"|".join(names)}"', selectors))
+    out = dict.fromkeys(names, 0.0)
+    for sample in result:
+        name = sample["metric"].get("__name__")
+        if name in out:
+            out[name] += float(sample["value"][1])
+    return out
+
+
+def read_sums(
+    collector: PrometheusCollector, names: tuple[str, ...]
+) -> tuple[dict[str, float] | None, str | None]:
+    """`sum_by_name` through the collector's connection: (sums, None) or (None, why)."""
+    try:
+        with collector.connect() as prom:
+            return sum_by_name(prom, names, collector.selectors), None
+    except Exception as exc:  # never crash a stage over a metrics source
+        return None, collector._unreachable(exc)

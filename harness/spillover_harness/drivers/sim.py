@@ -15,7 +15,8 @@ The inputs are one FixtureSet for the whole driver (the same inputs for every
 run, as on a real platform): the one given, else `build_fixtures(fixture_seed)`,
 else the fixtures of the default matrix's seed (what `spillover-harness fixtures
 export` writes by default). `job.seed` (the runner derives it from the cell and
-the repetition, not the configuration) seeds the scripted agent. A run is
+the repetition, not the configuration) seeds the scripted agent; `model` (the
+matrix's `sim_model:`, docs/simulator.md §1.5) says how it reads and its limits. A run is
 deterministic for (fixtures, job.seed, config env, recipe, input, repetition),
 apart from its timestamps.
 """
@@ -32,7 +33,9 @@ from spillover_harness.checks import find_spill_entries, judge_output, scan_logs
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.records import RunRecord, now_rfc3339
+from spillover_harness.sim.handoff import HandoffSettings
 from spillover_harness.sim.metrics import SpilloverMetrics
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
 
 __all__ = ["SimDriver", "SimFaults"]
@@ -52,9 +55,11 @@ class SimDriver:
         fixture_seed: int | None = None,
         limits: StepLimits | None = None,
         metrics: SpilloverMetrics | None = None,
+        model: SimModel | None = None,
     ) -> None:
         self.faults = faults
-        self.limits = limits if limits is not None else StepLimits()
+        self.model = model if model is not None else SimModel()
+        self.limits = limits if limits is not None else StepLimits.from_model(self.model)
         self.metrics = metrics if metrics is not None else SpilloverMetrics()
         self._fixtures = fixtures
         self._fixture_seed = fixture_seed
@@ -127,6 +132,8 @@ class SimDriver:
                 cancel=cancel,
                 log_stream=stream,
                 on_iteration=check_disk,
+                model=self.model,
+                handoff=_handoff(job),
             )
         (run_dir / "status-report.json").write_bytes(run.status_report)
 
@@ -144,9 +151,15 @@ class SimDriver:
             notes.append(f"logs: {len(leaks) - MAX_NOTES_PER_CHECK} more lines with canaries")
         notes += run.notes
         quality = None if run.outcome == "aborted" else judge_output(run.output_text, fixture)
+        if run.cache_evictions or run.cache_ref_misses:
+            notes.append(
+                f"handoff cache: {run.cache_evictions} evictions, {run.cache_ref_misses} ref misses"
+            )
         return self._record(
             job,
             started,
+            cache_evictions=run.cache_evictions,
+            cache_ref_misses=run.cache_ref_misses,
             outcome=run.outcome,
             hit_iteration_limit=run.hit_iteration_limit,
             iterations=run.iterations,
@@ -161,3 +174,11 @@ class SimDriver:
             logs_clean=not leaks,
             notes=notes,
         )
+
+
+def _handoff(job: RunJob) -> HandoffSettings | None:
+    """The handoff cache's settings of a `strategy: handoff` configuration, else None."""
+    spec = job.config.handoff
+    if job.config.strategy != "handoff" or spec is None:
+        return None
+    return HandoffSettings(spec.threshold_tokens, spec.max_entries, spec.preview_chars)

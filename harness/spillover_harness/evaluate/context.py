@@ -35,6 +35,7 @@ class CellData:
         "harness_errors",
         "hit_null_ids",
         "hits",
+        "inconsistent",
         "iterations",
         "leak_ids",
         "leak_unknown_ids",
@@ -73,9 +74,16 @@ class CellData:
         self.clean = 0
         self.leak_ids: list[str] = []
         self.leak_unknown_ids: list[str] = []
+        # (run id, why) of the runs whose consistency check broke (consistency_ok false)
+        self.inconsistent: list[tuple[str, str]] = []
 
     def add(self, r: RunRecord) -> None:
         self.runs += 1
+        if r.consistency_ok is False:
+            why = "; ".join(
+                n.removeprefix("consistency: ") for n in r.notes if n.startswith("consistency:")
+            )
+            self.inconsistent.append((r.run_id, why or "consistency check failed"))
         outcome = r.outcome
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if outcome == "harness_error":
@@ -142,6 +150,7 @@ class CellData:
             out.clean += d.clean
             out.leak_ids.extend(d.leak_ids)
             out.leak_unknown_ids.extend(d.leak_unknown_ids)
+            out.inconsistent.extend(d.inconsistent)
         return out
 
 

@@ -18,6 +18,7 @@ from spillover_harness.evaluate.criteria import ALL_CRITERIA
 from spillover_harness.evaluate.schema import (
     DECISION_INCONCLUSIVE,
     FAIL,
+    INCONCLUSIVE,
     PASS,
     ConfigVerdict,
     RunsNeeded,
@@ -57,6 +58,18 @@ def merge_needs(needs: Sequence[RunsNeeded]) -> tuple[RunsNeeded, ...]:
     return tuple(merged.values())
 
 
+def inconsistent_runs(ctx: Context, config: str) -> tuple[str, ...]:
+    """ "run id: why" of the runs of `config` and of the baseline whose consistency
+    check broke (the platform did not do what the configuration says)."""
+    names = [config] if config == ctx.baseline else [config, ctx.baseline]
+    return tuple(
+        f"{run_id}: {why}"
+        for name in names
+        for r, i, _ in ctx.cells
+        for run_id, why in ctx.get(name, r, i).inconsistent
+    )
+
+
 def judge_config(ctx: Context, config: str) -> ConfigVerdict:
     criteria = {c.key: c.judge(ctx, config) for c in ALL_CRITERIA}
     verdict = combine([c.status for c in criteria.values()])
@@ -65,6 +78,16 @@ def judge_config(ctx: Context, config: str) -> ConfigVerdict:
     else:
         bad = [c for c in criteria.values() if c.status == verdict]
         reason = "; ".join(f"{c.key}: {c.reason}" for c in bad)
+    broken = inconsistent_runs(ctx, config)
+    if broken:
+        # The runs may not be of the configuration they claim: it cannot pass.
+        shown = "; ".join(broken[:5]) + ("; ..." if len(broken) > 5 else "")
+        said = f"consistency: {len(broken)} run(s) show the platform not doing what the "
+        said += f"configuration says ({shown})"
+        if verdict != FAIL:
+            verdict, reason = INCONCLUSIVE, said
+        else:
+            reason = f"{reason}; {said}"
     runs = sum(ctx.get(config, r, i).runs for r, i, _ in ctx.cells)
     errors = sum(ctx.get(config, r, i).harness_errors for r, i, _ in ctx.cells)
     needs = merge_needs([n for c in criteria.values() for n in c.runs_needed])
@@ -76,6 +99,7 @@ def judge_config(ctx: Context, config: str) -> ConfigVerdict:
         runs=runs,
         harness_errors=errors,
         runs_needed=needs,
+        consistency=broken,
     )
 
 

@@ -145,6 +145,9 @@ class ConfigVerdict(_Schema):
     runs: int = Field(exclude=True)  # records of this configuration in the matrix's cells
     harness_errors: int = Field(exclude=True)
     runs_needed: tuple[RunsNeeded, ...] = Field(exclude=True)
+    # "run id: why" of the runs (this configuration's and the baseline's) whose
+    # consistency check broke: the configuration cannot pass (checks/consistency.py)
+    consistency: tuple[str, ...] = Field(default=(), exclude=True)
 
 
 class CellSummary(_Schema):

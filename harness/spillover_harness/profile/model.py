@@ -6,6 +6,7 @@ assumption behind them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -36,12 +37,15 @@ __all__ = [
     "LogPatterns",
     "OperatorLocation",
     "OutcomeSource",
+    "PlatformCommand",
     "PlatformOutcome",
     "PodSelector",
     "Pods",
     "Profile",
     "PrometheusSource",
     "RunMode",
+    "Stage1Lane",
+    "VersionSource",
     "Wrc",
 ]
 
@@ -230,6 +234,8 @@ class FieldSources(_Strict):
     # RFC 3339 timestamps, used when no duration is given
     started_at: JsonPathStr | None = None
     finished_at: JsonPathStr | None = None
+    # the name of the mcp-host pod that served the run, when the platform says it
+    mcp_host_pod: JsonPathStr | None = None
     # the step's final output (review or summary) for the quality judges; when null
     # or absent, the harness reads `disk.output_files` in the run's output directory
     output_text: JsonPathStr | None = None
@@ -258,6 +264,16 @@ class LogPatterns(_Strict):
     )
     max_iterations: str = r"Step reached max iterations"
     body_bytes: str = rf"\bbodyBytes{_NUM}(?P<body_bytes>\d+)"
+    # Lines that count one stored result / one read-back each (the mcp-host's messages).
+    # None: the logs do not carry them, and the Prometheus counters give the counts
+    # (only for a run no other run of the recipe overlapped: docs/harness.md).
+    spill_persisted: str | None = r"spillover result persisted"
+    spill_read: str | None = r"spillover read\b"
+    # The run id a line carries (group `run_id`): lines of other runs are told apart
+    # from unattributed ones, and another run in our window means an overlap.
+    run_id: str = (
+        r"""\b(?:runId|run_id)["']?\s*[:=]\s*["']?(?P<run_id>[A-Za-z0-9][A-Za-z0-9._-]*)"""
+    )
     # The `iteration` field counts from 1 (the first LLM call is iteration 1); with 0,
     # iterations used = max iteration + 1.
     iteration_base: Literal[0, 1] = 1
@@ -287,6 +303,21 @@ class LogPatterns(_Strict):
     def _body(cls, v: str) -> str:
         return compile_pattern(v, ("body_bytes",))
 
+    @field_validator("spill_persisted", "spill_read")
+    @classmethod
+    def _spill(cls, v: str | None) -> str | None:
+        return None if v is None else compile_pattern(v, ())
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, v: str) -> str:
+        return compile_pattern(v, ("run_id",))
+
+
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
 
 class PodSelector(_Strict):
     selector: LabelSelector
@@ -300,9 +331,29 @@ class Pods(_Strict):
     coordinator: PodSelector = PodSelector(
         selector="app.kubernetes.io/name=workflow-coordinator", container=None
     )
-    # The platform creates an mcp-host pod per run: then the first run after a
-    # configuration change also checks that pod's environment.
+    # A label whose value is the recipe's name on its mcp-host pods: the pods of a
+    # recipe are then `mcp_host.selector` + `<recipe_label>=<recipe>`. None: every pod
+    # the selector matches serves every recipe.
+    recipe_label: str | None = None
+    # How long the stage waits for every mcp-host pod of a recipe to carry the
+    # configuration (the operator's refresh, the WRC's rollout) before it stops.
+    current_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    # Kept so that older profiles load: the pods are always checked now (before each
+    # configuration's first run and after every run), whatever this says.
     mcp_host_per_run: bool = False
+
+    @field_validator("recipe_label")
+    @classmethod
+    def _label_key(cls, v: str | None) -> str | None:
+        if v is not None and not _LABEL_KEY.match(v):
+            raise ValueError(f"not a valid label key: {v!r}")
+        return v
+
+    def mcp_host_selector(self, recipe: str) -> str:
+        """The selector of the mcp-host pods that serve `recipe`."""
+        if self.recipe_label is None:
+            return self.mcp_host.selector
+        return f"{self.mcp_host.selector},{self.recipe_label}={recipe}"
 
 
 class PrometheusSource(_Strict):
@@ -357,6 +408,48 @@ class OperatorLocation(_Strict):
     selector: LabelSelector = "app.kubernetes.io/name=spillover-operator"
 
 
+class PlatformCommand(_Strict):
+    """One of the platform's own commands (argv, no shell), run in `Stage1Lane.workdir`."""
+
+    name: str = Field(min_length=1)
+    argv: list[str] = Field(min_length=1)
+    timeout_s: float = Field(default=3600.0, gt=0, le=24 * 3600)
+
+
+class Stage1Lane(_Strict):
+    """The platform's own T2 lane (e.g. `make minikube-t2-preflight`, `make minikube-t2`),
+    run first by stage `minikube`; its verdict and the exact head of `workdir` (git
+    HEAD) go into stage.json and the report. Any command failing stops the stage."""
+
+    workdir: str | None = None  # the platform's checkout (None: the current directory)
+    commands: list[PlatformCommand] = Field(min_length=1)
+
+
+class VersionSource(_Strict):
+    """Where the mcp-host version that gates Stage 2 comes from, so that a
+    Minikube-built image and the registry image of the same commit match:
+
+    - `image_digest`: the `sha256:...` digest of the mcp-host container's imageID
+      (the registry part left out);
+    - `pod_label` / `pod_annotation`: that label or annotation (`key`) of the newest
+      live mcp-host pod, e.g. the commit the image was built from;
+    - `endpoint`: GET `url`; the body (or the string at `json_path` in it).
+    """
+
+    kind: Literal["image_digest", "pod_label", "pod_annotation", "endpoint"] = "image_digest"
+    key: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    json_path: JsonPathStr | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> VersionSource:
+        if self.kind in ("pod_label", "pod_annotation") and not self.key:
+            raise ValueError(f"kind {self.kind} needs `key` (the label or annotation)")
+        if self.kind == "endpoint" and not self.url:
+            raise ValueError("kind endpoint needs `url`")
+        return self
+
+
 class Profile(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -374,6 +467,10 @@ class Profile(_Strict):
     operator: OperatorLocation = OperatorLocation()
     # The mcp-host version Stage 1 records; null = the imageID of a running mcp-host pod.
     mcp_host_version: str | None = None
+    # Where the version comes from when mcp_host_version is null (default: the imageID).
+    mcp_host_version_source: VersionSource | None = None
+    # Stage minikube: the platform's own T2 preflight/lane commands, run first.
+    stage1_lane: Stage1Lane | None = None
     # A kubectl binary for port-forward (run.access: port-forward).
     kubectl: str = "kubectl"
 

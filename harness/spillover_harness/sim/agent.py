@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from collections.abc import Generator
@@ -23,20 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillover_harness.fixtures import CODE_REVIEW, SUMMARIZE
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.store import READ_TOOL
 
-# A spilled result the agent wants whole is read whole up to this size; above it,
-# the code reviewer reads only windows around the change's hunks.
-FULL_READ_LIMIT = 64 * 1024
-WINDOW_BEFORE = 2 * 1024
-WINDOW_AFTER = 6 * 1024
-WIDE_WINDOW = 24 * 1024
-# A summarizer that only saw a summary stops reading early in this share of runs,
-# once it has read half of the document ("head, middle and tail seen").
-LAZY_READER_P = 0.2
-LAZY_READ_FRACTION = 0.5
 
-
+# How much the agent reads at once, its windows and how often it reads lazily are the
+# parameters of `sim/model.py` (today's values are its defaults).
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -91,6 +84,39 @@ def parse_content(content: str) -> dict[str, Any] | Spilled:
     return value
 
 
+@dataclass(frozen=True)
+class Stashed:
+    """A result the handoff cache kept out (docs/simulator.md §8): ask for extractions."""
+
+    result_id: str
+    size: int
+    structure: str
+    preview: str
+    query_tool: str
+
+
+def parse_stashed(content: str) -> Stashed | None:
+    """The handoff placeholder in a tool message, or None (anything else)."""
+    try:
+        value = json.loads(content)
+    except json.JSONDecodeError:
+        return None
+    info = value.get("handoff") if isinstance(value, dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("resultId"), str):
+        return None
+    return Stashed(
+        result_id=info["resultId"],
+        size=int(info.get("sizeBytes", 0)),
+        structure=str(info.get("structure", "")),
+        preview=str(info.get("preview", "")),
+        query_tool=str(info.get("queryWith", "")),
+    )
+
+
+def _evicted(answer: dict[str, Any]) -> bool:
+    return "evicted" in str(answer.get("error", ""))
+
+
 _ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
@@ -121,7 +147,8 @@ _FILLERS = (
 
 
 class _Ctx:
-    def __init__(self, seed: str) -> None:
+    def __init__(self, seed: str, model: SimModel) -> None:
+        self.model = model
         self.plan = _derive(seed, "plan")
         self._ids = _derive(seed, "ids")
         self._talk = _derive(seed, "talk")
@@ -176,8 +203,40 @@ class _Ctx:
                 fragments.append(unescape_fragment(str(r["data"])))
         return fragments
 
-    def resolve_object(self, content: str, why: str) -> _Reads:
-        """The result as an object, reading it back whole when it was spilled."""
+    def query(self, s: Stashed, requests: list[dict[str, Any]], why: str) -> _Reads:
+        """Ask the handoff cache for extractions (parallel calls); returns the answers."""
+        calls = tuple(self.call(s.query_tool, resultId=s.result_id, **r) for r in requests)
+        results = yield Turn(self.say(why), calls)
+        answers: list[dict[str, Any]] = []
+        for content in results:
+            r = parse_content(content)
+            answers.append(r if isinstance(r, dict) else {"error": "unexpected answer"})
+        return answers
+
+    def recall(self, tool: str, why: str, **arguments: Any) -> _Reads:
+        """Call a tool again (its cached result was evicted); returns the new content."""
+        results = yield Turn(self.say(why), (self.call(tool, **arguments),))
+        return results[0]
+
+    def resolve_object(
+        self, content: str, why: str, again: tuple[str, dict[str, Any]] | None = None
+    ) -> _Reads:
+        """The result as an object, reading it back whole when it was spilled, or asking
+        the handoff cache for it whole (calling the tool `again` once on a ref miss)."""
+        stashed = parse_stashed(content)
+        if stashed is not None:
+            answers = yield from self.query(stashed, [{}], why)
+            answer = answers[0]
+            if "value" in answer:
+                value = answer["value"]
+                return value if isinstance(value, dict) else {"value": value}
+            if again is not None and _evicted(answer):
+                fresh = yield from self.recall(
+                    again[0], "That result was evicted from the cache; asking again.", **again[1]
+                )
+                result = yield from self.resolve_object(fresh, why)
+                return result
+            return {"error": "could not extract the handed-off result"}
         view = parse_content(content)
         if not isinstance(view, Spilled):
             return view
@@ -311,15 +370,85 @@ def _hunk_windows(
     return _merge(windows)
 
 
-def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk]) -> _Reads:
+def _line_spans(hunks: list[Hunk], before: int, after: int) -> list[tuple[int, int]]:
+    spans = [(max(1, h.new_start - before), h.new_start + h.new_len - 1 + after) for h in hunks]
+    return _merge(spans)
+
+
+def _stashed_file_text(
+    ctx: _Ctx, path: str, s: Stashed, hunks: list[Hunk], again: bool = True
+) -> _Reads:
+    """A handed-off file: ask for the whole text when small, else the lines around each
+    hunk (exact line numbers: the cache extracts by line). On a ref miss, read it again."""
+    model = ctx.model
+    lines = _LINES.search(s.structure)
+    if lines is None or s.size <= model.full_read_limit or not hunks:
+        answers = yield from ctx.query(
+            s, [{"field": "content"}], f"{path} was handed off; asking for its text."
+        )
+        spans: list[tuple[int, int]] = []
+    else:
+        total = int(lines.group(2))
+        per_line = max(1.0, int(lines.group(1)) / total)
+        spans = _line_spans(
+            hunks,
+            math.ceil(model.window_before / per_line),
+            math.ceil(model.window_after / per_line),
+        )
+        answers = yield from ctx.query(
+            s,
+            [{"field": "content", "lines": [a, b]} for a, b in spans],
+            f"{path} is large; asking for the lines around each hunk of the diff.",
+        )
+    if any(_evicted(a) for a in answers) and again:
+        fresh = yield from ctx.recall(
+            "read_file", f"{path} was evicted; reading it again.", path=path
+        )
+        result = yield from _file_text(ctx, path, fresh, hunks, again=False)
+        return result
+    if not spans:
+        if not answers or "value" not in answers[0]:
+            return s.preview, False
+        return str(answers[0]["value"]), True
+    total = int(lines.group(2)) if lines else 0
+    placed = [""] * total
+    for answer in answers:
+        if "text" in answer:
+            for offset, line in enumerate(str(answer["text"]).split("\n")):
+                if 0 <= int(answer["first"]) - 1 + offset < total:
+                    placed[int(answer["first"]) - 1 + offset] = line
+    seen = "\n".join(placed)
+    missing = [h for h in hunks if h.first_added and h.first_added not in seen]
+    if missing:
+        per_line = max(1.0, int(lines.group(1)) / total) if lines else 1.0
+        wide = math.ceil(model.wide_window / per_line)
+        more = yield from ctx.query(
+            s,
+            [{"field": "content", "lines": [a, b]} for a, b in _line_spans(missing, wide, wide)],
+            f"I did not find every hunk of {path}; asking for wider ranges around them.",
+        )
+        for answer in more:
+            if "text" in answer:
+                for offset, line in enumerate(str(answer["text"]).split("\n")):
+                    if 0 <= int(answer["first"]) - 1 + offset < total:
+                        placed[int(answer["first"]) - 1 + offset] = line
+    return "\n".join(placed), True
+
+
+def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk], again: bool = True) -> _Reads:
     """What the reviewer gets to see of a file: (text, exact line numbers?)."""
+    stashed = parse_stashed(content)
+    if stashed is not None:
+        result = yield from _stashed_file_text(ctx, path, stashed, hunks, again)
+        return result
     view = parse_content(content)
     if not isinstance(view, Spilled):
         return str(view.get("content", "")), True
+    model = ctx.model
     windows = (
         None
-        if view.size <= FULL_READ_LIMIT
-        else _hunk_windows(view, hunks, (WINDOW_BEFORE, WINDOW_AFTER))
+        if view.size <= model.full_read_limit
+        else _hunk_windows(view, hunks, (model.window_before, model.window_after))
     )
     if windows is None:
         data = yield from ctx.read_all(
@@ -334,7 +463,7 @@ def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk]) -> _Reads:
     seen = "\n".join(fragments)
     missing = [h for h in hunks if h.first_added and h.first_added not in seen]
     if missing:
-        wide = _hunk_windows(view, missing, (WIDE_WINDOW, WIDE_WINDOW)) or []
+        wide = _hunk_windows(view, missing, (model.wide_window, model.wide_window)) or []
         more = yield from ctx.read_windows(
             view, wide, f"I did not find every hunk of {path}; reading wider around them."
         )
@@ -344,12 +473,14 @@ def _file_text(ctx: _Ctx, path: str, content: str, hunks: list[Hunk]) -> _Reads:
     ), False
 
 
-def code_review_agent(seed: str) -> Agent:
-    ctx = _Ctx(seed)
+def code_review_agent(seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: B008
+    ctx = _Ctx(seed, model)
     results = yield Turn(
         ctx.say("I'll start by listing the files of the change."), (ctx.call("list_files"),)
     )
-    listing = yield from ctx.resolve_object(results[0], "The file list was kept out; reading it.")
+    listing = yield from ctx.resolve_object(
+        results[0], "The file list was kept out; reading it.", ("list_files", {})
+    )
     files = {
         str(f["path"]): f for f in listing.get("files", []) if isinstance(f, dict) and "path" in f
     }
@@ -375,7 +506,9 @@ def code_review_agent(seed: str) -> Agent:
             ctx.say(f"Next, {path}: its diff and the whole file."),
             (ctx.call("get_diff", path=path), ctx.call("read_file", path=path)),
         )
-        diff_obj = yield from ctx.resolve_object(results[0], f"The diff of {path} was kept out.")
+        diff_obj = yield from ctx.resolve_object(
+            results[0], f"The diff of {path} was kept out.", ("get_diff", {"path": path})
+        )
         diff = str(diff_obj.get("diff", ""))
         hunks = parse_hunks(diff)
         text, exact = yield from _file_text(ctx, path, results[1], hunks)
@@ -435,17 +568,21 @@ def summarize_text(title: str, text: str) -> str:
     return "\n".join(out)
 
 
-def summarize_agent(seed: str) -> Agent:
-    ctx = _Ctx(seed)
-    lazy = ctx.plan.random() < LAZY_READER_P
+def summarize_agent(seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: B008
+    ctx = _Ctx(seed, model)
+    lazy = ctx.plan.random() < model.lazy_reader_p
     results = yield Turn(ctx.say("I'll read the document first."), (ctx.call("read_document"),))
+    stashed = parse_stashed(results[0])
+    if stashed is not None:
+        yield from _summarize_stashed(ctx, stashed, lazy)
+        return
     view = parse_content(results[0])
     if not isinstance(view, Spilled):
         yield Turn(summarize_text(str(view.get("title", "")), str(view.get("content", ""))))
         return
     data = b""
     while len(data) < view.size:
-        if lazy and len(data) >= LAZY_READ_FRACTION * view.size:
+        if lazy and len(data) >= model.lazy_read_fraction * view.size:
             break  # "I have the head, the middle and the tail": a lazy reader stops here.
         results = yield Turn(
             ctx.say(f"Reading the document from byte {len(data)}."),
@@ -464,9 +601,49 @@ def summarize_agent(seed: str) -> Agent:
     yield Turn(summarize_text(title, text))
 
 
-def make_agent(recipe: str, seed: str) -> Agent:
+def _summarize_stashed(ctx: _Ctx, s: Stashed, lazy: bool, again: bool = True) -> Agent:
+    """A handed-off document: ask for its outline, then for its sections (all in one
+    answer; a lazy reader only for the first `lazy_read_fraction` of them)."""
+    answers = yield from ctx.query(
+        s, [{"field": "content", "outline": True}], "The document was handed off; its outline."
+    )
+    if _evicted(answers[0]) and again:
+        fresh = yield from ctx.recall("read_document", "It was evicted; reading it again.")
+        stashed = parse_stashed(fresh)
+        if stashed is not None:
+            yield from _summarize_stashed(ctx, stashed, lazy, again=False)
+            return
+        view = parse_content(fresh)
+        text = str(view.get("content", "")) if isinstance(view, dict) else ""
+        yield Turn(
+            summarize_text(str(view.get("title", "")) if isinstance(view, dict) else "", text)
+        )
+        return
+    heads = [h for h in answers[0].get("outline", []) if h.get("level") == 2]
+    total = int(answers[0].get("lines", 0))
+    spans = [
+        (int(h["line"]), int(heads[i + 1]["line"]) - 1 if i + 1 < len(heads) else total)
+        for i, h in enumerate(heads)
+    ]
+    if lazy:
+        spans = spans[: max(1, math.ceil(ctx.model.lazy_read_fraction * len(spans)))]
+    texts: list[str] = []
+    if spans:
+        sections = yield from ctx.query(
+            s,
+            [{"field": "content", "lines": [a, b]} for a, b in spans],
+            "Asking for every section of the document.",
+        )
+        texts = [str(a["text"]) for a in sections if "text" in a]
+    title_match = re.search(r'"title":"((?:[^"\\]|\\.)*)"', s.preview)
+    title = unescape_fragment(title_match.group(1)) if title_match else "the document"
+    yield Turn(summarize_text(title, "\n".join(texts)))
+
+
+def make_agent(recipe: str, seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: B008
+    """The scripted agent of `recipe`, reading as `model` says (docs/simulator.md §1.5)."""
     if recipe == CODE_REVIEW:
-        return code_review_agent(seed)
+        return code_review_agent(seed, model)
     if recipe == SUMMARIZE:
-        return summarize_agent(seed)
+        return summarize_agent(seed, model)
     raise ValueError(f"no simulated agent for recipe '{recipe}'")

@@ -76,8 +76,11 @@ def _int_in_range(
     return value
 
 
-def parse_spillover_env(env: Mapping[str, str]) -> tuple[SpilloverConfig, list[ConfigWarning]]:
-    """The configuration an mcp-host with this environment runs with, and its warnings."""
+def parse_spillover_env(
+    env: Mapping[str, str], *, default_threshold: int | None = None
+) -> tuple[SpilloverConfig, list[ConfigWarning]]:
+    """The configuration an mcp-host with this environment runs with, and its warnings.
+    `default_threshold`: a drifted default (the simulator's fault switch)."""
     warnings: list[ConfigWarning] = []
     enabled = DEFAULT_ENABLED
     raw = env.get(ENABLED_VAR, "")
@@ -87,11 +90,12 @@ def parse_spillover_env(env: Mapping[str, str]) -> tuple[SpilloverConfig, list[C
         enabled = False
     elif raw != "":
         warnings.append(ConfigWarning(ENABLED_VAR, raw, "true", "only 'true' or 'false' are valid"))
-    threshold = DEFAULT_THRESHOLD
+    default = DEFAULT_THRESHOLD if default_threshold is None else default_threshold
+    threshold = default
     raw = env.get(THRESHOLD_VAR, "")
     if raw != "":
         threshold = _int_in_range(
-            THRESHOLD_VAR, raw, DEFAULT_THRESHOLD, THRESHOLD_MIN, THRESHOLD_MAX, warnings
+            THRESHOLD_VAR, raw, default, THRESHOLD_MIN, THRESHOLD_MAX, warnings
         )
     budget = DEFAULT_BUDGET
     raw = env.get(BUDGET_VAR, "")

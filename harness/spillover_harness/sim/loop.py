@@ -17,16 +17,11 @@ from typing import Any
 from spillover_harness.fixtures import Fixture
 from spillover_harness.sim.agent import ToolCall, Turn, make_agent
 from spillover_harness.sim.logs import SimClock, StepLog
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import Prompt, dumps, tokens
+from spillover_harness.sim.resultstore import ResultStore
 from spillover_harness.sim.steprun import StepLimits, StepRun
-from spillover_harness.sim.store import READ_TOOL, SpilloverStore
-from spillover_harness.sim.tools import (
-    RECIPE_TOOLS,
-    SYSTEM_PROMPTS,
-    TASKS,
-    read_tool_definition,
-    run_tool,
-)
+from spillover_harness.sim.tools import RECIPE_TOOLS, SYSTEM_PROMPTS, TASKS, run_tool
 
 __all__ = ["LoopControls", "StepLoop"]
 
@@ -48,6 +43,7 @@ class LoopControls:
     on_iteration: Callable[[int], None] | None
     capture_prompts: bool
     pace: float
+    model: SimModel = SimModel()  # noqa: RUF009 (frozen, immutable)
 
 
 @dataclass(frozen=True)
@@ -72,7 +68,7 @@ class StepLoop:
         fixture: Fixture,
         seed: str,
         run: StepRun,
-        store: SpilloverStore,
+        store: ResultStore,
         log: StepLog,
         clock: SimClock,
         controls: LoopControls,
@@ -86,10 +82,10 @@ class StepLoop:
         self.controls = controls
         base_tools = RECIPE_TOOLS[recipe]
         self.tools_plain = dumps(base_tools)
-        self.tools_with_read = dumps([*base_tools, read_tool_definition(store.config.threshold)])
+        self.tools_with_read = dumps([*base_tools, store.tool_definition()])
         self.prompt = Prompt(SYSTEM_PROMPTS[recipe])
         self.prompt.append({"role": "user", "content": TASKS[recipe]})
-        self.agent = make_agent(recipe, seed)
+        self.agent = make_agent(recipe, seed, controls.model)
         self.call_log: list[dict[str, Any]] = []  # the status report's `toolCalls`
         self.pending: list[str] | None = None  # the tool messages the agent has not seen yet
 
@@ -116,6 +112,8 @@ class StepLoop:
             run.persisted = self.store.persisted
             run.reads = self.store.reads
             run.budget_fallbacks = self.store.budget_fallbacks
+            run.cache_evictions = getattr(self.store, "evictions", None)
+            run.cache_ref_misses = getattr(self.store, "ref_misses", None)
 
     # -- one iteration -------------------------------------------------------------
 
@@ -184,7 +182,8 @@ class StepLoop:
     def _tool_call(self, iteration: int, call: ToolCall) -> str:
         """Run one tool call; its tool message goes into the prompt. Returns its content."""
         self.run.tools_called += 1
-        result = self._read_spilled(call) if call.name == READ_TOOL else self._run_tool(call)
+        read = call.name == self.store.read_tool
+        result = self._read_spilled(call) if read else self._run_tool(call)
         self.log.info(
             "step",
             "tool call finished",
@@ -218,7 +217,7 @@ class StepLoop:
     def _read_spilled(self, call: ToolCall) -> _ToolResult:
         """The read tool: served by the store once offered, an unknown tool before that."""
         if not self.store.read_tool_offered:
-            return _ToolResult(dumps({"error": f"unknown tool: {READ_TOOL}"}), False, 0)
+            return _ToolResult(dumps({"error": f"unknown tool: {call.name}"}), False, 0)
         read = self.store.read(call.arguments)
         self._wait(SPILLOVER_READ_S)
         return _ToolResult(read.content, False, read.returned_bytes)

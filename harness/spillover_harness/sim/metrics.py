@@ -8,6 +8,9 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 PERSISTED_METRIC = "clerum_workflow_step_spillover_persisted_total"
 READS_METRIC = "clerum_workflow_step_spillover_reads_total"
+# The first-party (chat) spillover's counters: workflow runs must never move them.
+FIRST_PARTY_PERSISTED_METRIC = "clerum_spillover_persisted_total"
+FIRST_PARTY_READS_METRIC = "clerum_spillover_reads_total"
 
 
 class SpilloverMetrics:
@@ -37,6 +40,16 @@ class SpilloverMetrics:
             ["with_range"],
             registry=self.registry,
         )
+        self._first_persisted = Counter(
+            FIRST_PARTY_PERSISTED_METRIC.removesuffix("_total"),
+            "Tool results stored by the first-party spillover.",
+            registry=self.registry,
+        )
+        self._first_reads = Counter(
+            FIRST_PARTY_READS_METRIC.removesuffix("_total"),
+            "Reads of results stored by the first-party spillover.",
+            registry=self.registry,
+        )
 
     def persisted(self, tool: str) -> None:
         with self._lock:
@@ -45,6 +58,11 @@ class SpilloverMetrics:
     def read(self, with_range: bool) -> None:
         with self._lock:
             self._reads.labels(with_range="true" if with_range else "false").inc()
+
+    def first_party(self, *, read: bool) -> None:
+        """FAULT (`feed_first_party`): a workflow event counted on a first-party counter."""
+        with self._lock:
+            (self._first_reads if read else self._first_persisted).inc()
 
     def reset(self) -> None:
         with self._lock:

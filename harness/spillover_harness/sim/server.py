@@ -17,7 +17,11 @@ Contract (docs/simulator.md has the details and examples):
 - `POST /runs/{id}/cancel` -> 202; the run ends `aborted`.
 - `GET /metrics` -> Prometheus text: `clerum_workflow_step_spillover_persisted_total
   {tool}` and `clerum_workflow_step_spillover_reads_total{with_range}`, summed
-  over every run of this server (one registry per server).
+  over every run of this server (one registry per server), and the first-party
+  `clerum_spillover_persisted_total` / `clerum_spillover_reads_total` (which
+  workflow runs move only with the `feed_first_party` fault).
+- With `env_source`, a run's environment is the recipe's mcp-host pod's (the
+  callable's answer), not the request's `env`.
 - `POST /admin/restart` -> 200: the counters restart at zero (an mcp-host
   restart, a counter reset for Prometheus). Runs in flight keep running.
 - `GET /healthz` -> 200 `ok`.
@@ -34,7 +38,8 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -68,6 +73,7 @@ class _RunState:
     phase: str = "Pending"
     result: StepRun | None = None
     error: str | None = None
+    wall_s: float | None = None  # real seconds the run took here (for benchmarks)
 
     @property
     def output_dir(self) -> Path:
@@ -121,6 +127,7 @@ class SimServer(ThreadingHTTPServer):
         limits: StepLimits | None = None,
         pace: float = 0.0,
         workers: int = 4,
+        env_source: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -131,6 +138,9 @@ class SimServer(ThreadingHTTPServer):
         self.faults = faults
         self.limits = limits if limits is not None else StepLimits()
         self.pace = pace
+        # Where a run's mcp-host environment comes from: the recipe's mcp-host pod (a
+        # callable given the recipe), as on the platform; None: the request's `env`.
+        self.env_source = env_source
         self.metrics = SpilloverMetrics()
         self.restarts = 0
         self._fixtures = fixtures
@@ -201,12 +211,16 @@ class SimServer(ThreadingHTTPServer):
 
         def work() -> None:
             state.phase = "Running"
+            t0 = time.monotonic()
+            run_env = env
             try:
+                if self.env_source is not None:
+                    run_env = dict(self.env_source(recipe))
                 state.run_dir.mkdir(parents=True, exist_ok=True)
                 with state.logs_path.open("w", encoding="utf-8") as stream:
                     state.result = run_step(
                         fixture=fixture,
-                        env=dict(env),
+                        env=dict(run_env),
                         seed=seed,
                         repetition=repetition,
                         run_id=run_id,
@@ -219,6 +233,7 @@ class SimServer(ThreadingHTTPServer):
                         pace=float(pace),
                     )
                 (state.run_dir / "status-report.json").write_bytes(state.result.status_report)
+                state.wall_s = time.monotonic() - t0
                 state.phase = PHASES.get(state.result.outcome, "Error")
             except Exception as exc:
                 state.error = f"simulator error: {type(exc).__name__}: {exc}"
@@ -384,12 +399,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fault-log-results", action="store_true", help="FAULT: log tool-result content"
     )
+    parser.add_argument(
+        "--fault-ignore-env", action="store_true", help="FAULT: run with the defaults"
+    )
+    parser.add_argument(
+        "--fault-default-threshold",
+        type=int,
+        default=None,
+        help="FAULT: a drifted default threshold (bytes)",
+    )
+    parser.add_argument(
+        "--fault-first-party",
+        action="store_true",
+        help="FAULT: feed the first-party counters too",
+    )
     args = parser.parse_args(argv)
     server = SimServer(
         (args.host, args.port),
         out_dir=args.out,
         fixture_seed=args.fixture_seed,
-        faults=SimFaults(args.fault_write_spill, args.fault_log_results),
+        faults=SimFaults(
+            args.fault_write_spill,
+            args.fault_log_results,
+            args.fault_ignore_env,
+            args.fault_default_threshold,
+            args.fault_first_party,
+        ),
         limits=StepLimits(max_iterations=args.max_iterations),
         pace=args.pace,
         workers=args.workers,

@@ -32,10 +32,13 @@ from typing import IO, Any
 
 from spillover_harness.fixtures import CODE_REVIEW, Fixture
 from spillover_harness.sim.config import ConfigWarning, SpilloverConfig, parse_spillover_env
+from spillover_harness.sim.handoff import HandoffSettings, HandoffStore
 from spillover_harness.sim.logs import SimClock, StepLog
 from spillover_harness.sim.loop import LoopControls, StepLoop
 from spillover_harness.sim.metrics import SpilloverMetrics
+from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import BYTES_PER_TOKEN, MODEL, dumps, tokens
+from spillover_harness.sim.resultstore import ResultStore
 from spillover_harness.sim.steprun import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MAX_ITERATIONS,
@@ -53,6 +56,7 @@ __all__ = [
     "OUTPUT_FILES",
     "STEP_IDS",
     "SimFaults",
+    "SimModel",
     "StepLimits",
     "StepRun",
     "agent_seed",
@@ -90,12 +94,18 @@ def run_step(
     capture_prompts: bool = False,
     pace: float = 0.0,
     clock: SimClock | None = None,
+    model: SimModel = SimModel(),  # noqa: B008 (frozen, immutable)
+    handoff: HandoffSettings | None = None,
 ) -> StepRun:
     """Run one step execution of `fixture.recipe` on `fixture` with this mcp-host env.
 
     Writes the step's outputs under `output_dir` (the output file and
-    `result.json`). `pace` > 0 makes the call really take `pace` x its simulated
-    time (for the HTTP server, so that a run can be watched while it runs).
+    `result.json`). `model` is how the agent reads (docs/simulator.md §1.5); its
+    iteration cap and context window are the caller's to put into `limits`
+    (`StepLimits.from_model`). With `handoff`, tool results go through the handoff
+    cache (docs/simulator.md §8) instead of the spillover store. `pace` > 0 makes
+    the call really take `pace` x its simulated time (for the HTTP server, so that a
+    run can be watched while it runs).
     """
     step_id = STEP_IDS.get(fixture.recipe, fixture.recipe)
     execution_id = execution_id_for(run_id)
@@ -103,21 +113,35 @@ def run_step(
     log = StepLog(
         clock, {"runId": run_id, "stepId": step_id, "executionId": execution_id}, log_stream
     )
-    config, warnings = parse_spillover_env(env)
+    config, warnings = parse_spillover_env(
+        {} if faults.ignore_env else env, default_threshold=faults.default_threshold
+    )
     run = StepRun(run_id, step_id, execution_id, config, log=log)
     output_dir.mkdir(parents=True, exist_ok=True)
     _log_configuration(log, config, warnings, run.notes)
     log.info("step", "Step started", recipe=fixture.recipe, input=fixture.input_name)
 
-    store = SpilloverStore(
-        config,
-        step_id,
-        execution_id,
-        metrics=metrics,
-        log=log,
-        fault_spill_dir=(output_dir / ".spill") if faults.write_spill_to_disk else None,
-        fault_log_results=faults.log_tool_results,
-    )
+    store: ResultStore
+    if handoff is not None:
+        log.info(
+            "mcp-host",
+            "handoff cache configuration",
+            thresholdTokens=handoff.threshold_tokens,
+            maxEntries=handoff.max_entries,
+            previewChars=handoff.preview_chars,
+        )
+        store = HandoffStore(handoff, config, step_id, execution_id, metrics=metrics, log=log)
+    else:
+        store = SpilloverStore(
+            config,
+            step_id,
+            execution_id,
+            metrics=metrics,
+            log=log,
+            fault_spill_dir=(output_dir / ".spill") if faults.write_spill_to_disk else None,
+            fault_log_results=faults.log_tool_results,
+            fault_first_party=faults.feed_first_party,
+        )
     loop = StepLoop(
         fixture,
         agent_seed(seed, fixture.recipe, fixture.input_name, repetition),
@@ -125,7 +149,7 @@ def run_step(
         store,
         log,
         clock,
-        LoopControls(limits, cancel, on_iteration, capture_prompts, pace),
+        LoopControls(limits, cancel, on_iteration, capture_prompts, pace, model),
     )
     loop.run_to_end()
     _finish(run, log, clock)

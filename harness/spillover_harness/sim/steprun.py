@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from spillover_harness.sim.config import SpilloverConfig
 from spillover_harness.sim.logs import StepLog
+from spillover_harness.sim.model import SimModel
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -15,8 +16,8 @@ __all__ = [
     "StepRun",
 ]
 
-DEFAULT_MAX_ITERATIONS = 25
-DEFAULT_CONTEXT_WINDOW = 200_000
+DEFAULT_MAX_ITERATIONS = SimModel().max_iterations
+DEFAULT_CONTEXT_WINDOW = SimModel().context_window_tokens
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class StepLimits:
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     context_window_tokens: int = DEFAULT_CONTEXT_WINDOW
     timeout_s: float | None = None
+
+    @classmethod
+    def from_model(cls, model: SimModel, timeout_s: float | None = None) -> StepLimits:
+        """The limits a step runs with under `model` (its iteration cap and context window)."""
+        return cls(model.max_iterations, model.context_window_tokens, timeout_s)
 
 
 @dataclass(frozen=True)
@@ -33,10 +39,19 @@ class SimFaults:
     Criterion 5 must catch both: `write_spill_to_disk` writes every spilled result
     under `<output dir>/.spill/`; `log_tool_results` logs the content of every
     tool result the spillover interceptor sees (when spillover is enabled).
+
+    The consistency checks (checks/consistency.py) must catch the others:
+    `ignore_env` runs with the defaults whatever the environment says;
+    `default_threshold` is a drifted default (e.g. 32768) used when THRESHOLD is
+    unset; `feed_first_party` also counts each stored result and read-back on the
+    first-party counters (`clerum_spillover_*_total`).
     """
 
     write_spill_to_disk: bool = False
     log_tool_results: bool = False
+    ignore_env: bool = False
+    default_threshold: int | None = None
+    feed_first_party: bool = False
 
 
 @dataclass
@@ -58,6 +73,8 @@ class StepRun:
     persisted: int = 0
     reads: int = 0
     budget_fallbacks: int = 0
+    cache_evictions: int | None = None  # the handoff cache only (None: spillover)
+    cache_ref_misses: int | None = None
     output_text: str | None = None
     status_report: bytes = b""
     prompt_sizes: list[int] = field(default_factory=list)

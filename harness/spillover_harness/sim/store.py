@@ -114,6 +114,8 @@ class StoreClosedError(RuntimeError):
 class SpilloverStore:
     """One step execution's store. Not shared: every execution builds its own."""
 
+    read_tool = READ_TOOL
+
     def __init__(
         self,
         config: SpilloverConfig,
@@ -124,6 +126,7 @@ class SpilloverStore:
         log: StepLog | None = None,
         fault_spill_dir: Path | None = None,
         fault_log_results: bool = False,
+        fault_first_party: bool = False,
     ) -> None:
         self.config = config
         self.step_id = step_id
@@ -132,6 +135,7 @@ class SpilloverStore:
         self.log = log
         self.fault_spill_dir = fault_spill_dir
         self.fault_log_results = fault_log_results
+        self.fault_first_party = fault_first_party
         self._entries: dict[str, _Entry] = {}
         self.held_bytes = 0
         self.persisted = 0
@@ -149,6 +153,12 @@ class SpilloverStore:
     @property
     def entries(self) -> int:
         return len(self._entries)
+
+    def tool_definition(self) -> dict[str, Any]:
+        """The read tool as the request's `tools` offer it."""
+        from spillover_harness.sim.tools import read_tool_definition
+
+        return read_tool_definition(self.config.threshold)
 
     def handle_result(self, tool: str, call_id: str, result: object) -> Handled:
         serialized = serialize_result(result)
@@ -182,6 +192,8 @@ class SpilloverStore:
         self.persisted += 1
         if self.metrics is not None:
             self.metrics.persisted(tool)
+            if self.fault_first_party:  # FAULT: the first-party counter fed too
+                self.metrics.first_party(read=False)
         if self.log is not None:
             self.log.info(
                 "mcp-host",
@@ -262,6 +274,8 @@ class SpilloverStore:
         self.reads += 1
         if self.metrics is not None:
             self.metrics.read(with_range)
+            if self.fault_first_party:  # FAULT: the first-party counter fed too
+                self.metrics.first_party(read=True)
         if self.log is not None:
             self.log.info(
                 "mcp-host",

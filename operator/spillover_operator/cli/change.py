@@ -3,8 +3,10 @@ Deployment too), then optionally wait until the change is in effect."""
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -15,18 +17,28 @@ from spillover_operator.client import (
     ClientError,
     Connection,
     NotFound,
+    OperatorRefused,
+    TimedOut,
     WaitProgress,
     get_deployment,
     get_policy,
+    observe,
     patch_deployment_env,
     patch_policy,
     post_event,
     retry_on_conflict,
     wait_until_settled,
 )
-from spillover_operator.constants import COND_READY
+from spillover_operator.constants import (
+    CHANGE_REASON_ANNOTATION,
+    COND_READY,
+    REFRESH_REQUEST_ANNOTATION,
+)
 from spillover_operator.envplan import EnvPlan, TargetError, plan_apply
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
+from spillover_operator.recipe_pods import Owner, next_refresh
+from spillover_operator.recipe_reconcile import describe_step, run_step
+from spillover_operator.status import now_rfc3339
 
 from .errors import BadInput
 from .report import progress_line
@@ -48,6 +60,16 @@ class Change:
 
 KILL = Change("kill", {"enabled": False}, "KillSwitchDirect")
 RESTORE = Change("restore", {"enabled": True}, "RestoreDirect")
+
+
+@dataclass(frozen=True)
+class Options:
+    """`--reason`, `--refresh-recipe-pods` and whether `--wait` waits for the recipe pods
+    (not with `--no-wait-recipe-pods`)."""
+
+    reason: str | None = None
+    refresh_recipe_pods: bool = False
+    wait_recipe_pods: bool = True
 
 
 def set_change(fields: dict[str, Any]) -> Change:
@@ -104,7 +126,9 @@ def cmd_change(
     timeout: float,
     out: TextIO,
     err: TextIO,
+    options: Options | None = None,
 ) -> int:
+    options = options or Options()
     ref = f"SpilloverPolicy {cluster.namespace}/{name}"
     policy = get_policy(cluster, name)
     raw_spec = policy.get("spec") or {}
@@ -120,8 +144,12 @@ def cmd_change(
         _plan_or_fail(deployment, new_spec, cluster.namespace)
 
     generation = policy.get("metadata", {}).get("generation")
+    annotations = _annotations(change, options, spec_changes, direct)
     if spec_changes:
-        patched = patch_policy(cluster, name, {"spec": dict(change.fields)})
+        body: dict[str, Any] = {"spec": dict(change.fields)}
+        if annotations:
+            body["metadata"] = {"annotations": annotations}
+        patched = patch_policy(cluster, name, body)
         new_generation = patched.get("metadata", {}).get("generation")
         before = (
             ", ".join(f"{k}={_fmt(_field(old_spec, k))}" for k in change.fields)
@@ -135,6 +163,15 @@ def cmd_change(
         policy = patched
     else:
         out.write(f"{ref}: already {change.describe()}; spec unchanged (generation {generation})\n")
+        if annotations:
+            policy = patch_policy(cluster, name, {"metadata": {"annotations": annotations}})
+    if options.reason:
+        out.write(f"{ref}: reason recorded: {annotations[CHANGE_REASON_ANNOTATION]}\n")
+    if options.refresh_recipe_pods and not direct:
+        out.write(
+            f"{ref}: refresh of the recipe pods requested: the operator restarts the owners "
+            "of stale recipe pods once the WRC rollout is complete\n"
+        )
 
     plan: EnvPlan | None = None
     if direct:
@@ -157,9 +194,20 @@ def cmd_change(
             for c in plan.changes:
                 out.write(f"  {c.name}: {_fmt(c.before)} -> {_fmt(c.after)}\n")
         if spec_changes or not plan.noop:
-            _record_direct_events(cluster, change, policy, deployment, plan, out, err)
-    elif not spec_changes:
+            _record_direct_events(cluster, change, policy, deployment, plan, out, err, options)
+    elif not spec_changes and not options.refresh_recipe_pods:
         out.write("the operator has nothing new to apply\n")
+
+    def progress(look: WaitProgress) -> None:
+        err.write(progress_line(look) + "\n")
+        err.flush()
+
+    if direct and options.refresh_recipe_pods:
+        # The WRC first: restarted recipe pods get what the WRC runs.
+        wait_until_settled(
+            cluster, name, direct=True, timeout=timeout, progress=progress, recipe_pods=False
+        )
+        _refresh_direct(cluster, name, timeout, out)
 
     if not wait:
         if not direct and spec_changes:
@@ -169,11 +217,14 @@ def cmd_change(
             )
         return exit_codes.OK
 
-    def progress(look: WaitProgress) -> None:
-        err.write(progress_line(look) + "\n")
-        err.flush()
-
-    report = wait_until_settled(cluster, name, direct=direct, timeout=timeout, progress=progress)
+    report = wait_until_settled(
+        cluster,
+        name,
+        direct=direct,
+        timeout=timeout,
+        progress=progress,
+        recipe_pods=options.wait_recipe_pods,
+    )
     if direct:
         out.write(_staleness(report) + "\n")
         out.write(
@@ -186,7 +237,98 @@ def cmd_change(
             f"Ready=True) and Deployment {cluster.namespace}/{report.deployment_name} "
             "rolled out\n"
         )
+    out.write(_pods_line(cluster, name, report, options) + "\n")
     return exit_codes.OK
+
+
+def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Options) -> str:
+    if options.wait_recipe_pods:
+        pods = report.recipe_pods
+        if pods is None:
+            return f"recipe pods: not checked ({report.recipe_pods_error or 'no valid spec'})"
+        if pods.matched == 0:
+            return f"recipe pods: none matched ({pods.selector})"
+        return f"recipe pods: all {pods.matched} run the policy's values" + (
+            f" ({pods.count('unknown')} unknown)" if pods.count("unknown") else ""
+        )
+    now = observe(cluster, name).recipe_pods
+    if now is None:
+        return "recipe pods: NOT waited for (--no-wait-recipe-pods) and not checked"
+    stale = [p.name for p in now.stale_pods()]
+    listed = f": {', '.join(stale[:10])}" if stale else ""
+    return (
+        f"recipe pods: NOT waited for (--no-wait-recipe-pods); {len(stale)} of {now.matched} "
+        f"still run old values{listed}"
+    )
+
+
+def _annotations(
+    change: Change, options: Options, spec_changes: bool, direct: bool
+) -> dict[str, Any]:
+    """The policy annotations this command writes: who and why (a spec change without
+    --reason clears an older reason), and a refresh request token for the operator (not
+    with --direct: spilloverctl refreshes itself)."""
+    annotations: dict[str, Any] = {}
+    stamp = datetime.datetime.now(datetime.UTC)
+    if options.reason:
+        annotations[CHANGE_REASON_ANNOTATION] = (
+            f"{options.reason.strip()} (by {_who()}, spilloverctl {change.command}, "
+            f"{stamp.strftime('%Y-%m-%dT%H:%M:%SZ')})"
+        )
+    elif spec_changes:
+        annotations[CHANGE_REASON_ANNOTATION] = None
+    if options.refresh_recipe_pods and not direct:
+        annotations[REFRESH_REQUEST_ANNOTATION] = f"{stamp.isoformat()} {_who()}"
+    return annotations
+
+
+REFRESH_POLL = 1.0
+
+
+def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
+    """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
+    until no owner is left to restart."""
+    refreshed: dict[Owner, str] = {}
+    expected: dict[Owner, int] = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        report = observe(cluster, name)
+        pods = report.recipe_pods
+        if pods is None:
+            out.write(f"recipe pods: not refreshed ({report.recipe_pods_error or 'not read'})\n")
+            return
+        step = next_refresh(pods, refreshed, expected)
+        if step.stale_after_refresh:
+            owners = ", ".join(str(o) for o in step.stale_after_refresh)
+            raise OperatorRefused(
+                f"StaleAfterRefresh: restarted {owners}, but its new pods still run old values: "
+                "its pod template carries them (the WRC did not re-render it). spilloverctl "
+                "does not write env into workloads the WRC owns; fix it there",
+                reason="StaleAfterRefresh",
+            )
+        if step.action in ("restart", "delete") and step.owner is not None:
+            at = now_rfc3339()
+            run_step(cluster, step, at)
+            refreshed[step.owner] = at
+            expected[step.owner] = len(step.pods)
+            out.write(f"recipe pods: {describe_step(step)}\n")
+            continue
+        if step.action == "wait":
+            if time.monotonic() > deadline:
+                raise TimedOut(
+                    f"timed out after {timeout:g}s waiting for {step.owner} to replace its "
+                    "stale recipe pods",
+                    pending=[p.name for p in pods.stale_pods()],
+                )
+            time.sleep(REFRESH_POLL)
+            continue
+        if step.unrefreshable:
+            out.write(
+                "recipe pods: not refreshed (no controller recreates them): "
+                + ", ".join(step.unrefreshable)
+                + "\n"
+            )
+        return
 
 
 def _field(spec: PolicySpec | None, key: str) -> Any:
@@ -226,6 +368,7 @@ def _record_direct_events(
     plan: EnvPlan,
     out: TextIO,
     err: TextIO,
+    options: Options,
 ) -> None:
     """An Event on the policy and the Deployment; lacking RBAC for Events is a note, never
     a failure of the kill switch."""
@@ -238,6 +381,8 @@ def _record_direct_events(
         f"spilloverctl {change.command} --direct by {_who()}: policy {change.describe()}, "
         f"{deployment_part}"
     )
+    if options.reason:
+        message += f" (reason: {options.reason.strip()})"
     for obj in (policy, deployment):
         what = f"{obj.get('kind')} {obj.get('metadata', {}).get('name')}"
         try:

@@ -38,8 +38,10 @@ controller (WRC) Deployment; the operator writes its spec onto that Deployment's
 commands:
   status   [POLICY]   what the policy says, what is in effect on the WRC Deployment
                       (the three CLERUM_WORKFLOW_TOOL_SPILLOVER_* variables and whether
-                      MCP_HOST_ENV_PASSTHROUGH forwards them), rollout progress, and
-                      every mismatch between them (exit 6 if there is any)
+                      MCP_HOST_ENV_PASSTHROUGH forwards them), rollout progress, the
+                      recipe mcp-host pods (current/stale/unknown, one line each), and
+                      every mismatch between them (exit 6 if there is any, a stale
+                      recipe pod included)
   kill     [POLICY]   engage the kill switch: spec.enabled=false (spillover OFF)
   restore  [POLICY]   release the kill switch: spec.enabled=true (spillover ON)
   set      [POLICY]   --threshold N / --unset-threshold, --budget N / --unset-budget
@@ -47,11 +49,16 @@ commands:
                       Deployment patch it produces
 
 kill, restore and set change the policy and let the operator apply it. With --wait they
-return once the operator has observed the new generation with Ready=True and the
-Deployment rollout is complete (progress on stderr, --timeout SECONDS, default 300).
+return once the operator has observed the new generation with Ready=True, the
+Deployment rollout is complete AND no recipe mcp-host pod (spec.recipePods.selector)
+still runs old values (progress on stderr, --timeout SECONDS, default 300; the timeout
+names the stale pods). --no-wait-recipe-pods skips the pods (and says so);
+--refresh-recipe-pods restarts the owners of stale pods once; --reason TEXT records
+who and why on the policy and in the Events.
 With --direct (operator down) they ALSO patch the WRC Deployment themselves, so the
 operator finds nothing to change when it comes back; --wait then waits for the rollout
-only and reports whether the policy status is stale.
+and the recipe pods (not the operator) and reports whether the policy status is stale;
+--refresh-recipe-pods then restarts the owners of stale pods itself.
 
 POLICY defaults to 'spillover'. The namespace is -n, else the kubeconfig context's
 namespace, else 'clerum'."""
@@ -62,6 +69,7 @@ _EPILOG = f"""\
 examples:
   spilloverctl -n clerum status
   spilloverctl -n clerum kill --wait --timeout 300
+  spilloverctl -n clerum kill --wait --refresh-recipe-pods --reason "INC-123 spill storm"
   spilloverctl -n clerum kill --direct --wait        # the operator is down
   spilloverctl -n clerum set --threshold 32768 --unset-budget --wait
   spilloverctl render -f manifests/samples/default.yaml --deployment wrc.yaml
@@ -135,7 +143,27 @@ def build_parser() -> argparse.ArgumentParser:
     waiting.add_argument(
         "--wait",
         action="store_true",
-        help="wait until the change is in effect and the rollout is complete",
+        help="wait until the change is in effect: the WRC rollout complete and no matched "
+        "recipe mcp-host pod still running old values",
+    )
+    waiting.add_argument(
+        "--no-wait-recipe-pods",
+        action="store_true",
+        help="with --wait: do not wait for the recipe mcp-host pods (stale pods keep "
+        "running the old values; the command says how many)",
+    )
+    waiting.add_argument(
+        "--refresh-recipe-pods",
+        action="store_true",
+        help="restart the owners of stale recipe pods once now, whatever "
+        "spec.recipePods.refresh says (the incident path; with --direct spilloverctl "
+        "does it itself, after the WRC rollout)",
+    )
+    waiting.add_argument(
+        "--reason",
+        metavar="TEXT",
+        help="why (recorded with who and when on the policy's annotation "
+        "spillover.clerum.io/change-reason, in the Events, shown by status)",
     )
     waiting.add_argument(
         "--timeout",
@@ -285,6 +313,10 @@ def _dispatch(
     if args.command in ("kill", "restore", "set"):
         if args.timeout is not None and not args.wait:
             args.command_parser.error("--timeout only applies together with --wait")
+        if args.no_wait_recipe_pods and not args.wait:
+            args.command_parser.error("--no-wait-recipe-pods only applies together with --wait")
+        if args.reason is not None and not args.reason.strip():
+            args.command_parser.error("--reason needs a text (who is recorded anyway)")
         if args.command == "kill":
             change = changes.KILL
         elif args.command == "restore":
@@ -320,6 +352,11 @@ def _dispatch(
         timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT,
         out=out,
         err=err,
+        options=changes.Options(
+            reason=args.reason,
+            refresh_recipe_pods=args.refresh_recipe_pods,
+            wait_recipe_pods=not args.no_wait_recipe_pods,
+        ),
     )
 
 

@@ -3,20 +3,25 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from spillover_operator.assess import StatusReport, show_value
+from spillover_operator.assess import StatusReport, show_resolved, show_value
 from spillover_operator.client import WaitProgress
 from spillover_operator.constants import (
     BUDGET_DEFAULT,
+    BUDGET_VAR,
     COND_APPLIED,
     COND_READY,
+    ENABLED_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
     THRESHOLD_DEFAULT,
+    THRESHOLD_VAR,
 )
 from spillover_operator.policy import spec_to_json
+from spillover_operator.recipe_pods import COND_RECIPE_PODS, RecipePods, parse_time
 
 
 def _spec_line(report: StatusReport) -> str:
@@ -39,18 +44,69 @@ def _spec_line(report: StatusReport) -> str:
     )
 
 
+def _pods_summary(pods: RecipePods | None) -> str:
+    if pods is None:
+        return ""
+    if pods.matched == 0:
+        return "; no recipe pod matched"
+    stale = pods.count("stale")
+    text = f"; recipe pods: {stale} stale of {pods.matched}"
+    if pods.count("unknown"):
+        text += f" ({pods.count('unknown')} unknown)"
+    return text
+
+
 def summary(report: StatusReport) -> str:
-    """One line: what is in effect, or how many problems there are."""
+    """One line: what is in effect, or how many problems there are; the number of stale
+    recipe pods either way."""
     problems = report.problems()
+    pods = _pods_summary(report.recipe_pods)
     if problems:
         n = len(problems)
-        return f"NOT CONSISTENT: {n} problem{'s' if n != 1 else ''} (listed above)"
+        return f"NOT CONSISTENT: {n} problem{'s' if n != 1 else ''} (listed above){pods}"
     spec = report.spec
     state = "ON" if spec is not None and spec.enabled else "OFF (kill switch engaged)"
     return (
         f"OK: spillover is {state} on Deployment {report.namespace}/{report.deployment_name}; "
-        "policy applied and rollout complete"
+        f"policy applied and rollout complete{pods}"
     )
+
+
+def _age(created: str | None, now: datetime.datetime) -> str:
+    start = parse_time(created)
+    if start is None:
+        return "?"
+    seconds = int(max(0.0, (now - start).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def pod_table(pods: RecipePods, now: datetime.datetime | None = None) -> list[str]:
+    """The per-pod table: pod, owner, age, the three effective values, the verdict."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    rows = [("POD", "OWNER", "AGE", "ENABLED", "THRESHOLD", "BUDGET", "STATE")]
+    for verdict in pods.pods:
+        rows.append(
+            (
+                verdict.name,
+                str(verdict.owner),
+                _age(verdict.created, now),
+                verdict.shown(ENABLED_VAR),
+                verdict.shown(THRESHOLD_VAR),
+                verdict.shown(BUDGET_VAR),
+                verdict.state,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
 
 
 def format_text(report: StatusReport) -> str:
@@ -64,15 +120,18 @@ def format_text(report: StatusReport) -> str:
         report.spec.container if report.spec and report.spec.container else "(first container)"
     )
     lines.append(f"  target:       Deployment {report.deployment_name}, container {container}")
-    for kind in (COND_READY, COND_APPLIED):
+    for kind in (COND_READY, COND_APPLIED, COND_RECIPE_PODS):
         cond = report.condition(kind)
         if cond is None:
-            lines.append(f"  {kind + ':':<13} (not reported)")
+            if kind != COND_RECIPE_PODS:
+                lines.append(f"  {kind + ':':<13} (not reported)")
         else:
             lines.append(
                 f"  {kind + ':':<13} {cond.get('status')} reason={cond.get('reason')} "
                 f"since {cond.get('lastTransitionTime')}: {cond.get('message')}"
             )
+    if report.change_reason:
+        lines.append(f"  last change:  {report.change_reason}")
     if report.kill_switch_engaged_at:
         lines.append(f"  kill switch:  engaged at {report.kill_switch_engaged_at}")
     if report.status_effective is not None:
@@ -100,7 +159,12 @@ def format_text(report: StatusReport) -> str:
                 mark = "ok" if report.desired_env is not None and have == want else "MISMATCH"
                 if report.desired_env is None:
                     mark = "?"
-                lines.append(f"  {var:<{width}} = {show_value(have, var):<40} {mark}")
+                shown = (
+                    show_resolved(report.resolved.get(var), var)
+                    if report.resolved is not None
+                    else show_value(have, var)
+                )
+                lines.append(f"  {var:<{width}} = {shown:<40} {mark}")
             passthrough = report.actual_env.get(PASSTHROUGH_VAR)
             shown = "unset" if passthrough is None else show_value(passthrough, PASSTHROUGH_VAR)
             verdict = (
@@ -116,6 +180,17 @@ def format_text(report: StatusReport) -> str:
                 f"available {r.available}/{r.desired} — "
                 f"{'complete' if r.complete else 'IN PROGRESS'} ({r.message})"
             )
+        pods = report.recipe_pods
+        if pods is not None:
+            lines.append(
+                f"  recipe mcp-host pods ({pods.selector}): {pods.matched} matched, "
+                f"{pods.count('current')} current, {pods.count('stale')} stale, "
+                f"{pods.count('unknown')} unknown"
+            )
+            if pods.pods:
+                lines.extend(pod_table(pods))
+        elif report.recipe_pods_error:
+            lines.append(f"  recipe mcp-host pods: not checked ({report.recipe_pods_error})")
 
     if report.findings:
         lines.append("")
@@ -149,6 +224,25 @@ def report_to_json(report: StatusReport) -> dict[str, Any]:
             "passthroughMissing": report.passthrough_missing,
             "rollout": rollout,
         },
+        "recipePods": None
+        if report.recipe_pods is None
+        else {
+            **report.recipe_pods.to_status(),
+            "pods": [
+                {
+                    "name": p.name,
+                    "owner": str(p.owner),
+                    "created": p.created,
+                    "container": p.container,
+                    "values": {var: p.shown(var) for var in SPILLOVER_VARS},
+                    "state": p.state,
+                    "why": p.why,
+                }
+                for p in report.recipe_pods.pods
+            ],
+        },
+        "changeReason": report.change_reason,
+        "envFromNotes": report.env_notes,
         "findings": [
             {"severity": f.severity, "area": f.area, "message": f.message} for f in report.findings
         ],
@@ -174,4 +268,10 @@ def progress_line(progress: WaitProgress) -> str:
         )
     else:
         parts.append("rollout: Deployment not found")
+    pods = report.recipe_pods
+    if pods is not None:
+        parts.append(
+            f"recipe pods: {pods.count('current')} current, {pods.count('stale')} stale, "
+            f"{pods.count('unknown')} unknown of {pods.matched}"
+        )
     return f"[{progress.elapsed:5.1f}s] " + " | ".join(parts)

@@ -11,16 +11,18 @@
   and following changes with watches;
 - `observe` / `waiting`: the status report of a policy, and waiting until it is in
   effect (progress through a callback);
-- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`);
+- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`), and when a
+  ConfigMap last changed (`ConfigMapReader`: a pod read it when it started);
 - `pods`: list pods by label selector, and what a pod's container resolves the
-  variables to (`pod_values`);
+  variables to (`pod_values`); ReplicaSets (a pod's owner), the rollout restart of a
+  Deployment/StatefulSet and deleting a pod (refreshing recipe pods);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
 - `errors`: the error types (no exit codes: the command lines map them).
 
 Objects travel as API JSON dicts, decoded from what the server sent.
 """
 
-from spillover_operator.client.configmaps import config_map_lookup
+from spillover_operator.client.configmaps import ChangedAt, ConfigMapReader, config_map_lookup
 from spillover_operator.client.connection import (
     DEFAULT_NAMESPACE,
     REQUEST_TIMEOUT,
@@ -65,9 +67,13 @@ from spillover_operator.client.leases import find_lease, renew_lease
 from spillover_operator.client.observe import observe
 from spillover_operator.client.pods import (
     SelectorError,
+    delete_pod,
     list_pods,
+    list_replica_sets,
+    observe_recipe_pods,
     pod_container,
     pod_values,
+    restart_workload,
     selector_string,
 )
 from spillover_operator.client.policies import (
@@ -91,8 +97,10 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "ApiError",
     "ApiUnavailable",
+    "ChangedAt",
     "ClientError",
     "ConfigError",
+    "ConfigMapReader",
     "Conflict",
     "Connection",
     "CustomResource",
@@ -111,6 +119,7 @@ __all__ = [
     "connect",
     "create_object",
     "delete_object",
+    "delete_pod",
     "env_in_effect",
     "event_body",
     "find_deployment",
@@ -123,7 +132,9 @@ __all__ = [
     "is_served",
     "list_pods",
     "list_policies",
+    "list_replica_sets",
     "observe",
+    "observe_recipe_pods",
     "patch_deployment_env",
     "patch_policy",
     "patch_policy_status",
@@ -132,6 +143,7 @@ __all__ = [
     "policy_crd_installed",
     "post_event",
     "renew_lease",
+    "restart_workload",
     "retry_on_conflict",
     "selector_string",
     "server_version",

@@ -3,47 +3,85 @@ per namespace, each ConfigMap read at most once per lookup."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from spillover_operator.client._api import api_call, decode
+from spillover_operator.client._api import request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import ApiError, NotFound
 from spillover_operator.resolved_env import ConfigMapLookup, ConfigMapUnreadable
 
 RESOURCE = "configmaps"
 
+# name -> when the ConfigMap's data last changed (None: unknown or missing).
+ChangedAt = Callable[[str], datetime.datetime | None]
+
+
+class ConfigMapReader:
+    """One namespace's ConfigMaps, each read at most once: `lookup` (the data, for
+    `resolved_env.resolve`) and `changed_at` (the latest write recorded in its
+    managedFields: a running pod read the ConfigMap when it started, so a later write
+    may not be in its process)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._seen: dict[str, dict[str, Any] | ConfigMapUnreadable | None] = {}
+
+    def _get(self, name: str) -> dict[str, Any] | ConfigMapUnreadable | None:
+        if name not in self._seen:
+            self._seen[name] = _read(self.conn, name)
+        return self._seen[name]
+
+    def lookup(self, name: str) -> Mapping[str, str] | None:
+        found = self._get(name)
+        if isinstance(found, ConfigMapUnreadable):
+            raise found
+        if found is None:
+            return None
+        data = found.get("data") or {}
+        return {str(k): str(v) for k, v in data.items()}
+
+    def changed_at(self, name: str) -> datetime.datetime | None:
+        found = self._get(name)
+        if not isinstance(found, dict):
+            return None
+        meta = found.get("metadata") or {}
+        stamps = [meta.get("creationTimestamp")]
+        stamps += [m.get("time") for m in meta.get("managedFields") or [] if isinstance(m, dict)]
+        times = [_time(s) for s in stamps]
+        known = [t for t in times if t is not None]
+        return max(known) if known else None
+
+
+def _time(text: Any) -> datetime.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
 
 def config_map_lookup(conn: Connection) -> ConfigMapLookup:
     """A lookup for `resolved_env.resolve` in the connection's namespace: the data of a
     ConfigMap, None when it does not exist; ConfigMapUnreadable when it may not be read
     (forbidden) or the API fails, so the value is `unknown`, never guessed."""
-    seen: dict[str, Mapping[str, str] | ConfigMapUnreadable | None] = {}
-
-    def lookup(name: str) -> Mapping[str, str] | None:
-        if name not in seen:
-            seen[name] = _read(conn, name)
-        found = seen[name]
-        if isinstance(found, ConfigMapUnreadable):
-            raise found
-        return found
-
-    return lookup
+    return ConfigMapReader(conn).lookup
 
 
-def _read(conn: Connection, name: str) -> Mapping[str, str] | ConfigMapUnreadable | None:
+def _read(conn: Connection, name: str) -> dict[str, Any] | ConfigMapUnreadable | None:
     try:
-        with api_call(conn, "get", RESOURCE, f"ConfigMap '{name}'"):
-            body = decode(
-                conn.core.read_namespaced_config_map(
-                    name,
-                    conn.namespace,
-                    _preload_content=False,
-                    _request_timeout=conn.request_timeout,
-                )
-            )
+        body = request(
+            conn,
+            "GET",
+            f"/api/v1/namespaces/{conn.namespace}/configmaps/{name}",
+            verb="get",
+            resource=RESOURCE,
+            what=f"ConfigMap '{name}'",
+        )
     except NotFound:
         return None
     except ApiError as exc:
         return ConfigMapUnreadable(f"ConfigMap {name} not readable ({type(exc).__name__})")
-    data = body.get("data") or {}
-    return {str(k): str(v) for k, v in data.items()}
+    return body

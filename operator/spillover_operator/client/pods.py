@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from spillover_operator.client._api import JsonDict, api_call, decode
+from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
+from spillover_operator.client.errors import NotFound
+from spillover_operator.policy import PolicySpec
+from spillover_operator.recipe_pods import ChangedAt, RecipePods, assess_pods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 
 RESOURCE = "pods"
@@ -52,15 +55,15 @@ def selector_string(selector: Mapping[str, Any]) -> str:
 def list_pods(conn: Connection, label_selector: str) -> list[JsonDict]:
     """The pods of the connection's namespace matching `label_selector` (a selector
     string, see `selector_string`), as API dicts, sorted by name."""
-    with api_call(conn, "list", RESOURCE, f"pods matching {label_selector!r}"):
-        body = decode(
-            conn.core.list_namespaced_pod(
-                conn.namespace,
-                label_selector=label_selector,
-                _preload_content=False,
-                _request_timeout=conn.request_timeout,
-            )
-        )
+    body = request(
+        conn,
+        "GET",
+        f"/api/v1/namespaces/{conn.namespace}/pods",
+        verb="list",
+        resource=RESOURCE,
+        what=f"pods matching {label_selector!r}",
+        query=[("labelSelector", label_selector)] if label_selector else None,
+    )
     items: list[JsonDict] = list(body.get("items") or [])
     return sorted(items, key=lambda pod: str(pod.get("metadata", {}).get("name", "")))
 
@@ -83,3 +86,85 @@ def pod_values(
     pod has no such container."""
     found = pod_container(pod, container)
     return None if found is None else resolve(found, names, config_maps)
+
+
+def list_replica_sets(conn: Connection) -> dict[str, JsonDict]:
+    """The ReplicaSets of the connection's namespace by name (a pod's owner is found
+    through them: ReplicaSet -> Deployment)."""
+    body = request(
+        conn,
+        "GET",
+        f"/apis/apps/v1/namespaces/{conn.namespace}/replicasets",
+        verb="list",
+        resource="replicasets.apps",
+        what="ReplicaSets",
+    )
+    items: list[JsonDict] = list(body.get("items") or [])
+    return {str(rs.get("metadata", {}).get("name")): rs for rs in items}
+
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def restart_workload(conn: Connection, kind: str, name: str, patch: Mapping[str, Any]) -> None:
+    """A rollout restart of a Deployment or StatefulSet (`recipe_pods.restart_patch`: the
+    pod template's restartedAt annotation only). Needs `patch` on that kind (the refresh
+    Role in manifests/); Forbidden without it."""
+    plural = {"Deployment": "deployments", "StatefulSet": "statefulsets"}.get(kind)
+    if plural is None:
+        raise ValueError(f"cannot rollout-restart a {kind}")
+    request(
+        conn,
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{conn.namespace}/{plural}/{name}",
+        verb="patch",
+        resource=f"{plural}.apps",
+        what=f"{kind} '{name}'",
+        query=[("fieldManager", conn.field_manager)],
+        body=dict(patch),
+        content_type=MERGE_PATCH,
+    )
+
+
+def delete_pod(conn: Connection, name: str) -> None:
+    """Delete a pod (its controller recreates it); a pod already gone is fine."""
+    try:
+        request(
+            conn,
+            "DELETE",
+            f"/api/v1/namespaces/{conn.namespace}/pods/{name}",
+            verb="delete",
+            resource=RESOURCE,
+            what=f"Pod '{name}'",
+        )
+    except NotFound:
+        return
+
+
+def observe_recipe_pods(
+    conn: Connection,
+    spec: PolicySpec,
+    desired: Mapping[str, str | None],
+    config_maps: ConfigMapLookup,
+    changed_at: ChangedAt | None = None,
+) -> RecipePods:
+    """List the pods the policy's selector matches and classify them (`changed_at`: when
+    a ConfigMap last changed, see `recipe_pods.classify`)."""
+    selector = selector_string(spec.recipe_pods.selector)
+    pods = list_pods(conn, selector)
+    replica_sets: dict[str, Any] = {}
+    if any(
+        ref.get("kind") == "ReplicaSet"
+        for pod in pods
+        for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+    ):
+        replica_sets = list_replica_sets(conn)
+    return assess_pods(
+        pods,
+        spec,
+        desired,
+        selector=selector,
+        replica_sets=replica_sets,
+        config_maps=config_maps,
+        changed_at=changed_at,
+    )

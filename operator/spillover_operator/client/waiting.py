@@ -12,7 +12,8 @@ from spillover_operator.assess import Area, Finding, StatusReport
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
 from spillover_operator.client.observe import observe
-from spillover_operator.client.watch import ChangeSignal
+from spillover_operator.client.pods import SelectorError, selector_string
+from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.constants import COND_READY, GROUP, PLURAL, VERSION
 
 # Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
@@ -44,6 +45,9 @@ class WaitProgress:
             None if ready is None else (ready.get("status"), ready.get("reason")),
             sum(1 for f in self.pending if f.area in ("env", "passthrough")),
             None
+            if report.recipe_pods is None
+            else tuple(report.recipe_pods.count(s) for s in ("current", "stale", "unknown")),
+            None
             if rollout is None
             else (rollout.updated, rollout.available, rollout.desired, rollout.complete),
         )
@@ -65,6 +69,11 @@ def _fail_fast(
     for finding in pending:
         if finding.area == "target":
             raise NotFound(f"{finding.message}; nothing will roll out until that is fixed")
+    for finding in pending:
+        if finding.area == "recipe-pods" and finding.severity == "MISMATCH":
+            raise OperatorRefused(
+                f"{finding.message}; waiting cannot fix that", reason="StaleAfterRefresh"
+            )
     if direct or report.observed_generation != report.generation:
         return
     ready = report.condition(COND_READY)
@@ -87,6 +96,7 @@ def wait_until_settled(
     direct: bool = False,
     timeout: float,
     progress: ProgressCallback | None = None,
+    recipe_pods: bool = True,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     follow: bool = True,
@@ -97,7 +107,8 @@ def wait_until_settled(
     looks are only that backoff (`sleep` between them).
 
     Through the operator: observedGeneration == metadata.generation, Ready=True, the
-    Deployment env matches and its rollout is complete. `direct`: only the Deployment
+    Deployment env matches and its rollout is complete, and no matched recipe pod is
+    stale (`recipe_pods=False`: the pods are not looked at). `direct`: only the Deployment
     (env matches, rollout complete); the policy status may be stale.
 
     `progress` is called whenever what it would show changes, and once more when
@@ -107,20 +118,22 @@ def wait_until_settled(
     following, it is called with 0 after each wait so it still can.
     """
     ignore: tuple[Area, ...] = ("operator",) if direct else ()
+    if not recipe_pods:
+        ignore = (*ignore, "recipe-pods")
     start = clock()
     delay = INITIAL_DELAY
     last: tuple[object, ...] | None = None
     signal: ChangeSignal | None = None
     try:
         while True:
-            report = observe(conn, name)
+            report = observe(conn, name, recipe_pods=recipe_pods)
             done = _look(conn, report, ignore, direct, clock() - start, timeout, progress, last)
             if isinstance(done, StatusReport):
                 return done
             if follow and signal is None:
                 # Its first events (the objects as they are) make one more look at once:
                 # nothing that changed since the look above is missed.
-                signal = _follow(conn, name, report)
+                signal = _follow(conn, name, report, recipe_pods=recipe_pods)
             if done != last:
                 last = done
                 delay = INITIAL_DELAY
@@ -137,13 +150,24 @@ def wait_until_settled(
             signal.close()
 
 
-def _follow(conn: Connection, name: str, report: StatusReport) -> ChangeSignal:
+def _follow(
+    conn: Connection, name: str, report: StatusReport, *, recipe_pods: bool
+) -> ChangeSignal:
+    """Watch the policy, its Deployment and (when waited for) the recipe pods its
+    selector picks."""
     namespace = conn.namespace
-    watched = [(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}", name)]
+    watched = [named(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}", name)]
     if report.deployment_name:
         watched.append(
-            (f"/apis/apps/v1/namespaces/{namespace}/deployments", report.deployment_name)
+            named(f"/apis/apps/v1/namespaces/{namespace}/deployments", report.deployment_name)
         )
+    if recipe_pods and report.spec is not None:
+        try:
+            selector = selector_string(report.spec.recipe_pods.selector)
+        except SelectorError:
+            selector = None
+        if selector is not None:
+            watched.append((f"/api/v1/namespaces/{namespace}/pods", "labelSelector", selector))
     return ChangeSignal(conn, watched)
 
 

@@ -13,8 +13,18 @@ from spillover_operator.client.transport import HttpStatusError
 WATCH_SECONDS = 60
 
 
+# (collection path, selector parameter, selector): ("/api/v1/namespaces/x/pods",
+# "labelSelector", "app=mcp-host") or (..., "fieldSelector", "metadata.name=wrc").
+Watched = tuple[str, str, str]
+
+
+def named(path: str, name: str) -> Watched:
+    """Watch the one object `name` of the collection at `path`."""
+    return (path, "fieldSelector", f"metadata.name={name}")
+
+
 class ChangeSignal:
-    """Watches on `paths` (collection paths, each with the one object's name) in
+    """Watches on collections (`Watched`: the objects a selector picks) in
     background threads; `wait(timeout)` returns True as soon as any of them reported
     an event since the last `wait`.
 
@@ -23,23 +33,22 @@ class ChangeSignal:
     within `WATCH_SECONDS` after `close()`.
     """
 
-    def __init__(self, conn: Connection, watched: list[tuple[str, str]]) -> None:
+    def __init__(self, conn: Connection, watched: list[Watched]) -> None:
         self._conn = conn
         self._event = threading.Event()
         self._closed = threading.Event()
         self.broken = False
-        for path, name in watched:
+        for path, kind, selector in watched:
             thread = threading.Thread(
-                target=self._follow, args=(path, name), daemon=True, name=f"watch {name}"
+                target=self._follow,
+                args=(path, kind, selector),
+                daemon=True,
+                name=f"watch {selector}",
             )
             thread.start()
 
-    def _follow(self, path: str, name: str) -> None:
-        query = [
-            ("watch", "1"),
-            ("fieldSelector", f"metadata.name={name}"),
-            ("timeoutSeconds", str(WATCH_SECONDS)),
-        ]
+    def _follow(self, path: str, kind: str, selector: str) -> None:
+        query = [("watch", "1"), (kind, selector), ("timeoutSeconds", str(WATCH_SECONDS))]
         timeout = (self._conn.request_timeout[0], WATCH_SECONDS + 10.0)
         while not self._closed.is_set():
             try:

@@ -14,9 +14,11 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    Histogram,
     start_http_server,
 )
 
+from spillover_operator.recipe_pods import STATES
 from spillover_operator.reconcile import Outcome, ReconcileResult
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,22 @@ class Metrics:
             registry=registry,
         )
 
+        self.recipe_pods = Gauge(
+            "spillover_operator_recipe_pods",
+            "Recipe mcp-host pods matched by the policy's selector, by state "
+            "(current, stale, unknown).",
+            ["namespace", "policy", "state"],
+            registry=registry,
+        )
+        self.recipe_pods_current_seconds = Histogram(
+            "spillover_operator_recipe_pods_current_seconds",
+            "Seconds from the operator's change of the WRC Deployment (a policy change) to "
+            "every matched recipe pod running the policy's values.",
+            ["namespace", "policy"],
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, float("inf")),
+            registry=registry,
+        )
+
     @classmethod
     def for_process(cls) -> Metrics:
         """A registry of its own with the usual process, platform and GC series."""
@@ -89,6 +107,15 @@ class Metrics:
             self.last_apply.labels(namespace, policy).set(now)
         if result.outcome == Outcome.DRIFT_CORRECTED:
             self.drift_corrections.labels(namespace, policy).inc()
+        if result.recipe is not None:
+            for state in STATES:
+                self.recipe_pods.labels(namespace, policy, state).set(
+                    result.recipe.pods.count(state)
+                )
+            if result.recipe.converged_seconds is not None:
+                self.recipe_pods_current_seconds.labels(namespace, policy).observe(
+                    result.recipe.converged_seconds
+                )
 
     def record_failure(self) -> None:
         self.reconciles.labels("error").inc()
@@ -97,6 +124,9 @@ class Metrics:
         for gauge in (self.policy_enabled, self.policy_ready, self.last_apply, self.last_success):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, policy)
+        for state in STATES:
+            with contextlib.suppress(KeyError):
+                self.recipe_pods.remove(namespace, policy, state)
 
     def serve(self, port: int) -> None:
         """Serve /metrics on `port` (0: not at all)."""

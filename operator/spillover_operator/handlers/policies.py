@@ -17,6 +17,7 @@ from spillover_operator.client import ApiUnavailable
 from spillover_operator.handlers.runtime import OperatorRuntime
 from spillover_operator.handlers.views import IndexReader, target_entry
 from spillover_operator.policy import target_of
+from spillover_operator.recipe_reconcile import refresh_request
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -132,3 +133,23 @@ def deployment_event(
         return
     for policy in reader.names_targeting(name):
         reconcile(rt, reader, policy, logger)
+
+
+def pod_event(
+    rt: OperatorRuntime, reader: IndexReader, labels: Mapping[str, Any] | None, logger: Logger
+) -> None:
+    """A pod appeared, changed or went away: reconcile the policies whose recipe-pod
+    selector matches it (their status.recipePods counts it). The policies come from
+    kopf's index, not a LIST per pod event."""
+    for name in domain.policies_selecting(reader.policies(), labels or {}):
+        reconcile(rt, reader, name, logger)
+
+
+def refresh_pending(body: Mapping[str, Any], **_: Any) -> bool:
+    """Whether the policy carries a `--refresh-recipe-pods` request not carried out yet
+    (an annotation change alone does not trigger the spec handlers)."""
+    token = refresh_request(body)
+    status = body.get("status") or {}
+    pods = status.get("recipePods") if isinstance(status, Mapping) else None
+    handled = pods.get("handledRequest") if isinstance(pods, Mapping) else None
+    return bool(token) and token != handled

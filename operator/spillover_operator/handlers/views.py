@@ -102,6 +102,12 @@ class IndexReader:
             return None
         return replace(self, fresh=fresh, read=frozenset(read))
 
+    def policies(self) -> list[dict[str, Any]]:
+        """Every policy of the namespace (as the index holds it, or fresher)."""
+        names = sorted(str(k[1]) for k in self.indexes[POLICIES] if k[0] == self.namespace)
+        found = (self.policy(name) for name in names)
+        return [policy for policy in found if policy is not None]
+
     def names_targeting(self, deployment: str) -> list[str]:
         return sorted(
             {str(n) for n in self.indexes[BY_TARGET].get((self.namespace, deployment), ())}

@@ -110,15 +110,13 @@ def test_cluster_stages_need_a_profile(
     assert not (tmp_path / "out").exists()
 
 
-def test_cluster_stages_refuse_sim_only_and_concurrency_flags(
+def test_cluster_stages_refuse_sim_only_flags(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = str(tmp_path / "out")
     base = ["run", "--stage", "minikube", "--profile", "minikube", "--out", out]
     assert main([*base, "--fault", "log-results"]) == 2
     assert "--fault is for --stage sim only" in capsys.readouterr().err
-    assert main([*base, "--concurrency", "2"]) == 2
-    assert "one run at a time" in capsys.readouterr().err
     assert main([*base, "--override-stage1", "why"]) == 2
     assert "--override-stage1 is for --stage dev only" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -26,3 +26,19 @@ def test_bench_evaluate_returns_seconds() -> None:
     seconds = bench_evaluate(120)
     assert isinstance(seconds, float)
     assert seconds >= 0.0
+
+
+def test_direct_summary_agrees_with_the_evaluator_on_counts() -> None:
+    """The bench's direct path computes what it claims (so the ratio compares like
+    with like): per cell, the successes the evaluator's cells also count."""
+    from spillover_harness.bench_evaluate import direct_summary
+    from spillover_harness.evaluate.context import group
+
+    matrix = load_matrix(None)
+    records = synthetic_records(480, matrix)
+    summary = direct_summary(records)
+    grouped = group(records, matrix, "sim")
+    assert summary
+    for key, (succeeded, median_tokens) in summary.items():
+        assert grouped.data[key].succeeded == succeeded
+        assert median_tokens > 0

@@ -131,7 +131,7 @@ def test_policy_changed_with_no_operator_running() -> None:
     assert not report.consistent
     text = messages(report)
     assert any(
-        m.startswith("MISMATCH: policy says enabled=false, Deployment has ")
+        m.startswith("MISMATCH: policy says enabled=false, the WRC container has ")
         and f"{ENABLED_VAR}=true" in m
         and "the operator has not applied it yet" in m
         and "is it running?" in m
@@ -187,8 +187,16 @@ def test_value_from_is_reported_not_trusted() -> None:
     env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
     env[0] = {"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}}}
     report = assess(policy(), dep)
-    assert any("set through valueFrom" in m for m in messages(report))
+    # Without a ConfigMap lookup the value cannot be read: unknown, never trusted.
+    assert any(
+        f"{ENABLED_VAR}=unknown (env (configMapKeyRef x/y)" in m for m in messages(report)
+    ), messages(report)
     assert not report.consistent
+    # With the ConfigMap read, the value in effect is what it holds.
+    report = assess(policy(), dep, config_maps=lambda name: {"y": "true"} if name == "x" else None)
+    assert report.resolved is not None
+    assert report.resolved[ENABLED_VAR].value == "true"
+    assert report.consistent, messages(report)
 
 
 def test_rollout_in_progress_is_not_consistent() -> None:
@@ -311,3 +319,46 @@ def test_ready_false_during_a_rollout_is_pending_not_a_mismatch() -> None:
     )
     assert {f.severity for f in report.findings} == {"PENDING"}
     assert not report.consistent
+
+
+# ---- recipe pods ---------------------------------------------------------------------
+
+
+def test_stale_recipe_pods_are_pending_and_listed_per_pod() -> None:
+    from spillover_operator.assess import with_recipe_pods
+    from spillover_operator.recipe_pods import assess_pods
+
+    report = assess(policy(enabled=False), deployment({ENABLED_VAR: "false", PASSTHROUGH_VAR: ALL}))
+    assert report.consistent and report.spec is not None and report.desired_env is not None
+    pods = [
+        {
+            "metadata": {
+                "name": name,
+                "creationTimestamp": "2020-01-01T00:00:00Z",
+                "labels": {"app.kubernetes.io/name": "mcp-host"},
+                "ownerReferences": [{"kind": "StatefulSet", "name": "mcp", "controller": True}],
+            },
+            "spec": {
+                "containers": [{"name": "mcp-host", "env": [{"name": ENABLED_VAR, "value": v}]}]
+            },
+        }
+        for name, v in (("mcp-0", "true"), ("mcp-1", "false"))
+    ]
+    found = assess_pods(
+        pods, report.spec, report.desired_env, selector="app.kubernetes.io/name=mcp-host"
+    )
+    full = with_recipe_pods(report, found)
+    assert not full.consistent
+    assert [f.area for f in full.problems()] == ["recipe-pods"]
+    text = format_text(full)
+    assert (
+        "recipe mcp-host pods (app.kubernetes.io/name=mcp-host): 2 matched, 1 current, 1 stale"
+        in text
+    )
+    row = next(line for line in text.splitlines() if "mcp-0" in line and "StatefulSet/mcp" in line)
+    assert row.split()[-1] == "stale" and "true" in row
+    assert summary(full).endswith("recipe pods: 1 stale of 2")
+    doc = report_to_json(full)
+    assert doc["recipePods"]["stalePods"] == ["mcp-0"]
+    # Without waiting for the pods (--no-wait-recipe-pods) the rest is consistent.
+    assert not full.problems(ignore=("recipe-pods",))

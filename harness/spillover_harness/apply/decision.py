@@ -1,0 +1,178 @@
+"""From a stage's verdict.json to the change of a SpilloverPolicy's spec. Pure.
+
+The decision maps to a JSON merge patch of `spec` (docs/harness.md, "apply-decision"):
+
+| decision | spec change |
+|---|---|
+| `false` | `enabled: false` (the kill switch; the rest of the spec kept) |
+| the platform default (`131072`) | `enabled: true`, `thresholdBytes` removed |
+| any other threshold N of the matrix's chain | `enabled: true`, `thresholdBytes: N` |
+
+When the configuration that decided sets a budget in the matrix, `budgetBytes` is set
+to it too; otherwise the budget is left as it is. A verdict that is not a decision
+(`inconclusive`), or that was taken with runs missing, is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spillover_operator.constants import BUDGET_VAR, THRESHOLD_DEFAULT
+
+from spillover_harness.matrix import DECISION_OFF, Matrix
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DecisionRefused",
+    "StageDecision",
+    "apply_command",
+    "apply_patch",
+    "describe_change",
+    "read_decision",
+    "spec_patch",
+]
+
+
+DEFAULT_POLICY = "spillover"
+
+
+def apply_command(results: Path, *, simulated: bool) -> str:
+    """The command that applies the decision of the stage in `results` (the report's)."""
+    argv = ["spillover-harness", "apply-decision", "--results", str(results)]
+    argv += ["--policy", DEFAULT_POLICY, "-n", "NAMESPACE"]
+    if simulated:
+        argv.append("--allow-simulated")
+    return shlex.join(argv).replace("NAMESPACE", "<namespace>")
+
+
+class DecisionRefused(Exception):
+    """The verdict cannot be applied; `kind` says why: inconclusive | incomplete |
+    simulated | unreadable."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    """What a results directory decided, read from its verdict.json."""
+
+    decision: str
+    stage: str | None
+    matrix: str
+    verdict_path: Path
+
+
+def read_decision(
+    results: Path, *, allow_incomplete: bool = False, allow_simulated: bool = False
+) -> StageDecision:
+    """The decision of the stage in `results` (its verdict.json), or DecisionRefused."""
+    path = results / "verdict.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DecisionRefused(
+            "unreadable",
+            f"{path}: no verdict; run the stage first (spillover-harness run ... --out "
+            f"{results}) or pass the results directory that holds verdict.json",
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecisionRefused("unreadable", f"{path}: cannot read the verdict: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("decision"), str):
+        raise DecisionRefused("unreadable", f"{path}: not a verdict (no `decision`)")
+    decision = data["decision"]
+    incomplete = data.get("incomplete")
+    if isinstance(incomplete, dict) and not (allow_incomplete and incomplete.get("judged")):
+        missing = incomplete.get("missing", "some")
+        raise DecisionRefused(
+            "incomplete",
+            f"{path}: the stage is incomplete ({missing} runs missing); nothing is applied. "
+            "Finish it with `spillover-harness run ... --resume`"
+            + (
+                "; a stage judged anyway (--allow-incomplete) can be applied with "
+                "--allow-incomplete"
+                if incomplete.get("judged")
+                else ""
+            ),
+        )
+    if data.get("decided") is not True:
+        raise DecisionRefused(
+            "inconclusive",
+            f"{path}: the decision is {decision!r}, not a decision; nothing is applied. "
+            "Run the runs the report lists, then evaluate again",
+        )
+    stage = data.get("stage")
+    if stage == "sim" and not allow_simulated:
+        raise DecisionRefused(
+            "simulated",
+            f"{path}: this verdict comes from the simulator (stage sim), not from the "
+            "platform; apply a cluster stage's verdict, or pass --allow-simulated to apply "
+            "it knowingly",
+        )
+    return StageDecision(decision, stage, str(data.get("matrix", "")), path)
+
+
+def _budget_of(decision: str, matrix: Matrix | None) -> int | None:
+    """The budget the deciding configuration ran with, when the matrix sets one."""
+    if matrix is None:
+        return None
+    for step in matrix.decision.chain:
+        if step.default == decision:
+            raw = matrix.configuration(step.config).env.get(BUDGET_VAR)
+            return int(raw) if raw else None
+    return None
+
+
+def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
+    """The JSON merge patch of `spec` that applies `decision` (see the module doc)."""
+    if decision == DECISION_OFF:
+        return {"enabled": False}
+    if not decision.isdigit():
+        raise DecisionRefused("unreadable", f"decision {decision!r} is not a threshold or false")
+    threshold = int(decision)
+    patch: dict[str, Any] = {
+        "enabled": True,
+        "thresholdBytes": None if threshold == THRESHOLD_DEFAULT else threshold,
+    }
+    budget = _budget_of(decision, matrix)
+    if budget is not None:
+        patch["budgetBytes"] = budget
+    return patch
+
+
+def apply_patch(spec: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec` after the merge patch (None removes a key)."""
+    out = dict(spec)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+_SHOWN = ("enabled", "thresholdBytes", "budgetBytes")
+
+
+def _show(spec: Mapping[str, Any], key: str) -> str:
+    if key not in spec:
+        return "unset"
+    value = spec[key]
+    return json.dumps(value)
+
+
+def describe_change(spec: Mapping[str, Any], patch: Mapping[str, Any]) -> list[str]:
+    """One line per field the patch changes: `thresholdBytes: 32768 -> unset`; empty when
+    the policy already says what the decision says."""
+    after = apply_patch(spec, patch)
+    return [
+        f"{key}: {_show(spec, key)} -> {_show(after, key)}"
+        for key in _SHOWN
+        if _show(spec, key) != _show(after, key)
+    ]

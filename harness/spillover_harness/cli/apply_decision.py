@@ -1,0 +1,206 @@
+"""`spillover-harness apply-decision`: set a SpilloverPolicy to a stage's decision, in
+the cluster (through the client library) or in a policy manifest (`--gitops FILE`).
+The mapping from decision to spec is `apply.decision` (docs/harness.md)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from spillover_operator import exit_codes
+
+from spillover_harness.cli.common import FORMATTER, BadInput, epilog, err
+
+CODES = (
+    exit_codes.OK,
+    exit_codes.INTERNAL,
+    exit_codes.BAD_INPUT,
+    exit_codes.NOT_FOUND,
+    exit_codes.API,
+    exit_codes.INCONCLUSIVE,
+    exit_codes.INCOMPLETE,
+    exit_codes.INTERRUPTED,
+)
+
+FIELD_MANAGER = "spillover-harness"
+DEFAULT_POLICY = "spillover"  # as apply.decision.DEFAULT_POLICY (imported lazily there)
+
+_REFUSAL_CODES = {
+    "inconclusive": exit_codes.INCONCLUSIVE,
+    "incomplete": exit_codes.INCOMPLETE,
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "apply-decision",
+        formatter_class=FORMATTER,
+        help="set a SpilloverPolicy to a stage's decision (cluster or --gitops manifest)",
+        description=(
+            "Read the decision in DIR/verdict.json and set the SpilloverPolicy to it:\n"
+            "  false            spec.enabled=false (the kill switch)\n"
+            "  131072           spec.enabled=true, spec.thresholdBytes removed (the default)\n"
+            "  N (the chain's)  spec.enabled=true, spec.thresholdBytes=N\n"
+            "(and spec.budgetBytes when the deciding configuration sets a budget).\n"
+            "Through the client library, as one merge patch of the spec; the operator\n"
+            "rolls it out (check with `spilloverctl status`). --gitops FILE edits the\n"
+            "policy in a manifest of a Git checkout instead (only the changed lines),\n"
+            "--dry-run prints the change and writes nothing. An inconclusive verdict\n"
+            "(exit 8) or an incomplete stage (exit 9) is refused, and a simulated\n"
+            "verdict (stage sim) unless --allow-simulated."
+        ),
+        epilog=epilog(*CODES, extra="See docs/harness.md, 'apply-decision'."),
+    )
+    p.add_argument(
+        "--results", required=True, type=Path, metavar="DIR", help="a stage's results directory"
+    )
+    p.add_argument("--policy", default=DEFAULT_POLICY, metavar="NAME", help="default: spillover")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        metavar="NS",
+        help="the policy's namespace (default: the context's, else clerum); with --gitops, "
+        "the manifest's policy must be in it when both name one",
+    )
+    p.add_argument("--kubeconfig", default=None, metavar="FILE", help="default: $KUBECONFIG")
+    p.add_argument("--context", default=None, metavar="NAME", help="kube context")
+    p.add_argument(
+        "--gitops",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="edit the SpilloverPolicy in this manifest (in a Git checkout) instead of the "
+        "cluster; the rest of the file is kept as it is",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the change; write nothing")
+    p.add_argument(
+        "--allow-simulated",
+        action="store_true",
+        help="apply a verdict of the sim stage (the simulator's answer, not the platform's)",
+    )
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="apply a stage judged with runs missing (evaluate --allow-incomplete)",
+    )
+    p.set_defaults(func=cmd_apply_decision)
+
+
+def cmd_apply_decision(args: argparse.Namespace) -> int:
+    from spillover_harness.apply.decision import DecisionRefused, read_decision, spec_patch
+
+    if args.gitops is not None and (args.kubeconfig or args.context):
+        raise BadInput("--gitops edits a file, not the cluster: drop --kubeconfig / --context")
+    try:
+        stage = read_decision(
+            args.results,
+            allow_incomplete=args.allow_incomplete,
+            allow_simulated=args.allow_simulated,
+        )
+        patch = spec_patch(stage.decision, _stored_matrix(args.results))
+    except DecisionRefused as exc:
+        err(f"error: {exc}")
+        return _REFUSAL_CODES.get(exc.kind, exit_codes.BAD_INPUT)
+    print(f"decision: {stage.decision} (stage {stage.stage}, matrix {stage.matrix})")
+    if args.gitops is not None:
+        return _apply_gitops(args, patch)
+    return _apply_cluster(args, patch)
+
+
+def _stored_matrix(results: Path) -> Any:
+    """The matrix that made the stage (stage.json), for the deciding budget; or None."""
+    from spillover_harness.results_dir import ResultsDirError, read_stage_file, stored_matrix
+
+    try:
+        stage_file = read_stage_file(results)
+        if stage_file is None:
+            return None
+        return stored_matrix(stage_file, source=str(results / "stage.json"))
+    except ResultsDirError:
+        return None
+
+
+def _print_change(lines: list[str], where: str, *, dry_run: bool) -> None:
+    if not lines:
+        print(f"{where} already says this; nothing to change")
+        return
+    print(f"{'would change' if dry_run else 'changed'} {where}:")
+    for line in lines:
+        print(f"  spec.{line}")
+
+
+def _apply_cluster(args: argparse.Namespace, patch: dict[str, Any]) -> int:
+    from spillover_operator.client import (
+        ClientError,
+        NotFound,
+        connect,
+        get_policy,
+        patch_policy,
+    )
+
+    from spillover_harness.apply.decision import describe_change
+
+    try:
+        conn = connect(args.kubeconfig, args.context, args.namespace, field_manager=FIELD_MANAGER)
+        policy = get_policy(conn, args.policy)
+        spec = policy.get("spec") or {}
+        lines = describe_change(spec, patch)
+        where = f"SpilloverPolicy {conn.namespace}/{args.policy}"
+        if lines and not args.dry_run:
+            patch_policy(conn, args.policy, {"spec": patch})
+    except NotFound as exc:
+        err(f"error: {exc.message}")
+        return exit_codes.NOT_FOUND
+    except ClientError as exc:
+        err(f"error: {exc.message}")
+        return exit_codes.API
+    _print_change(lines, where, dry_run=args.dry_run)
+    if lines and not args.dry_run:
+        print(
+            f"the operator rolls it out; check with: spilloverctl -n {conn.namespace} "
+            f"status {args.policy}"
+        )
+    return exit_codes.OK
+
+
+def _apply_gitops(args: argparse.Namespace, patch: dict[str, Any]) -> int:
+    from spillover_harness.apply.decision import describe_change
+    from spillover_harness.apply.gitops import ManifestError, edit_manifest
+
+    try:
+        edit = edit_manifest(
+            args.gitops, args.policy, args.namespace, patch, write=not args.dry_run
+        )
+    except ManifestError as exc:
+        raise BadInput(str(exc)) from None
+    lines = describe_change(edit.before, patch)
+    _print_change(lines, f"{args.gitops} ({args.policy})", dry_run=args.dry_run)
+    if lines and not args.dry_run:
+        top = _git_toplevel(args.gitops)
+        if top is None:
+            err(f"note: {args.gitops} is not in a Git checkout; commit it where it belongs")
+        else:
+            rel = args.gitops.resolve().relative_to(top)
+            print(
+                f"commit it: git -C {shlex.quote(str(top))} commit -m "
+                f"'spillover: apply the validated decision' -- {shlex.quote(str(rel))}"
+            )
+    return exit_codes.OK
+
+
+def _git_toplevel(path: Path) -> Path | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path.resolve().parent), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 else None

@@ -1,0 +1,176 @@
+"""`spillover-harness sensitivity`: vary each parameter of the simulator's model and
+report which ones flip the simulated decision, and at what value
+(studies/sensitivity.py)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from spillover_operator import exit_codes
+
+from spillover_harness.cli.common import (
+    FORMATTER,
+    BadInput,
+    Interrupted,
+    add_matrix_arg,
+    dir_path,
+    epilog,
+    err,
+    load_matrix_arg,
+    positive_int,
+)
+from spillover_harness.sim.model import PARAMETERS
+
+CODES = (
+    exit_codes.OK,
+    exit_codes.INTERNAL,
+    exit_codes.BAD_INPUT,
+    exit_codes.LOCKED,
+    exit_codes.INTERRUPTED,
+)
+
+
+def name_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def values_arg(text: str) -> tuple[str, list[float]]:
+    """`NAME=v1,v2,...`."""
+    name, sep, rest = text.partition("=")
+    try:
+        values = [float(v) for v in rest.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not sep or not name.strip() or not values:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=VALUE,VALUE,... (e.g. max_iterations=10,15,50), got {text!r}"
+        )
+    return name.strip(), values
+
+
+def add_parser(sub: Any) -> None:
+    ranges = "\n".join(
+        f"  {p.name}: {', '.join(f'{v:g}' for v in p.sweep)} ({p.unit})" for p in PARAMETERS
+    )
+    p = sub.add_parser(
+        "sensitivity",
+        formatter_class=FORMATTER,
+        help="which parameters of the simulator's model flip the decision, and at what value",
+        description=(
+            "Run the matrix on the simulator with its own model (the reference), then\n"
+            "once per tested value of each model parameter (one changed at a time),\n"
+            "judge each like `run` and report which parameters flip the decision and at\n"
+            "which value: OUT/sensitivity.md (a table), OUT/plots/tornado.png,\n"
+            "OUT/sensitivity.json. Each value's stage is kept under OUT/points/ (durable;\n"
+            "Ctrl-C stops, the same command with --resume continues).\n\n"
+            "Tested values by default (docs/simulator.md §1.5, §7):\n" + ranges
+        ),
+        epilog=epilog(*CODES, extra="See docs/simulator.md §7."),
+    )
+    p.add_argument(
+        "--parameters",
+        type=name_list,
+        default=[],
+        metavar="NAME,...",
+        help="only these parameters (default: all)",
+    )
+    p.add_argument(
+        "--values",
+        type=values_arg,
+        action="append",
+        default=[],
+        metavar="NAME=V,V,...",
+        help="repeatable: test these values of NAME instead of its documented range",
+    )
+    add_matrix_arg(p)
+    p.add_argument(
+        "--out", required=True, type=dir_path, metavar="DIR", help="results directory (created)"
+    )
+    p.add_argument("--resume", action="store_true", help="continue the study recorded in --out")
+    p.add_argument(
+        "--concurrency", type=positive_int, metavar="N", help="runs at once (default: the matrix's)"
+    )
+    p.set_defaults(func=cmd_sensitivity)
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    argv = ["spillover-harness", "sensitivity"]
+    if args.parameters:
+        argv += ["--parameters", ",".join(args.parameters)]
+    for name, values in args.values:
+        argv += ["--values", f"{name}=" + ",".join(f"{v:g}" for v in values)]
+    if args.matrix:
+        argv += ["--matrix", str(args.matrix)]
+    argv += ["--out", str(args.out)]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    return shlex.join([*argv, "--resume"])
+
+
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    from spillover_harness.results_dir import hold_results_dir
+    from spillover_harness.runner import StopRequest, stop_on_signals
+    from spillover_harness.studies.sensitivity import (
+        REFERENCE,
+        SensitivityPoint,
+        assemble,
+        plan_points,
+        point_dir,
+        point_matrix,
+        run_point,
+    )
+    from spillover_harness.studies.sensitivity_report import write_sensitivity_report
+
+    base = load_matrix_arg(args.matrix)
+    try:
+        plan = plan_points(base, args.parameters, dict(args.values))
+    except (KeyError, ValueError) as exc:
+        raise BadInput(str(exc).strip("\"'")) from None
+    again = resume_command(args)
+    total = 1 + sum(len(values) for _, values in plan)
+    stop = StopRequest()
+    points: dict[tuple[str, float], SensitivityPoint] = {}
+    with hold_results_dir(args.out, command=args.invoked), stop_on_signals(stop):
+        todo: list[tuple[str, float | None]] = [(REFERENCE, None)]
+        todo += [(p.name, v) for p, values in plan for v in values]
+        reference: SensitivityPoint | None = None
+        for done, (name, value) in enumerate(todo, 1):
+            matrix = base if value is None else point_matrix(base, name, value)
+            label = REFERENCE if value is None else f"{name}={value:g}"
+            point = run_point(
+                matrix,
+                point_dir(args.out, name, value),
+                name,
+                0.0 if value is None else value,
+                resume=args.resume,
+                concurrency=args.concurrency,
+                resume_hint=again,
+                cancel=stop,
+            )
+            if point is None:
+                err(f"interrupted at {label} ({done - 1} of {total} done). To continue: {again}")
+                return exit_codes.INTERRUPTED
+            err(f"[sensitivity] {done}/{total} {label}: decision {point.decision}")
+            if value is None:
+                reference = point
+            else:
+                points[(name, value)] = point
+        assert reference is not None
+        try:
+            result = assemble(reference, plan, points, base)
+            paths = write_sensitivity_report(result, base, args.out, command=args.invoked)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"interrupted while writing the report; every stage is recorded. To write "
+                f"it: {again}"
+            ) from None
+    print(f"decision with the matrix's model: {reference.decision}")
+    for study in result.ranked():
+        below, above = study.flip_below(), study.flip_above()
+        where = [f"flips at {p.value:g} -> {p.decision} (below)" for p in (below,) if p]
+        where += [f"flips at {p.value:g} -> {p.decision} (above)" for p in (above,) if p]
+        print(f"  {study.parameter.name}: " + ("; ".join(where) if where else "no flip"))
+    print(f"report: {paths.report_md}")
+    return exit_codes.OK

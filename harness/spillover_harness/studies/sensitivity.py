@@ -1,0 +1,195 @@
+"""How much the simulated decision depends on the simulator's model (sim/model.py).
+
+The matrix is run once with its own model (the reference) and once per tested value
+of each parameter, one parameter changed at a time (on top of the matrix's
+`sim_model:`). Each run is a whole `sim` stage in its own results directory under
+`<out>/points/` (durable and resumable like `run`), judged by the evaluator. A
+value flips the decision when its decision differs from the reference's; for each
+parameter the report names the nearest flipping value below and above the
+reference value (docs/simulator.md §7).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from spillover_harness.evaluate import Verdict, evaluate
+from spillover_harness.matrix import Matrix
+from spillover_harness.sim.model import PARAMETERS, ModelParameter, parameter
+
+__all__ = [
+    "ParameterStudy",
+    "SensitivityPoint",
+    "SensitivityResult",
+    "plan_points",
+    "point_dir",
+    "point_matrix",
+    "run_point",
+]
+
+REFERENCE = "reference"
+
+
+@dataclass(frozen=True)
+class SensitivityPoint:
+    """The decision of the matrix with one parameter at one value."""
+
+    parameter: str  # REFERENCE for the matrix's own model
+    value: float
+    decision: str
+    decided: bool
+    failed: dict[str, list[str]]  # chain configuration -> criteria not passed
+    input_tokens: dict[str, float | None]  # configuration -> sum of the cells' medians
+
+
+@dataclass(frozen=True)
+class ParameterStudy:
+    parameter: ModelParameter
+    reference_value: float
+    points: tuple[SensitivityPoint, ...]  # in value order
+    reference_decision: str
+
+    def flips(self) -> tuple[SensitivityPoint, ...]:
+        return tuple(p for p in self.points if p.decision != self.reference_decision)
+
+    def flip_below(self) -> SensitivityPoint | None:
+        """The flipping value nearest below the reference value."""
+        below = [p for p in self.flips() if p.value < self.reference_value]
+        return max(below, key=lambda p: p.value) if below else None
+
+    def flip_above(self) -> SensitivityPoint | None:
+        above = [p for p in self.flips() if p.value > self.reference_value]
+        return min(above, key=lambda p: p.value) if above else None
+
+
+@dataclass(frozen=True)
+class SensitivityResult:
+    reference: SensitivityPoint
+    studies: tuple[ParameterStudy, ...]
+
+    @property
+    def flipping(self) -> tuple[ParameterStudy, ...]:
+        return tuple(s for s in self.studies if s.flips())
+
+    def ranked(self) -> list[ParameterStudy]:
+        """Most sensitive first: the most flips, then the closest flip to the reference."""
+        return sorted(self.studies, key=lambda s: (-len(s.flips()), s.parameter.name))
+
+
+def plan_points(
+    base: Matrix, names: Sequence[str], values: Mapping[str, Sequence[float]]
+) -> list[tuple[ModelParameter, list[float]]]:
+    """(parameter, values to test) for each parameter studied, reference value left out.
+
+    Raises KeyError (naming the known ones) for an unknown parameter and
+    ValueError for a value outside a parameter's bounds."""
+    chosen = [parameter(n) for n in names] if names else list(PARAMETERS)
+    for name in values:
+        parameter(name)
+        if names and name not in names:
+            raise ValueError(f"--values {name}=...: {name} is not among --parameters")
+    model = base.simulator_model()
+    plan: list[tuple[ModelParameter, list[float]]] = []
+    for p in chosen:
+        tested = [p.typed(v) for v in values.get(p.name, p.sweep)]
+        bad = [v for v in tested if not p.low <= v <= p.high]
+        if bad:
+            raise ValueError(
+                f"--values {p.name}: {', '.join(f'{v:g}' for v in bad)} out of range; "
+                f"allowed: {p.low:g}..{p.high:g} ({p.unit})"
+            )
+        current = getattr(model, p.name)
+        plan.append((p, sorted({v for v in tested if v != current})))
+    return plan
+
+
+def point_matrix(base: Matrix, name: str, value: float) -> Matrix:
+    """The base matrix with `sim_model.<name>` set to `value`."""
+    data = base.model_dump()
+    data["sim_model"] = {**(base.sim_model or {}), name: parameter(name).typed(value)}
+    return Matrix.model_validate(data)
+
+
+def point_dir(out_dir: Path, name: str, value: float | None) -> Path:
+    return out_dir / "points" / (REFERENCE if value is None else f"{name}={value:g}")
+
+
+def _figures(verdict: Verdict, matrix: Matrix, name: str, value: float) -> SensitivityPoint:
+    failed = {
+        step.config: [k for k, c in cv.criteria.items() if c.status != "pass"]
+        for step in matrix.decision.chain
+        for cv in [verdict.configs.get(step.config)]
+        if cv is not None
+    }
+    tokens: dict[str, float | None] = {}
+    for config in matrix.configurations:
+        medians = [c.median_input_tokens for c in verdict.cells if c.config == config.name]
+        tokens[config.name] = (
+            None if not medians or any(m is None for m in medians) else sum(m or 0 for m in medians)
+        )
+    return SensitivityPoint(name, value, verdict.decision, verdict.decided, failed, tokens)
+
+
+def run_point(
+    matrix: Matrix,
+    out_dir: Path,
+    name: str,
+    value: float,
+    *,
+    resume: bool,
+    concurrency: int | None,
+    resume_hint: str,
+    cancel: threading.Event,
+) -> SensitivityPoint | None:
+    """Run (or continue) one point's stage and judge it; None when interrupted."""
+    from spillover_harness.drivers.sim import SimDriver
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.runner import StageOptions, run_stage
+
+    driver = SimDriver(fixtures=build_fixtures(matrix.seed), model=matrix.simulator_model())
+    options = StageOptions(
+        resume=resume,
+        concurrency=concurrency,
+        progress=False,
+        quiet=True,
+        driver_identity={"kind": "sim", "faults": [], "study": "sensitivity"},
+        matrix_source=f"sensitivity of {matrix.name}: {name}={value:g}",
+        resume_hint=resume_hint,
+    )
+    result = run_stage(matrix, "sim", driver, out_dir, options, cancel=cancel)
+    if result.interrupted:
+        return None
+    verdict = evaluate(result.records, matrix, stage="sim")
+    return _figures(verdict, matrix, name, value)
+
+
+def assemble(
+    reference: SensitivityPoint,
+    plan: Iterable[tuple[ModelParameter, list[float]]],
+    points: Mapping[tuple[str, float], SensitivityPoint],
+    base: Matrix,
+) -> SensitivityResult:
+    model = base.simulator_model()
+    studies = []
+    for p, values in plan:
+        ref_value = getattr(model, p.name)
+        measured = [points[(p.name, v)] for v in values]
+        with_ref = sorted(
+            [
+                *measured,
+                SensitivityPoint(
+                    p.name,
+                    ref_value,
+                    reference.decision,
+                    reference.decided,
+                    reference.failed,
+                    reference.input_tokens,
+                ),
+            ],
+            key=lambda s: s.value,
+        )
+        studies.append(ParameterStudy(p, ref_value, tuple(with_ref), reference.decision))
+    return SensitivityResult(reference, tuple(studies))

@@ -1,0 +1,243 @@
+"""The threshold sweep: the matrix's recipes and inputs at many thresholds (and budgets),
+each judged against the baseline on the five criteria (docs/harness.md, "sweep").
+
+The sweep is one stage of a derived matrix (`sweep_matrix`): the base matrix's
+baseline plus one configuration per (threshold, budget) point, named `t<threshold>`
+or `t<threshold>-b<budget>`, with the base's recipes, inputs, repetitions, seed,
+acceptance and simulator model. It runs through the runner like `run --stage sim`
+(records appended durably, `--resume` continues it), and the records are judged
+by the evaluator in one call: every point is a configuration, so each gets its
+five criteria against the same baseline runs. `summarize` reads the points out of
+the verdict. Pure except for `run_sweep`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from spillover_harness.evaluate import CRITERIA, Verdict, evaluate
+from spillover_harness.matrix import (
+    BUDGET_VAR,
+    THRESHOLD_VAR,
+    Configuration,
+    Decision,
+    DecisionStep,
+    Matrix,
+    env_value_problem,
+)
+from spillover_harness.records import RunRecord
+
+__all__ = [
+    "SweepPoint",
+    "SweepResult",
+    "check_points",
+    "point_name",
+    "run_sweep",
+    "summarize",
+    "sweep_matrix",
+]
+
+
+def point_name(threshold: int, budget: int | None) -> str:
+    return f"t{threshold}" if budget is None else f"t{threshold}-b{budget}"
+
+
+def check_points(thresholds: Sequence[int], budgets: Sequence[int]) -> list[str]:
+    """Every threshold or budget the mcp-host would not take as set, one line each."""
+    problems: list[str] = []
+    for var, flag, values in (
+        (THRESHOLD_VAR, "--thresholds", thresholds),
+        (BUDGET_VAR, "--budgets", budgets),
+    ):
+        for value in values:
+            why = env_value_problem(var, str(value))
+            if why is not None:
+                problems.append(f"{flag}: {why}")
+        dupes = sorted({v for v in values if list(values).count(v) > 1})
+        if dupes:
+            problems.append(f"{flag}: given twice: {', '.join(map(str, dupes))}")
+    if not thresholds:
+        problems.append("--thresholds: name at least one threshold")
+    return problems
+
+
+def sweep_matrix(base: Matrix, thresholds: Sequence[int], budgets: Sequence[int]) -> Matrix:
+    """The base matrix with its configurations replaced by the baseline and the points."""
+    baseline = base.configuration(base.acceptance.baseline)
+    points: list[Configuration] = []
+    chain: list[DecisionStep] = []
+    budget_points: list[int | None] = [*sorted(budgets)] or [None]
+    for threshold in sorted(thresholds, reverse=True):
+        for budget in budget_points:
+            env = {THRESHOLD_VAR: str(threshold)}
+            if budget is not None:
+                env[BUDGET_VAR] = str(budget)
+            name = point_name(threshold, budget)
+            points.append(Configuration(name=name, env=env, description=f"sweep point {name}"))
+            chain.append(DecisionStep(config=name, default=str(threshold)))
+    data = base.model_dump()
+    data.update(
+        name=f"{base.name}-sweep",
+        description=f"threshold sweep of {base.name}",
+        configurations=[baseline.model_dump(), *(p.model_dump() for p in points)],
+        decision=Decision(chain=chain, fallback=base.decision.fallback).model_dump(),
+    )
+    return Matrix.model_validate(data)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point of the sweep as judged against the baseline."""
+
+    name: str
+    threshold: int
+    budget: int | None
+    verdict: str  # pass | fail | inconclusive
+    criteria: dict[str, str]  # criterion -> status, in CRITERIA order
+    token_ratios: dict[str, float | None]  # "recipe/input" -> median / baseline median
+    input_tokens: float | None  # sum over the cells of the median input tokens
+    success_rate: float | None  # succeeded / valid runs, over every cell
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """The points in threshold order, the baseline's figures and what they add up to."""
+
+    points: tuple[SweepPoint, ...]
+    baseline: str
+    baseline_tokens: float | None
+    baseline_success_rate: float | None
+    cells: tuple[str, ...]
+
+    @property
+    def passing(self) -> tuple[SweepPoint, ...]:
+        return tuple(p for p in self.points if p.passed)
+
+    @property
+    def best(self) -> SweepPoint | None:
+        """The passing point with the lowest input tokens (ties: the higher threshold)."""
+        scored = [p for p in self.passing if p.input_tokens is not None]
+        if not scored:
+            return None
+        return min(scored, key=lambda p: (p.input_tokens, -p.threshold))
+
+    def passing_range(self) -> str:
+        """The thresholds that pass everything, as ranges of consecutive sweep points."""
+        if not self.passing:
+            return "none"
+        spans: list[list[SweepPoint]] = []
+        for p in self.points:
+            if p.passed and spans and spans[-1][-1] is self._previous(p):
+                spans[-1].append(p)
+            elif p.passed:
+                spans.append([p])
+        return ", ".join(
+            _label(s[0]) if len(s) == 1 else f"{_label(s[0])} .. {_label(s[-1])}" for s in spans
+        )
+
+    def _previous(self, point: SweepPoint) -> SweepPoint | None:
+        i = self.points.index(point)
+        return self.points[i - 1] if i > 0 else None
+
+
+def _label(p: SweepPoint) -> str:
+    return str(p.threshold) if p.budget is None else f"{p.threshold} (budget {p.budget})"
+
+
+def _cell_figures(verdict: Verdict, config: str) -> tuple[dict[str, float | None], int, int]:
+    medians: dict[str, float | None] = {}
+    succeeded = valid = 0
+    for c in verdict.cells:
+        if c.config == config:
+            medians[f"{c.recipe}/{c.input}"] = c.median_input_tokens
+            succeeded += c.succeeded
+            valid += c.valid
+    return medians, succeeded, valid
+
+
+def _total(medians: dict[str, float | None]) -> float | None:
+    values = list(medians.values())
+    return None if not values or any(v is None for v in values) else sum(v or 0 for v in values)
+
+
+def summarize(verdict: Verdict, matrix: Matrix) -> SweepResult:
+    """The sweep's points out of the verdict of its matrix."""
+    base = matrix.acceptance.baseline
+    base_medians, base_ok, base_valid = _cell_figures(verdict, base)
+    points: list[SweepPoint] = []
+    for config in matrix.configurations:
+        if config.name == base:
+            continue
+        medians, ok, valid = _cell_figures(verdict, config.name)
+        judged = verdict.configs.get(config.name)
+        ratios = {
+            cell: (m / b if m is not None and b else None)
+            for cell, m in medians.items()
+            for b in [base_medians.get(cell)]
+        }
+        budget = config.env.get(BUDGET_VAR)
+        points.append(
+            SweepPoint(
+                name=config.name,
+                threshold=int(config.env[THRESHOLD_VAR]),
+                budget=int(budget) if budget is not None else None,
+                verdict=judged.verdict if judged is not None else "inconclusive",
+                criteria={
+                    k: (judged.criteria[k].status if judged is not None else "inconclusive")
+                    for k in CRITERIA
+                    if judged is None or k in judged.criteria
+                },
+                token_ratios=ratios,
+                input_tokens=_total(medians),
+                success_rate=ok / valid if valid else None,
+            )
+        )
+    points.sort(key=lambda p: (p.budget or 0, p.threshold))
+    return SweepResult(
+        points=tuple(points),
+        baseline=base,
+        baseline_tokens=_total(base_medians),
+        baseline_success_rate=base_ok / base_valid if base_valid else None,
+        cells=tuple(f"{r.name}/{i.name}" for r, i in matrix.cells()),
+    )
+
+
+def run_sweep(
+    matrix: Matrix,
+    out_dir: Path,
+    *,
+    resume: bool,
+    concurrency: int | None,
+    progress: bool,
+    resume_hint: str,
+    cancel: threading.Event,
+) -> tuple[list[RunRecord], bool, int]:
+    """Run (or continue) the sweep's stage on the simulator: (records, interrupted, planned)."""
+    from spillover_harness.drivers.sim import SimDriver
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.runner import StageOptions, run_stage
+
+    driver = SimDriver(fixtures=build_fixtures(matrix.seed), model=matrix.simulator_model())
+    options = StageOptions(
+        resume=resume,
+        concurrency=concurrency,
+        progress=progress,
+        driver_identity={"kind": "sim", "faults": [], "study": "sweep"},
+        matrix_source=f"sweep of {matrix.name.removesuffix('-sweep')}",
+        resume_hint=resume_hint,
+    )
+    result = run_stage(matrix, "sim", driver, out_dir, options, cancel=cancel)
+    return result.records, result.interrupted, result.planned
+
+
+def judge_sweep(records: Sequence[RunRecord], matrix: Matrix) -> tuple[Verdict, SweepResult]:
+    """The evaluator's verdict on the sweep's records, and the points read out of it."""
+    verdict = evaluate(records, matrix, stage="sim")
+    return verdict, summarize(verdict, matrix)

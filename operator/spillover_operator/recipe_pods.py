@@ -1,0 +1,438 @@
+"""The recipe mcp-host pods: which run the policy's values, which still run old ones,
+and what refreshing them means. Pure: pods, ReplicaSets and ConfigMaps come in as
+API dicts and a lookup, so the operator, spilloverctl and tests classify alike.
+
+- A pod is **current** when every spillover variable its container's process sees
+  (`resolved_env`: env, valueFrom, envFrom) means what the policy says (an absent
+  variable means the mcp-host default).
+- It is **stale** when one differs: it started with old values (before the WRC's
+  rollout completed, or from a workload template that carries them) and keeps them
+  until it is restarted.
+- It is **unknown** when a value may not be read (a Secret, an unreadable ConfigMap),
+  never guessed.
+
+Refreshing restarts the owners of stale pods one at a time: a rollout restart of the
+owning Deployment (found through the pod's ReplicaSet) or StatefulSet, or deleting
+the pods of another controller that recreates them. A pod no controller recreates is
+never deleted. Replacement pods that are still stale mean the owner's template
+carries the old value: `StaleAfterRefresh`, and that owner is left alone.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from spillover_operator.constants import ENABLED_VAR, SPILLOVER_VARS
+from spillover_operator.envplan import MCP_HOST_DEFAULTS
+from spillover_operator.policy import DEFAULT_RECIPE_CONTAINER, PolicySpec, RecipePodsSpec
+from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
+from spillover_operator.status import Condition
+
+PodState = Literal["current", "stale", "unknown"]
+STATES: tuple[PodState, ...] = ("current", "stale", "unknown")
+MAX_LISTED = 10
+
+COND_RECIPE_PODS = "RecipePodsCurrent"
+# The pod template annotation of a rollout restart (what `kubectl rollout restart` uses,
+# so kubectl and dashboards show it as one).
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+RESTARTABLE = ("Deployment", "StatefulSet")
+
+
+# ---- selectors -------------------------------------------------------------------
+
+
+def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, Any] | None) -> bool:
+    """Whether a `metav1.LabelSelector` selects an object with `labels`."""
+    labels = labels or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op = expr.get("key"), expr.get("operator")
+        values = [str(v) for v in expr.get("values") or []]
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+# ---- owners ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Owner:
+    """What recreates a pod: `kind`/`name` of its controller (a ReplicaSet resolved to
+    its Deployment); kind "" when nothing does (a bare pod)."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}" if self.kind else "(no controller)"
+
+    @property
+    def restartable(self) -> bool:
+        return self.kind in RESTARTABLE
+
+    @property
+    def recreates(self) -> bool:
+        return bool(self.kind)
+
+
+NO_OWNER = Owner("", "")
+
+
+def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return ref
+    return None
+
+
+def owner_of(pod: Mapping[str, Any], replica_sets: Mapping[str, Mapping[str, Any]]) -> Owner:
+    """The pod's owner; `replica_sets` by name (a ReplicaSet owned by a Deployment
+    resolves to that Deployment)."""
+    ref = _controller(pod)
+    if ref is None:
+        return NO_OWNER
+    kind, name = str(ref.get("kind") or ""), str(ref.get("name") or "")
+    if kind == "ReplicaSet":
+        rs = replica_sets.get(name)
+        above = _controller(rs) if rs is not None else None
+        if above is not None and above.get("kind") == "Deployment":
+            return Owner("Deployment", str(above.get("name")))
+    return Owner(kind, name)
+
+
+# ---- classification --------------------------------------------------------------
+
+
+def _meaning(var: str, value: str | None) -> str:
+    """What a value means to mcp-host: absent is its default; booleans ignore case."""
+    if value is None:
+        return MCP_HOST_DEFAULTS[var]
+    value = value.strip()
+    return value.lower() if var == ENABLED_VAR else value
+
+
+def parse_time(text: Any) -> datetime.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class PodVerdict:
+    """One matched pod: its owner, when it was created, what its process sees, and the
+    verdict with the reason for people."""
+
+    name: str
+    owner: Owner
+    created: str | None
+    container: str | None
+    values: dict[str, Resolved]
+    state: PodState
+    why: str
+
+    def shown(self, var: str) -> str:
+        found = self.values.get(var)
+        return "?" if found is None else found.shown()
+
+
+def pod_container_name(pod: Mapping[str, Any], wanted: str | None) -> str | None:
+    """The container read: `wanted`; else `mcp-host` when the pod has it; else the first."""
+    names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+    if wanted is not None:
+        return wanted if wanted in names else None
+    if DEFAULT_RECIPE_CONTAINER in names:
+        return DEFAULT_RECIPE_CONTAINER
+    return names[0] if names else None
+
+
+ChangedAt = Callable[[str], datetime.datetime | None]
+
+
+def _started(pod: Mapping[str, Any], container: str) -> datetime.datetime | None:
+    """When the container's process started (else the pod, else its creation)."""
+    status = pod.get("status") or {}
+    for cs in status.get("containerStatuses") or []:
+        if isinstance(cs, Mapping) and cs.get("name") == container:
+            running = (cs.get("state") or {}).get("running") or {}
+            found = parse_time(running.get("startedAt"))
+            if found is not None:
+                return found
+    return parse_time(status.get("startTime")) or parse_time(
+        (pod.get("metadata") or {}).get("creationTimestamp")
+    )
+
+
+def classify(
+    pod: Mapping[str, Any],
+    desired: Mapping[str, str | None],
+    *,
+    container: str | None,
+    owner: Owner,
+    config_maps: ConfigMapLookup = no_config_maps,
+    changed_at: ChangedAt | None = None,
+) -> PodVerdict:
+    """The verdict on one pod given the policy's values (`envplan.render_env`).
+
+    A value from a ConfigMap is what the ConfigMap held when the container started:
+    with `changed_at` (when a ConfigMap last changed), a pod that would be current but
+    read a ConfigMap changed after it started is stale (its process may well hold the
+    older value; a restart settles it)."""
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name"))
+    created = meta.get("creationTimestamp")
+    chosen = pod_container_name(pod, container)
+    found = None
+    if chosen is not None:
+        found = next(
+            (c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == chosen),
+            None,
+        )
+    if found is None:
+        return PodVerdict(
+            name, owner, created, chosen, {}, "unknown", f"no container {container!r} in the pod"
+        )
+    read: list[str] = []
+
+    def recording(name: str) -> Mapping[str, str] | None:
+        read.append(name)
+        return config_maps(name)
+
+    values = resolve(found, SPILLOVER_VARS, recording)
+    unknown = [var for var in SPILLOVER_VARS if not values[var].known]
+    differing = [
+        var
+        for var in SPILLOVER_VARS
+        if values[var].known and _meaning(var, values[var].value) != _meaning(var, desired.get(var))
+    ]
+    if differing:
+        parts = ", ".join(
+            f"{var}={values[var].shown()} (policy: {_meaning(var, desired.get(var))})"
+            for var in differing
+        )
+        return PodVerdict(
+            name,
+            owner,
+            created,
+            chosen,
+            values,
+            "stale",
+            f"runs {parts}; it keeps them until restarted",
+        )
+    if unknown:
+        why = "; ".join(f"{var}: {values[var].source}" for var in unknown)
+        return PodVerdict(name, owner, created, chosen, values, "unknown", why)
+    started = _started(pod, str(chosen))
+    if changed_at is not None and started is not None:
+        for cm in dict.fromkeys(read):
+            when = changed_at(cm)
+            if when is not None and when > started:
+                return PodVerdict(
+                    name,
+                    owner,
+                    created,
+                    chosen,
+                    values,
+                    "stale",
+                    f"ConfigMap {cm} changed after the container started "
+                    f"({when.isoformat()} > {started.isoformat()}): the process keeps the "
+                    "values it started with until restarted",
+                )
+    return PodVerdict(name, owner, created, chosen, values, "current", "runs the policy's values")
+
+
+@dataclass(frozen=True)
+class RecipePods:
+    """Every matched pod's verdict, sorted by name."""
+
+    selector: str
+    pods: list[PodVerdict] = field(default_factory=list)
+
+    def count(self, state: PodState) -> int:
+        return sum(1 for p in self.pods if p.state == state)
+
+    @property
+    def matched(self) -> int:
+        return len(self.pods)
+
+    def stale_pods(self) -> list[PodVerdict]:
+        return [p for p in self.pods if p.state == "stale"]
+
+    def to_status(self) -> dict[str, Any]:
+        """status.recipePods (without the refresh record)."""
+        return {
+            "selector": self.selector,
+            "matched": self.matched,
+            "current": self.count("current"),
+            "stale": self.count("stale"),
+            "unknown": self.count("unknown"),
+            "stalePods": [p.name for p in self.stale_pods()][:MAX_LISTED],
+        }
+
+
+def assess_pods(
+    pods: Iterable[Mapping[str, Any]],
+    spec: PolicySpec,
+    desired: Mapping[str, str | None],
+    *,
+    selector: str,
+    replica_sets: Mapping[str, Mapping[str, Any]] | None = None,
+    config_maps: ConfigMapLookup = no_config_maps,
+    changed_at: ChangedAt | None = None,
+) -> RecipePods:
+    """Classify the pods matched by the policy's selector (`pods` already listed with
+    it; those being deleted count too: they still run until they are gone)."""
+    verdicts = [
+        classify(
+            pod,
+            desired,
+            container=spec.recipe_pods.container,
+            owner=owner_of(pod, replica_sets or {}),
+            config_maps=config_maps,
+            changed_at=changed_at,
+        )
+        for pod in pods
+        if selector_matches(spec.recipe_pods.selector, (pod.get("metadata") or {}).get("labels"))
+    ]
+    return RecipePods(selector, sorted(verdicts, key=lambda v: v.name))
+
+
+# ---- refresh ---------------------------------------------------------------------
+
+
+def refresh_wanted(recipe: RecipePodsSpec, enabled: bool, requested: bool) -> bool:
+    """Whether stale pods are refreshed: `Always`; `OnKillSwitch` while the kill switch
+    is engaged; or once on request (`spilloverctl --refresh-recipe-pods`)."""
+    if requested or recipe.refresh == "Always":
+        return True
+    return recipe.refresh == "OnKillSwitch" and not enabled
+
+
+@dataclass(frozen=True)
+class RefreshStep:
+    """What to do now. `action`: `restart` (a rollout restart of `owner`), `delete`
+    (the `pods` of `owner`, which recreates them), `wait` (the last refreshed owner
+    still has old pods), or `none`. `stale_after_refresh`: owners whose replacement
+    pods are still stale; `unrefreshable`: stale pods nothing recreates."""
+
+    action: Literal["restart", "delete", "wait", "none"]
+    owner: Owner | None = None
+    pods: tuple[str, ...] = ()
+    stale_after_refresh: tuple[Owner, ...] = ()
+    unrefreshable: tuple[str, ...] = ()
+
+
+def _after(created: str | None, moment: str) -> bool:
+    a, b = parse_time(created), parse_time(moment)
+    return a is not None and b is not None and a >= b
+
+
+def next_refresh(
+    pods: RecipePods,
+    refreshed: Mapping[Owner, str],
+    expected: Mapping[Owner, int] | None = None,
+) -> RefreshStep:
+    """The next refresh step given the owners already refreshed in this round (owner ->
+    when) and how many stale pods each had then (`expected`). One owner at a time: while
+    a refreshed owner still has stale pods created before its refresh, or fewer pods
+    created since than it had stale ones, wait. A refreshed owner with a stale pod
+    created after its refresh is StaleAfterRefresh: the refresh stops there (no other
+    owner is restarted in this round)."""
+    expected = expected or {}
+    by_owner: dict[Owner, list[PodVerdict]] = {}
+    for verdict in pods.stale_pods():
+        by_owner.setdefault(verdict.owner, []).append(verdict)
+    unrefreshable = tuple(v.name for v in by_owner.pop(NO_OWNER, []))
+    after_refresh: list[Owner] = []
+    waiting: Owner | None = None
+    for owner, at in sorted(refreshed.items()):
+        stale = by_owner.get(owner, [])
+        replaced = sum(1 for v in pods.pods if v.owner == owner and _after(v.created, at))
+        if any(_after(v.created, at) for v in stale):
+            after_refresh.append(owner)
+        elif stale or replaced < expected.get(owner, 0):
+            waiting = waiting or owner
+    done = tuple(after_refresh)
+    if done:
+        # Stop: the WRC's templates carry the old values; restarting more owners would
+        # only churn pods (and fight the WRC).
+        return RefreshStep("none", None, (), done, unrefreshable)
+    if waiting is not None:
+        return RefreshStep("wait", waiting, (), done, unrefreshable)
+    for owner in sorted(by_owner):
+        if owner in refreshed:
+            continue
+        names = tuple(v.name for v in by_owner[owner])
+        action: Literal["restart", "delete"] = "restart" if owner.restartable else "delete"
+        return RefreshStep(action, owner, names, done, unrefreshable)
+    return RefreshStep("none", None, (), done, unrefreshable)
+
+
+def restart_patch(at: str) -> dict[str, Any]:
+    """The merge patch of a rollout restart (as `kubectl rollout restart`): only the pod
+    template's annotation; never the env of a workload the WRC owns."""
+    return {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}}
+
+
+# ---- condition -------------------------------------------------------------------
+
+
+def recipe_condition(
+    pods: RecipePods,
+    *,
+    stale_after_refresh: Sequence[Owner] = (),
+    note: str = "",
+) -> Condition:
+    """RecipePodsCurrent: True when no matched pod is stale or unknown; else False with
+    StaleAfterRefresh (naming the owners), Stale, Unknown or NoPods."""
+    tail = f"; {note}" if note else ""
+    counts = (
+        f"{pods.matched} matched ({pods.selector}): {pods.count('current')} current, "
+        f"{pods.count('stale')} stale, {pods.count('unknown')} unknown"
+    )
+    if pods.matched == 0:
+        return Condition(
+            COND_RECIPE_PODS,
+            False,
+            "NoPods",
+            f"no pod matches spec.recipePods.selector ({pods.selector}): nothing to check; "
+            f"if recipes are running, fix the selector{tail}",
+        )
+    stale = pods.stale_pods()
+    if stale_after_refresh and stale:
+        owners = ", ".join(str(o) for o in stale_after_refresh)
+        return Condition(
+            COND_RECIPE_PODS,
+            False,
+            "StaleAfterRefresh",
+            f"{counts}; restarted {owners} but its new pods still run old values: its pod "
+            "template carries them (the WRC did not re-render it); the operator does not "
+            f"write env into workloads the WRC owns, so fix it there{tail}",
+        )
+    if stale:
+        listed = ", ".join(p.name for p in stale[:MAX_LISTED])
+        more = f" and {len(stale) - MAX_LISTED} more" if len(stale) > MAX_LISTED else ""
+        return Condition(
+            COND_RECIPE_PODS,
+            False,
+            "Stale",
+            f"{counts}; stale: {listed}{more}{tail}",
+        )
+    if pods.count("unknown"):
+        return Condition(COND_RECIPE_PODS, False, "Unknown", f"{counts}{tail}")
+    return Condition(COND_RECIPE_PODS, True, "AllCurrent", f"{counts}{tail}")

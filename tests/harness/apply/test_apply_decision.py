@@ -1,0 +1,110 @@
+"""apply.decision: a verdict.json's decision as a SpilloverPolicy spec change, and the
+refusals (inconclusive, incomplete, simulated, unreadable), through the command too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spillover_harness.apply.decision import (
+    DecisionRefused,
+    apply_patch,
+    describe_change,
+    read_decision,
+    spec_patch,
+)
+from spillover_harness.cli import main
+from spillover_harness.matrix import load_matrix
+from spillover_operator.exit_codes import BAD_INPUT, INCOMPLETE, INCONCLUSIVE
+
+
+def verdict_dir(tmp_path: Path, **fields: Any) -> Path:
+    data = {
+        "decision": "32768",
+        "decided": True,
+        "incomplete": None,
+        "stage": "minikube",
+        "matrix": "spillover-default",
+        **fields,
+    }
+    (tmp_path / "verdict.json").write_text(json.dumps(data), encoding="utf-8")
+    return tmp_path
+
+
+def test_decisions_map_to_spec_patches() -> None:
+    assert spec_patch("false") == {"enabled": False}
+    assert spec_patch("131072") == {"enabled": True, "thresholdBytes": None}
+    assert spec_patch("32768") == {"enabled": True, "thresholdBytes": 32768}
+    assert spec_patch("65536") == {"enabled": True, "thresholdBytes": 65536}
+    with pytest.raises(DecisionRefused):
+        spec_patch("inconclusive")
+
+
+def test_the_deciding_configurations_budget_is_applied(tmp_path: Path) -> None:
+    text = (
+        Path(__file__).parents[3] / "harness/spillover_harness/matrices/spillover-default.yaml"
+    ).read_text(encoding="utf-8")
+    text = text.replace(
+        'CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD: "32768"',
+        'CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD: "32768"\n'
+        '      CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES: "8388608"',
+    )
+    path = tmp_path / "m.yaml"
+    path.write_text(text, encoding="utf-8")
+    matrix = load_matrix(path)
+    assert spec_patch("32768", matrix)["budgetBytes"] == 8388608
+    assert "budgetBytes" not in spec_patch("131072", matrix)  # 128KiB sets none: kept
+
+
+def test_describe_change_names_each_changed_field() -> None:
+    spec = {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": "w"}}
+    patch = spec_patch("131072")
+    assert describe_change(spec, patch) == ["thresholdBytes: 32768 -> unset"]
+    assert apply_patch(spec, patch) == {"enabled": True, "target": {"deployment": "w"}}
+    assert describe_change({"enabled": False}, spec_patch("false")) == []
+    assert describe_change({"enabled": True}, spec_patch("false")) == ["enabled: true -> false"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "kind", "code"),
+    [
+        ({"decision": "inconclusive", "decided": False}, "inconclusive", INCONCLUSIVE),
+        (
+            {
+                "decision": "inconclusive",
+                "decided": False,
+                "incomplete": {"missing": 3, "judged": False},
+            },
+            "incomplete",
+            INCOMPLETE,
+        ),
+        ({"incomplete": {"missing": 3, "judged": True}}, "incomplete", INCOMPLETE),
+        ({"stage": "sim"}, "simulated", BAD_INPUT),
+        ({"decision": 5}, "unreadable", BAD_INPUT),
+    ],
+)
+def test_refusals(tmp_path: Path, fields: dict[str, Any], kind: str, code: int) -> None:
+    results = verdict_dir(tmp_path, **fields)
+    with pytest.raises(DecisionRefused) as info:
+        read_decision(results)
+    assert info.value.kind == kind
+    manifest = tmp_path / "policy.yaml"
+    manifest.write_text(
+        "kind: SpilloverPolicy\nmetadata: {name: spillover}\nspec:\n  enabled: true\n"
+    )
+    before = manifest.read_text()
+    assert main(["apply-decision", "--results", str(results), "--gitops", str(manifest)]) == code
+    assert manifest.read_text() == before  # nothing applied
+
+
+def test_opt_ins(tmp_path: Path) -> None:
+    judged = verdict_dir(tmp_path, incomplete={"missing": 3, "judged": True}, stage="sim")
+    decision = read_decision(judged, allow_incomplete=True, allow_simulated=True)
+    assert decision.decision == "32768"
+
+
+def test_no_verdict_names_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(DecisionRefused, match="no verdict; run the stage first"):
+        read_decision(tmp_path)

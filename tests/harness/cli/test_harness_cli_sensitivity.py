@@ -1,0 +1,103 @@
+"""`spillover-harness sensitivity` end to end on the simulator: a small matrix, two
+parameters with a few values each; which ones flip the decision and where, the
+table, the tornado plot, resume, and the refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from spillover_harness.cli import main
+from spillover_harness.records import read_records
+from spillover_operator.exit_codes import BAD_INPUT, OK
+
+MATRIX = """\
+name: sensitivity-small
+seed: 20261130
+configurations:
+  - name: "off"
+    env: {CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"}
+  - name: 128KiB
+recipes:
+  - name: code-review
+    inputs: [{name: large, size_class: large}]
+repetitions: {sim: 2, minikube: 1, dev: 1}
+run_timeout_s: 900
+concurrency: 2
+acceptance: {baseline: "off", token_tolerance: 0.1, quality_recipes: []}
+decision:
+  chain:
+    - {config: 128KiB, default: "131072"}
+  fallback: "false"
+"""
+
+
+def test_sensitivity_names_the_flipping_parameter_and_value(tmp_path: Path) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX, encoding="utf-8")
+    out = tmp_path / "sens"
+    argv = [
+        "sensitivity",
+        "--parameters",
+        "context_window_tokens,lazy_reader_p",
+        "--values",
+        "context_window_tokens=64000,400000",
+        "--values",
+        "lazy_reader_p=0,1",
+        "--matrix",
+        str(matrix),
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == OK
+    data = json.loads((out / "sensitivity.json").read_text(encoding="utf-8"))
+    assert data["reference"]["decision"] == "131072"
+    # A 64,000-token window: under `off` the large review overflows it after a few
+    # iterations, having spent few tokens; 128KiB gets further and spends more, so it
+    # is no longer below off's tokens (criterion 3) and the decision falls to false.
+    # Summarize is not in this matrix, so the lazy reader changes nothing.
+    assert data["flipping"] == ["context_window_tokens"]
+    window = data["parameters"]["context_window_tokens"]
+    assert window["flip_below"] == 64000 and window["flip_above"] is None
+    assert [p["value"] for p in window["points"]] == [64000, 200000, 400000]
+    assert data["parameters"]["lazy_reader_p"]["flip_below"] is None
+    report = (out / "sensitivity.md").read_text(encoding="utf-8")
+    assert "**Parameters that flip it:** `context_window_tokens`" in report
+    assert "plots/tornado.png" in report
+    assert (out / "plots" / "tornado.png").read_bytes().startswith(b"\x89PNG")
+    stages = sorted(p.name for p in (out / "points").iterdir())
+    assert stages == [
+        "context_window_tokens=400000",
+        "context_window_tokens=64000",
+        "lazy_reader_p=0",
+        "lazy_reader_p=1",
+        "reference",
+    ]
+    assert len(read_records(out / "points" / "reference" / "runs.jsonl")) == 4
+
+    # Again with --resume: nothing runs again, the same answer; without it, refused.
+    assert main([*argv, "--resume"]) == OK
+    again = json.loads((out / "sensitivity.json").read_text(encoding="utf-8"))
+    assert again["flipping"] == data["flipping"]
+    assert main(argv) == BAD_INPUT
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--parameters", "read_window"], "unknown simulator model parameter 'read_window'"),
+        (["--values", "max_iterations=0"], "max_iterations: 0 out of range"),
+        (
+            ["--parameters", "max_iterations", "--values", "lazy_reader_p=0.5"],
+            "lazy_reader_p is not among --parameters",
+        ),
+    ],
+)
+def test_sensitivity_refusals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    out = tmp_path / "sens"
+    assert main(["sensitivity", *args, "--out", str(out)]) == BAD_INPUT
+    assert message in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,274 @@
+"""recipe_pods: selectors, owners, the current/stale/unknown verdict, the refresh steps
+and the RecipePodsCurrent condition, from plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from spillover_operator.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.envplan import render_env
+from spillover_operator.policy import InvalidSpecError, parse_spec, spec_to_json
+from spillover_operator.recipe_pods import (
+    NO_OWNER,
+    Owner,
+    PodVerdict,
+    RecipePods,
+    assess_pods,
+    classify,
+    next_refresh,
+    owner_of,
+    recipe_condition,
+    refresh_wanted,
+    restart_patch,
+    selector_matches,
+)
+
+LABELS = {"app.kubernetes.io/name": "mcp-host"}
+
+
+def pod(
+    name: str,
+    env: dict[str, str] | list[dict[str, Any]] | None = None,
+    *,
+    created: str = "2026-01-01T00:00:00Z",
+    owner: tuple[str, str] | None = ("ReplicaSet", "mcp-host-r1-abc"),
+    labels: dict[str, str] | None = None,
+    container: str = "mcp-host",
+) -> dict[str, Any]:
+    entries = (
+        [{"name": k, "value": v} for k, v in env.items()] if isinstance(env, dict) else env or []
+    )
+    meta: dict[str, Any] = {
+        "name": name,
+        "creationTimestamp": created,
+        "labels": dict(LABELS if labels is None else labels),
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    return {"metadata": meta, "spec": {"containers": [{"name": container, "env": entries}]}}
+
+
+RS = {
+    "mcp-host-r1-abc": {
+        "metadata": {
+            "name": "mcp-host-r1-abc",
+            "ownerReferences": [{"kind": "Deployment", "name": "mcp-host-r1", "controller": True}],
+        }
+    }
+}
+
+
+def spec(**fields: Any) -> Any:
+    return parse_spec({"target": {"deployment": "wrc"}, **fields})
+
+
+OFF = render_env(spec(enabled=False))
+
+
+def test_selector_matching() -> None:
+    sel = {
+        "matchLabels": {"a": "1"},
+        "matchExpressions": [
+            {"key": "b", "operator": "In", "values": ["x", "y"]},
+            {"key": "c", "operator": "DoesNotExist"},
+        ],
+    }
+    assert selector_matches(sel, {"a": "1", "b": "x"})
+    assert not selector_matches(sel, {"a": "1", "b": "z"})
+    assert not selector_matches(sel, {"a": "1", "b": "x", "c": ""})
+    assert not selector_matches({"matchLabels": {"a": "1"}}, None)
+
+
+def test_owner_resolves_a_replica_set_to_its_deployment() -> None:
+    assert owner_of(pod("p"), RS) == Owner("Deployment", "mcp-host-r1")
+    assert owner_of(pod("p", owner=("ReplicaSet", "orphan")), RS) == Owner("ReplicaSet", "orphan")
+    assert owner_of(pod("p", owner=("StatefulSet", "s")), RS).restartable
+    assert owner_of(pod("p", owner=None), RS) == NO_OWNER
+    assert not NO_OWNER.recreates
+
+
+def test_current_stale_and_unknown() -> None:
+    current = classify(pod("a", {ENABLED_VAR: "FALSE"}), OFF, container=None, owner=NO_OWNER)
+    assert current.state == "current"
+    stale = classify(pod("b", {ENABLED_VAR: "true"}), OFF, container=None, owner=NO_OWNER)
+    assert stale.state == "stale" and f"{ENABLED_VAR}=true" in stale.why
+    # Absent means the mcp-host default: spillover on.
+    assert classify(pod("c"), OFF, container=None, owner=NO_OWNER).state == "stale"
+    assert classify(pod("c"), render_env(spec()), container=None, owner=NO_OWNER).state == (
+        "current"
+    )
+    secret = [{"name": ENABLED_VAR, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    unknown = classify(pod("d", secret), OFF, container=None, owner=NO_OWNER)
+    assert unknown.state == "unknown" and "Secrets are not read" in unknown.why
+    missing = classify(pod("e"), OFF, container="other", owner=NO_OWNER)
+    assert missing.state == "unknown"
+
+
+def test_config_map_values_are_resolved() -> None:
+    ref = [{"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "on"}}}]
+    env_from = [{"configMapRef": {"name": "cm2"}, "prefix": "CLERUM_"}]
+    p = pod("a", ref)
+    p["spec"]["containers"][0]["envFrom"] = env_from
+    maps = {"cm": {"on": "false"}, "cm2": {"WORKFLOW_TOOL_SPILLOVER_THRESHOLD": "4096"}}
+    verdict = classify(p, OFF, container=None, owner=NO_OWNER, config_maps=maps.get)
+    assert verdict.state == "stale"  # threshold 4096 from envFrom, the policy's is the default
+    assert verdict.shown(THRESHOLD_VAR) == "4096" and verdict.shown(ENABLED_VAR) == "false"
+    wanted = render_env(spec(enabled=False, thresholdBytes=4096))
+    assert classify(p, wanted, container=None, owner=NO_OWNER, config_maps=maps.get).state == (
+        "current"
+    )
+
+
+def test_container_choice_prefers_mcp_host() -> None:
+    p = pod("a", {ENABLED_VAR: "false"})
+    p["spec"]["containers"].insert(0, {"name": "sidecar", "env": []})
+    assert classify(p, OFF, container=None, owner=NO_OWNER).state == "current"
+
+
+def test_assess_pods_counts_and_lists_at_most_ten() -> None:
+    pods = [pod(f"p{i:02}", {ENABLED_VAR: "true"}) for i in range(12)]
+    pods.append(pod("other", {ENABLED_VAR: "true"}, labels={"app": "x"}))
+    pods.append(pod("ok", {ENABLED_VAR: "false"}))
+    result = assess_pods(pods, spec(enabled=False), OFF, selector="s", replica_sets=RS)
+    status = result.to_status()
+    assert status["matched"] == 13 and status["stale"] == 12 and status["current"] == 1
+    assert len(status["stalePods"]) == 10
+    assert result.pods[0].owner == Owner("Deployment", "mcp-host-r1")
+
+
+def verdict(name: str, owner: Owner, created: str, state: str = "stale") -> PodVerdict:
+    return PodVerdict(name, owner, created, "mcp-host", {}, state, "")  # type: ignore[arg-type]
+
+
+D1, D2, CM = Owner("Deployment", "d1"), Owner("Deployment", "d2"), Owner("ConfigMap", "run")
+
+
+def test_refresh_one_owner_at_a_time_then_stale_after_refresh() -> None:
+    pods = RecipePods(
+        "s",
+        [
+            verdict("a", D1, "2026-01-01T00:00:00Z"),
+            verdict("b", D2, "2026-01-01T00:00:00Z"),
+            verdict("c", NO_OWNER, "2026-01-01T00:00:00Z"),
+        ],
+    )
+    first = next_refresh(pods, {})
+    assert (first.action, first.owner, first.unrefreshable) == ("restart", D1, ("c",))
+    # d1 refreshed at 01:00, its old pod still there: wait.
+    assert next_refresh(pods, {D1: "2026-01-01T01:00:00Z"}).action == "wait"
+    # d1 replaced its pod with a current one: on to d2.
+    replaced = RecipePods(
+        "s",
+        [
+            verdict("a2", D1, "2026-01-01T01:00:05Z", "current"),
+            verdict("b", D2, "2026-01-01T00:00:00Z"),
+        ],
+    )
+    step = next_refresh(replaced, {D1: "2026-01-01T01:00:00Z"}, {D1: 1})
+    assert (step.action, step.owner) == ("restart", D2)
+    # ...but not before d1 has as many new pods as it had stale ones.
+    gone = RecipePods("s", [verdict("b", D2, "2026-01-01T00:00:00Z")])
+    assert next_refresh(gone, {D1: "2026-01-01T01:00:00Z"}, {D1: 1}).action == "wait"
+    # d1's new pod (created after) still stale: StaleAfterRefresh, and the refresh stops.
+    again = RecipePods(
+        "s", [verdict("a2", D1, "2026-01-01T01:00:05Z"), verdict("b", D2, "2026-01-01T00:00:00Z")]
+    )
+    step = next_refresh(again, {D1: "2026-01-01T01:00:00Z"})
+    assert step.stale_after_refresh == (D1,)
+    assert step.action == "none"
+    done = next_refresh(RecipePods("s", []), {D1: "x"})
+    assert done.action == "none"
+
+
+def test_other_controllers_get_their_pods_deleted() -> None:
+    pods = RecipePods("s", [verdict("a", CM, "2026-01-01T00:00:00Z")])
+    step = next_refresh(pods, {})
+    assert (step.action, step.pods) == ("delete", ("a",))
+
+
+def test_refresh_modes() -> None:
+    never = spec().recipe_pods
+    on_kill = spec(recipePods={"refresh": "OnKillSwitch"}).recipe_pods
+    always = spec(recipePods={"refresh": "Always"}).recipe_pods
+    assert not refresh_wanted(never, False, False) and refresh_wanted(never, True, True)
+    assert refresh_wanted(on_kill, False, False) and not refresh_wanted(on_kill, True, False)
+    assert refresh_wanted(always, True, False)
+
+
+def test_restart_patch_touches_only_the_template_annotation() -> None:
+    assert restart_patch("T") == {
+        "spec": {
+            "template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "T"}}}
+        }
+    }
+
+
+def test_condition_reasons() -> None:
+    stale = RecipePods("s", [verdict("a", D1, "t")])
+    assert recipe_condition(RecipePods("s", [])).reason == "NoPods"
+    assert recipe_condition(stale).reason == "Stale"
+    after = recipe_condition(stale, stale_after_refresh=[D1])
+    assert after.reason == "StaleAfterRefresh" and "Deployment/d1" in after.message
+    unknown = RecipePods("s", [verdict("a", D1, "t", "unknown")])
+    assert recipe_condition(unknown).reason == "Unknown"
+    ok = recipe_condition(RecipePods("s", [verdict("a", D1, "t", "current")]))
+    assert ok.status and ok.reason == "AllCurrent"
+
+
+def test_spec_recipe_pods_defaults_and_validation() -> None:
+    default = spec()
+    assert default.recipe_pods.selector == {"matchLabels": LABELS}
+    assert default.recipe_pods.refresh == "Never"
+    assert "recipePods" not in spec_to_json(default)
+    given = spec(recipePods={"refresh": "Always", "container": "mcp"})
+    assert spec_to_json(given)["recipePods"]["refresh"] == "Always"
+    with pytest.raises(InvalidSpecError) as exc:
+        spec(
+            recipePods={
+                "refresh": "Sometimes",
+                "selector": {"matchExpressions": [{"key": "a", "operator": "In"}]},
+                "extra": 1,
+            }
+        )
+    text = str(exc.value)
+    assert "spec.recipePods.refresh" in text and "Sometimes" in text
+    assert "operator In needs at least one value" in text
+    assert "spec.recipePods.extra: unknown field" in text
+    with pytest.raises(InvalidSpecError, match="empty selector would match every pod"):
+        spec(recipePods={"selector": {}})
+
+
+def test_budget_unset_and_enabled_default_meanings() -> None:
+    wanted = render_env(spec())
+    p = pod("a", {ENABLED_VAR: "true", BUDGET_VAR: "16777216"})
+    assert classify(p, wanted, container=None, owner=NO_OWNER).state == "current"
+
+
+def test_a_config_map_changed_after_the_container_started_makes_the_pod_stale() -> None:
+    import datetime
+
+    ref = [{"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "on"}}}]
+    p = pod("a", ref)
+    p["status"] = {
+        "containerStatuses": [
+            {"name": "mcp-host", "state": {"running": {"startedAt": "2026-01-01T00:00:10Z"}}}
+        ]
+    }
+    maps = {"cm": {"on": "false"}}
+
+    def at(stamp: str) -> Any:
+        return lambda name: datetime.datetime.fromisoformat(stamp)
+
+    before = at("2026-01-01T00:00:05+00:00")
+    after = at("2026-01-01T00:01:00+00:00")
+    kwargs: dict[str, Any] = {"container": None, "owner": NO_OWNER, "config_maps": maps.get}
+    assert classify(p, OFF, changed_at=before, **kwargs).state == "current"
+    stale = classify(p, OFF, changed_at=after, **kwargs)
+    assert stale.state == "stale" and "ConfigMap cm changed after the container started" in (
+        stale.why
+    )
+    # A pod whose values come from literals is not affected by ConfigMap writes.
+    assert classify(pod("b", {ENABLED_VAR: "false"}), OFF, changed_at=after, **kwargs).state == (
+        "current"
+    )
