@@ -59,6 +59,7 @@ from spillover_operator.recipe_pods import COND_RECIPE_PODS, selector_matches
 from spillover_operator.recipe_reconcile import (
     RecipeOutcome,
     reconcile_recipe_pods,
+    refresh_request,
 )
 from spillover_operator.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.rollout import rollout_state
@@ -362,25 +363,39 @@ def settle(
 
 
 def write_status(cluster: Connection, policy: Mapping[str, Any], desired: dict[str, Any]) -> bool:
-    """Patch the status subresource if it differs; True if it wrote."""
+    """Patch the status subresource if it differs; True if it wrote.
+
+    The patch carries the resourceVersion of the copy it was computed from. When that
+    is refused, only what the status depends on matters: if the policy read again has
+    the same generation and the same status (only metadata moved, such as kopf's own
+    annotations), the same patch goes again on the new version, so the side effects
+    this reconcile already had (a change applied, a refresh step) are recorded, not
+    redone. Otherwise StaleCopyError: the caller reads the policy and recomputes.
+    """
     patch = merge_patch(policy.get("status") or {}, desired)
     if not patch:
         return False
+    name = str(_meta(policy)["name"])
     version = _meta(policy).get("resourceVersion")
-    try:
-        patch_policy_status(
-            cluster,
-            str(_meta(policy)["name"]),
-            patch,
-            resource_version=str(version) if version else None,
-        )
-    except NotFound:
-        return False
-    except Conflict:
-        # The status was computed from a copy that is no longer current: the caller
-        # reads the policy again and recomputes.
-        raise StaleCopyError(f"policy {_meta(policy).get('name')} changed meanwhile") from None
-    return True
+    for _ in range(STALE_ATTEMPTS):
+        try:
+            patch_policy_status(
+                cluster, name, patch, resource_version=str(version) if version else None
+            )
+        except NotFound:
+            return False
+        except Conflict:
+            fresh = find_policy(cluster, name)
+            if fresh is None:
+                return False
+            if _meta(fresh).get("generation") != _meta(policy).get("generation") or (
+                fresh.get("status") or {}
+            ) != (policy.get("status") or {}):
+                raise StaleCopyError(f"policy {name} changed meanwhile") from None
+            version = _meta(fresh).get("resourceVersion")
+            continue
+        return True
+    raise StaleCopyError(f"policy {name} kept changing while its status was written")
 
 
 def _apply_with_retries(
@@ -494,6 +509,13 @@ def _reconcile_once(
             cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
+
+    if spec.recipe_pods.refresh != "Never" or refresh_request(policy):
+        # A refresh step restarts workloads from what the policy's status says was
+        # refreshed already: a copy behind the API would restart an owner twice.
+        confirm = reader.confirmed(policy=name, deployment=None)
+        if confirm is not None:
+            raise _Confirm(confirm)
 
     config_map_reader = ConfigMapReader(cluster)
     config_maps = config_map_reader.lookup
