@@ -26,31 +26,14 @@ from k8s_helpers import (
 )
 from kopf_operator import running_operator
 from kubernetes import client
+from matrix_builders import small_matrix
 from spillover_harness.cli import main
 from spillover_operator import exit_codes
 from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
 
 pytestmark = pytest.mark.integration
 
-SIM_MATRIX = """\
-name: apply-small
-seed: 20261130
-configurations:
-  - name: "off"
-    env: {CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"}
-  - name: 128KiB
-recipes:
-  - name: code-review
-    inputs: [{name: large, size_class: large}]
-repetitions: {sim: 2, minikube: 1, dev: 1}
-run_timeout_s: 900
-concurrency: 2
-acceptance: {baseline: "off", token_tolerance: 0.1, quality_recipes: []}
-decision:
-  chain:
-    - {config: 128KiB, default: "131072"}
-  fallback: "false"
-"""
+SIM_MATRIX = small_matrix("apply-small", input_name="large")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from matrix_builders import small_matrix
 from repo_paths import REPO_ROOT
 from spillover_harness.apply.decision import spec_patch
 from spillover_harness.apply.gitops import ManifestError, plan_manifest_edit
@@ -88,25 +89,7 @@ def test_manifest_problems_are_named(tmp_path: Path) -> None:
         plan_manifest_edit(tmp_path / "missing.yaml", "s", None, spec_patch("false"))
 
 
-SIM_MATRIX = """\
-name: apply-small
-seed: 20261130
-configurations:
-  - name: "off"
-    env: {CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"}
-  - name: 128KiB
-recipes:
-  - name: code-review
-    inputs: [{name: large, size_class: large}]
-repetitions: {sim: 2, minikube: 1, dev: 1}
-run_timeout_s: 900
-concurrency: 2
-acceptance: {baseline: "off", token_tolerance: 0.1, quality_recipes: []}
-decision:
-  chain:
-    - {config: 128KiB, default: "131072"}
-  fallback: "false"
-"""
+SIM_MATRIX = small_matrix("apply-small", input_name="large")
 
 
 def git(repo: Path, *argv: str) -> str:

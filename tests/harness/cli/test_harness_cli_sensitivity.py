@@ -8,29 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from matrix_builders import small_matrix
 from spillover_harness.cli import main
 from spillover_harness.records import read_records
 from spillover_operator.exit_codes import BAD_INPUT, OK
 
-MATRIX = """\
-name: sensitivity-small
-seed: 20261130
-configurations:
-  - name: "off"
-    env: {CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"}
-  - name: 128KiB
-recipes:
-  - name: code-review
-    inputs: [{name: large, size_class: large}]
-repetitions: {sim: 2, minikube: 1, dev: 1}
-run_timeout_s: 900
-concurrency: 2
-acceptance: {baseline: "off", token_tolerance: 0.1, quality_recipes: []}
-decision:
-  chain:
-    - {config: 128KiB, default: "131072"}
-  fallback: "false"
-"""
+MATRIX = small_matrix("sensitivity-small", input_name="large")
 
 
 def test_sensitivity_names_the_flipping_parameter_and_value(tmp_path: Path) -> None:

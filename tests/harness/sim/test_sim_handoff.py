@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from matrix_builders import small_matrix
 from spillover_harness.cli import main
 from spillover_harness.matrix import MatrixError, load_matrix
 from spillover_harness.records import read_records
@@ -116,31 +117,18 @@ def test_dropped_cache_answers_nothing() -> None:
 
 # -- the matrix axis ------------------------------------------------------------------
 
-MATRIX = """\
-name: strategies
-seed: 20261130
-configurations:
-  - name: "off"
-    env: {CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED: "false"}
-  - name: 128KiB
+MATRIX = small_matrix(
+    "strategies",
+    input_name="medium",
+    extra_configurations="""\
   - name: handoff-32k
     strategy: handoff
     handoff: {threshold_tokens: 32768}
   - name: handoff-tiny
     strategy: handoff
     handoff: {threshold_tokens: 256, max_entries: 1, preview_chars: 500}
-recipes:
-  - name: code-review
-    inputs: [{name: medium, size_class: medium}]
-repetitions: {sim: 2, minikube: 1, dev: 1}
-run_timeout_s: 900
-concurrency: 2
-acceptance: {baseline: "off", token_tolerance: 0.1, quality_recipes: []}
-decision:
-  chain:
-    - {config: 128KiB, default: "131072"}
-  fallback: "false"
-"""
+""",
+)
 
 
 def test_one_matrix_compares_off_spillover_and_handoff(tmp_path: Path) -> None:
