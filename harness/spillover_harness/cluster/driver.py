@@ -64,6 +64,9 @@ MAX_NOTES_PER_CHECK = 5
 POLL_FAILURES_ALLOWED = 5
 CANCEL_WAIT_S = 5.0
 LOG_WINDOW_MARGIN_S = 2.0
+# A coordinator log line that is late: looked for again this many times, this far apart.
+LATE_LOG_LOOKS = 4
+LATE_LOG_PAUSE_S = 0.5
 
 
 def _first(path: str | None, doc: object) -> object | None:
@@ -654,6 +657,17 @@ class ClusterDriver:
         out["hit_iteration_limit"] = parsed.hit_iteration_limit
         if coord.ok:
             out["status_report_bytes"] = parse_logs(coord_split.mine, logs).status_report_bytes
+        for _ in range(LATE_LOG_LOOKS):
+            # The coordinator may log a run's report after the run API calls it ended
+            # (log shipping lags under load): look again, briefly, before calling it
+            # unmeasured.
+            if out["status_report_bytes"] is not None or not coord.ok:
+                break
+            time.sleep(LATE_LOG_PAUSE_S)
+            coord = pod_logs(self.core, ns, self.profile.pods.coordinator, window_start)
+            if coord.ok:
+                mine = _own_pod(coord.by_pod, ours, logs.run_id).mine
+                out["status_report_bytes"] = parse_logs(mine, logs).status_report_bytes
         if out["status_report_bytes"] is None:
             notes.append(
                 "status_report_bytes: no bodyBytes line from the coordinator carrying the "
