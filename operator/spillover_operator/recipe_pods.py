@@ -178,6 +178,23 @@ def _started(pod: Mapping[str, Any], container: str) -> datetime.datetime | None
     )
 
 
+def _may_predate(
+    pod: Mapping[str, Any], started: datetime.datetime, changed: datetime.datetime
+) -> bool:
+    """Whether the container may have started before the ConfigMap change. Both times
+    have one-second resolution, so the same second cannot tell which came first: that
+    counts as before (the kill switch must not call a pod current that may not be),
+    unless the pod comes from a rollout restart stamped at or after the change (a
+    restart is issued only once the change was seen)."""
+    if changed > started:
+        return True
+    if changed < started:
+        return False
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    restarted = parse_time(annotations.get(RESTARTED_AT))
+    return restarted is None or restarted < changed
+
+
 def classify(
     pod: Mapping[str, Any],
     desired: Mapping[str, str | None],
@@ -241,7 +258,8 @@ def classify(
     if changed_at is not None and started is not None:
         for cm in dict.fromkeys(read):
             when = changed_at(cm)
-            if when is not None and when > started:
+            if when is not None and _may_predate(pod, started, when):
+                order = ">" if when > started else "in the same second as"
                 return PodVerdict(
                     name,
                     owner,
@@ -250,8 +268,8 @@ def classify(
                     values,
                     "stale",
                     f"ConfigMap {cm} changed after the container started "
-                    f"({when.isoformat()} > {started.isoformat()}): the process keeps the "
-                    "values it started with until restarted",
+                    f"({when.isoformat()} {order} {started.isoformat()}): the process keeps "
+                    "the values it started with until restarted",
                 )
     return PodVerdict(name, owner, created, chosen, values, "current", "runs the policy's values")
 

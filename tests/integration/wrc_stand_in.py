@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -131,6 +132,11 @@ class WrcStandIn:
             if exc.status != 404:
                 raise
             self.core.create_namespaced_config_map(self.namespace, body)
+            # Kubernetes stamps times to the second, and a ConfigMap written in the
+            # second a container starts may have come first (the operator then counts the
+            # pod stale). A real pod starts seconds after its ConfigMap; here kwok is
+            # quicker, so the pods are created in the next second.
+            time.sleep(1.05 - time.time() % 1)
             return
         if (current.data or {}) != dict(env):
             self.core.replace_namespaced_config_map(name, self.namespace, body)

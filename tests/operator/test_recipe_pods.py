@@ -268,6 +268,15 @@ def test_a_config_map_changed_after_the_container_started_makes_the_pod_stale() 
     assert stale.state == "stale" and "ConfigMap cm changed after the container started" in (
         stale.why
     )
+    # Timestamps have one-second resolution: a change in the container's start second may
+    # have come first, so the pod counts as stale...
+    same = at("2026-01-01T00:00:10+00:00")
+    assert classify(p, OFF, changed_at=same, **kwargs).state == "stale"
+    # ...unless the pod comes from a rollout restart stamped at or after the change.
+    p["metadata"]["annotations"] = {"kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:10Z"}
+    assert classify(p, OFF, changed_at=same, **kwargs).state == "current"
+    p["metadata"]["annotations"] = {"kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:09Z"}
+    assert classify(p, OFF, changed_at=same, **kwargs).state == "stale"
     # A pod whose values come from literals is not affected by ConfigMap writes.
     assert classify(pod("b", {ENABLED_VAR: "false"}), OFF, changed_at=after, **kwargs).state == (
         "current"
