@@ -12,7 +12,7 @@ from spillover_operator.assess import Area, Finding, StatusReport
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
 from spillover_operator.client.observe import observe
-from spillover_operator.client.pods import SelectorError, selector_string
+from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.constants import COND_READY, GROUP, PLURAL, VERSION
 
@@ -162,12 +162,9 @@ def _follow(
             named(f"/apis/apps/v1/namespaces/{namespace}/deployments", report.deployment_name)
         )
     if recipe_pods and report.spec is not None:
-        try:
-            selector = selector_string(report.spec.recipe_pods.selector)
-        except SelectorError:
-            selector = None
-        if selector is not None:
-            watched.append((f"/api/v1/namespaces/{namespace}/pods", "labelSelector", selector))
+        # parse_spec validated the selector: selector_string cannot refuse it.
+        selector = selector_string(report.spec.recipe_pods.selector)
+        watched.append((f"/api/v1/namespaces/{namespace}/pods", "labelSelector", selector))
     return ChangeSignal(conn, watched)
 
 
