@@ -6,7 +6,7 @@ Wire in from a conftest:
         prometheus_binary, prometheus_factory, pytest_report_header, pytest_terminal_summary,
     )
 
-`prometheus_factory(targets, scrape_interval_s=0.2, labels=...)` starts a
+`prometheus_factory(targets, scrape_interval_s=0.2, labels=..., proxy_url=None)` starts a
 server scraping `targets` (host:port) and returns it once ready and once every
 target was scraped; every server it started is stopped at the end of the test.
 `prometheus_binary` is the `PrometheusBinary` used (path, version, why that one).
@@ -70,6 +70,7 @@ def prometheus_factory(
         labels: Mapping[str, str] | None = None,
         job: str = "mcp-host",
         wait_for_targets: bool = True,
+        proxy_url: str | None = None,
     ) -> PrometheusServer:
         server = PrometheusServer(
             tmp_path / f"prometheus-{len(started)}",
@@ -78,6 +79,7 @@ def prometheus_factory(
             labels=labels,
             job=job,
             binary=prometheus_binary.path,
+            proxy_url=proxy_url,
         )
         started.append(server)
         server.start()

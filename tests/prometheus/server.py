@@ -57,13 +57,25 @@ def render_config(
     scrape_interval_s: float,
     job: str = "mcp-host",
     labels: Mapping[str, str] | None = None,
+    proxy_url: str | None = None,
 ) -> str:
-    """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval.
+    """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval
+    (through the HTTP proxy `proxy_url` when given: the targets' addresses are then what
+    the proxy is asked for, as for pods only the cluster's network reaches).
 
     Retention and log level are set here, not by flag: Prometheus 3 deprecates
     `--storage.tsdb.retention.time` and `--log.level` for these config fields.
     """
     interval = _duration(scrape_interval_s)
+    scrape: dict[str, object] = {
+        "job_name": job,
+        "scrape_interval": interval,
+        "scrape_timeout": interval,
+        "metrics_path": "/metrics",
+        "static_configs": [{"targets": list(targets), "labels": dict(labels or {})}],
+    }
+    if proxy_url is not None:
+        scrape["proxy_url"] = proxy_url
     config = {
         "global": {
             "scrape_interval": interval,
@@ -72,15 +84,7 @@ def render_config(
         },
         "runtime": {"log_level": "warn"},
         "storage": {"tsdb": {"retention": {"time": "1h"}}},
-        "scrape_configs": [
-            {
-                "job_name": job,
-                "scrape_interval": interval,
-                "scrape_timeout": interval,
-                "metrics_path": "/metrics",
-                "static_configs": [{"targets": list(targets), "labels": dict(labels or {})}],
-            }
-        ],
+        "scrape_configs": [scrape],
     }
     return json.dumps(config, indent=2) + "\n"
 
@@ -98,12 +102,14 @@ class PrometheusServer:
         labels: Mapping[str, str] | None = None,
         binary: str | None = None,
         port: int | None = None,
+        proxy_url: str | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.targets = list(targets)
         self.scrape_interval_s = scrape_interval_s
         self.job = job
         self.labels = dict(labels or {})
+        self.proxy_url = proxy_url
         self.binary = binary or find_prometheus().path
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -139,6 +145,7 @@ class PrometheusServer:
                 scrape_interval_s=self.scrape_interval_s,
                 job=self.job,
                 labels=self.labels,
+                proxy_url=self.proxy_url,
             ),
             encoding="utf-8",
         )

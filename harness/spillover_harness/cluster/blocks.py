@@ -1,10 +1,15 @@
 """The counters once per configuration block, read after the stage (no run waits).
 
 During the stage the driver only notes each block's first start and last end (and
-the runs' own counts). After the last run the stage waits once until Prometheus has
-scraped every matched target past the end, then evaluates the counters *at past
-instants* (an instant query with `time=`): at each block's first start, and at the
-end. A block is separable from the one before it when a scrape of every target fell
+the runs' own counts). After the last run the stage evaluates the counters *at past
+instants* in Prometheus (an instant query with `time=`) at each block's first start,
+and reads their values at the end (1 s past the last run's end, as the scrape wait
+did) straight from the scrape targets Prometheus matches (`collectors/targets.py`:
+the same targets and series, summed the same way), so it does not wait for
+Prometheus' next scrape (up to one scrape interval). When any matched target cannot
+be read that way, it falls back to waiting until Prometheus has scraped every
+matched target past the end and evaluating the counters there; the report says
+which way was used. A block is separable from the one before it when a scrape of every target fell
 between that block's last end and this block's first start (the configuration switch
 in between usually gives it one); blocks that are not are judged together, as one
 group, and the report says so.
@@ -29,8 +34,13 @@ from spillover_harness.collectors.prometheus import (
     PrometheusCollector,
     _selector,
 )
+from spillover_harness.collectors.targets import read_direct
 
 COUNTERS = (PERSISTED, READS, *FIRST_PARTY)
+# The end is read this long after the last run's end (the scrape wait's margin too).
+END_MARGIN_S = 1.0
+# How long one matched target may take to answer the direct read.
+DIRECT_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -74,9 +84,47 @@ def _vector_at(prom: Any, query: str, at: float) -> list[dict[str, Any]]:
     return list(result) if isinstance(result, list) else []
 
 
-def check_blocks(collector: PrometheusCollector, blocks: list[Block]) -> BlockChecks:
-    """Wait once for a scrape past the last block, then judge every block (see the
-    module doc). Never raises: an unreachable Prometheus gives a line saying so."""
+def _end_values(
+    collector: PrometheusCollector, prom: Any, end: float, notes: list[str], direct: bool
+) -> dict[str, float]:
+    """The counters' sums at the end of the last block: read from the matched targets
+    themselves (no scrape wait), else from Prometheus after its next scrape of them."""
+    why = "the stage asked for the scrape wait"
+    if direct:
+        wait = end + END_MARGIN_S - collector._clock()
+        if wait > 0:
+            collector._sleep(wait)
+        try:
+            read = read_direct(
+                prom,
+                COUNTERS,
+                collector.selectors,
+                timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
+            )
+        except Exception as exc:  # any failure: the scrape wait below still answers
+            why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        else:
+            urls = ", ".join(t.scrape_url for t in read.targets)
+            notes.append(
+                f"the end of the last block was read directly from the {len(read.targets)} "
+                f"target(s) Prometheus matches ({urls}), {END_MARGIN_S:g} s after its last "
+                "run, without waiting for a scrape"
+            )
+            return read.sums
+    deadline = collector._wait_for_scrapes(prom, end, notes, 0)
+    notes.append(
+        "the end of the last block was read from Prometheus after it scraped every matched "
+        f"target past the last run (the targets were not read directly: {why})"
+    )
+    return _sums_at(collector, prom, max(deadline, end) + 0.001)
+
+
+def check_blocks(
+    collector: PrometheusCollector, blocks: list[Block], *, direct: bool = True
+) -> BlockChecks:
+    """Read the end of the last block (from the targets, else after a scrape past it),
+    then judge every block (see the module doc). `direct=False`: always wait for the
+    scrape. Never raises: an unreachable Prometheus gives a line saying so."""
     out = BlockChecks()
     blocks = [b for b in blocks if b.runs]
     if not blocks:
@@ -85,10 +133,8 @@ def check_blocks(collector: PrometheusCollector, blocks: list[Block]) -> BlockCh
     try:
         with collector.connect() as prom:
             end = max(b.last_end for b in blocks)
-            deadline = collector._wait_for_scrapes(prom, end, notes, 0)
-            skew_end = max(deadline, end) + 0.001
-            bounds = [b.first_start for b in blocks] + [skew_end]
-            values = [_sums_at(collector, prom, t) for t in bounds]
+            at_end = _end_values(collector, prom, end, notes, direct)
+            values = [_sums_at(collector, prom, b.first_start) for b in blocks] + [at_end]
             separable = [True] + [
                 _oldest_scrape_at(collector, prom, blocks[k].first_start) >= blocks[k - 1].last_end
                 for k in range(1, len(blocks))

@@ -185,10 +185,10 @@ class ClusterDriver:
         return jobs
 
     def _prepare_next_block(self, job: RunJob, cancel: threading.Event) -> None:
-        """After a block's last run, while Prometheus scrapes past its end: apply the
-        next block's configuration and wait for its pods (the block's counter read then
-        waits only for what is left). A failure here is not this run's: the next run
-        meets it again and stops the stage there."""
+        """After a block's last run: apply the next block's configuration and wait for
+        its pods (the blocks' counters are read after the stage: cluster/blocks.py). A
+        failure here is not this run's: the next run meets it again and stops the stage
+        there."""
         upcoming = self._next_block.get(job.run_id)
         if upcoming is None or self._others_in_flight(job):
             return

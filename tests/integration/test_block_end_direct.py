@@ -1,0 +1,241 @@
+"""The block check's end values (cluster/blocks.py) against a REAL Prometheus scraping
+the simulator served over HTTP.
+
+The end of the last block is read straight from the scrape targets Prometheus matches
+(collectors/targets.py), not after Prometheus' next scrape. These tests show that the
+values read that way are the values Prometheus holds once it has scraped past the end
+(same targets, same series, same sums, a restart handled the same way), that the block
+lines and the first-party problems are the same either way, and that a target the
+harness cannot reach (Prometheus scrapes it through a proxy, as it scrapes pods over
+the cluster's network) makes the check wait for the scrape instead, saying so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+from prometheus.server import PrometheusServer, free_port
+from spillover_harness.checks.consistency import FIRST_PARTY
+from spillover_harness.cluster.blocks import COUNTERS, Block, BlockChecks, _sums_at, check_blocks
+from spillover_harness.collectors.prometheus import PERSISTED, READS, PrometheusCollector
+from spillover_harness.collectors.targets import read_direct
+from spillover_harness.sim.server import serve
+from spillover_harness.sim.step import SimFaults
+from test_prometheus_collector import OFF, T32, Sim
+
+pytestmark = pytest.mark.integration
+
+INTERVAL = 0.5
+LABELS = {"namespace": "clerum", "container": "mcp-host"}
+RunSpec = tuple[str, str, dict[str, str]]
+
+
+@pytest.fixture
+def feeding() -> Iterator[Sim]:
+    """A simulator whose workflow events also move the first-party counters (the fault
+    the block check's first-party line catches)."""
+    server, thread = serve(host="127.0.0.1", port=0, faults=SimFaults(feed_first_party=True))
+    try:
+        yield Sim(server)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def other() -> Iterator[Sim]:
+    """A second mcp-host Prometheus scrapes too, which the selector does not match."""
+    server, thread = serve(host="127.0.0.1", port=0)
+    try:
+        yield Sim(server)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class _Forward(BaseHTTPRequestHandler):
+    """An HTTP proxy that sends every GET (whatever host it names) to `upstream`."""
+
+    upstream = ""
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path or "/"
+        resp = requests.get(f"{self.upstream}{path}", timeout=5)
+        body = resp.content
+        self.send_response(resp.status_code)
+        self.send_header("Content-Type", resp.headers.get("Content-Type", "text/plain"))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def proxy(feeding: Sim) -> Iterator[str]:
+    handler = type("Forward", (_Forward,), {"upstream": feeding.url})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _collector(prom: PrometheusServer, instance: str) -> PrometheusCollector:
+    return PrometheusCollector(
+        prom.url, selectors=f'instance="{instance}"', scrape_interval_s=INTERVAL
+    )
+
+
+def _run_blocks(
+    collector: PrometheusCollector,
+    sim: Sim,
+    plan: list[tuple[str, list[RunSpec]]],
+    *,
+    before_last: Callable[[], None] | None = None,
+) -> list[Block]:
+    """Run the blocks as the driver does (first start, runs, own counts, last end),
+    with a scrape of every target between two blocks (they are then separable)."""
+    blocks: list[Block] = []
+    for k, (config, runs) in enumerate(plan):
+        if k == len(plan) - 1 and before_last is not None:
+            before_last()
+        block = Block(config, time.time())
+        for n, (recipe, input_name, env) in enumerate(runs):
+            status = sim.run(recipe, input_name, env)
+            block.runs.append(f"{config}-{n}")
+            block.persisted += status["spilloverPersisted"]
+            block.reads += status["spilloverReads"]
+            block.last_end = time.time()
+        blocks.append(block)
+        if k < len(plan) - 1:
+            with collector.connect() as prom:
+                collector._wait_for_scrapes(prom, block.last_end, [], 0)
+    return blocks
+
+
+def _after_a_scrape(collector: PrometheusCollector, end: float) -> dict[str, float]:
+    """What Prometheus reports for the end once it scraped every matched target past it."""
+    with collector.connect() as prom:
+        deadline = collector._wait_for_scrapes(prom, end, [], 0)
+        return _sums_at(collector, prom, max(deadline, end) + 0.001)
+
+
+def _judged(checks: BlockChecks) -> list[str]:
+    return [line for line in checks.lines if not line.startswith("counters: ")]
+
+
+def _notes(checks: BlockChecks) -> list[str]:
+    return [line for line in checks.lines if line.startswith("counters: ")]
+
+
+def test_the_end_read_from_the_targets_is_what_prometheus_reports_after_a_scrape(
+    feeding: Sim,
+    other: Sim,
+    prometheus_factory: Callable[..., PrometheusServer],
+) -> None:
+    prom = prometheus_factory(
+        [feeding.target, other.target], scrape_interval_s=INTERVAL, labels=LABELS
+    )
+    collector = _collector(prom, feeding.target)
+    large = ("code-review", "large", T32)
+    blocks = _run_blocks(
+        collector,
+        feeding,
+        [
+            ("off", [("summarize", "document", OFF)]),
+            ("32KiB", [large, large]),
+            # The mcp-host restarts before this block: its counters start again at 0 and
+            # end below where the block started (a reset, as `_deltas` reads it).
+            ("32KiB-again", [large]),
+        ],
+        # The runs on the other mcp-host move its counters, not the matched ones.
+        before_last=lambda: (feeding.restart(), other.run(*large)),
+    )
+    assert blocks[1].persisted > 0 and blocks[1].reads > 0, "nothing spilled: proves nothing"
+    end = blocks[-1].last_end
+
+    checks = check_blocks(collector, blocks)
+
+    notes = _notes(checks)
+    assert any(
+        "read directly from the 1 target(s) Prometheus matches "
+        f"(http://{feeding.target}/metrics)" in n
+        for n in notes
+    ), checks.lines
+    assert not any("after it scraped" in n for n in notes), checks.lines
+    judged = _judged(checks)
+    for block in blocks:
+        assert any(
+            line.startswith(f"block {block.config} (")
+            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
+            for line in judged
+        ), (block.config, checks.lines)
+    # The first-party counters moved with every spill (the fault): the spilling blocks'
+    # runs get the problem, the `off` block's do not.
+    assert set(checks.problems) == {*blocks[1].runs, *blocks[2].runs}, checks.problems
+
+    # The direct read's sums are what Prometheus holds once it has scraped past the end,
+    # counter by counter (the other mcp-host's increments left out by both).
+    truth = _after_a_scrape(collector, end)
+    with collector.connect() as conn:
+        direct = read_direct(conn, COUNTERS, collector.selectors, timeout_s=2.0)
+    assert direct.sums == truth
+    assert truth[PERSISTED] > 0 and all(truth[k] > 0 for k in FIRST_PARTY)
+    assert truth[READS] == blocks[-1].reads  # reset: counted from 0 after the restart
+
+    # And the check made by waiting for that scrape judges every block the same way.
+    waited = check_blocks(collector, blocks, direct=False)
+    assert _judged(waited) == judged
+    assert waited.problems == checks.problems
+    assert any("after it scraped every matched target" in n for n in _notes(waited))
+
+
+def test_a_target_the_harness_cannot_reach_falls_back_to_the_scrape_wait(
+    feeding: Sim,
+    proxy: str,
+    prometheus_factory: Callable[..., PrometheusServer],
+) -> None:
+    """Prometheus scrapes `127.0.0.1:<closed port>` through a proxy that reaches the
+    simulator; from the harness that address refuses the connection."""
+    hidden = f"127.0.0.1:{free_port()}"
+    prom = prometheus_factory([hidden], scrape_interval_s=INTERVAL, labels=LABELS, proxy_url=proxy)
+    collector = _collector(prom, hidden)
+    blocks = _run_blocks(
+        collector,
+        feeding,
+        [("off", [("summarize", "document", OFF)]), ("32KiB", [("code-review", "large", T32)])],
+    )
+    assert blocks[1].persisted > 0, "nothing spilled: proves nothing"
+
+    checks = check_blocks(collector, blocks)
+
+    notes = _notes(checks)
+    assert any(
+        "read from Prometheus after it scraped every matched target past the last run "
+        f"(the targets were not read directly: target http://{hidden}/metrics not read: "
+        "ConnectionError)" in n
+        for n in notes
+    ), checks.lines
+    assert not any("read directly from" in n for n in notes), checks.lines
+    for block in blocks:
+        assert any(
+            line.startswith(f"block {block.config} (")
+            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
+            for line in _judged(checks)
+        ), (block.config, checks.lines)
+    assert set(checks.problems) == set(blocks[1].runs), checks.problems
