@@ -12,10 +12,7 @@ import argparse
 import json
 import re
 import sys
-import traceback
 from typing import Any, TextIO
-
-import yaml
 
 from spillover_operator import exit_codes
 from spillover_operator.client import ClientError
@@ -23,7 +20,9 @@ from spillover_operator.constants import BUDGET_MAX, BUDGET_MIN, THRESHOLD_MAX, 
 
 from . import change as changes
 from .errors import EXIT_CODES_HELP, BadInput, exit_code
-from .render import render, rendered_to_document
+
+# Each command imports what only it needs (render: yaml and the env planner; status: the
+# assessment and the report) where it runs: `kill` is the command that must start fast.
 
 DEFAULT_POLICY = "spillover"
 # Shown in managedFields of the policy and as the source of Events: who flipped the switch.
@@ -292,6 +291,8 @@ def _policy_arg(parser: argparse.ArgumentParser) -> None:
 def _dump(document: Any, output: str) -> str:
     if output == "json":
         return json.dumps(document, indent=2) + "\n"
+    import yaml
+
     return "# null: the variable is absent (the mcp-host default applies)\n" + yaml.safe_dump(
         document, sort_keys=False, default_flow_style=False
     )
@@ -305,6 +306,8 @@ def _dispatch(
         return exit_codes.BAD_INPUT
 
     if args.command == "render":
+        from .render import render, rendered_to_document
+
         rendered = render(args.filename, args.deployment)
         out.write(_dump(rendered_to_document(rendered), args.output))
         return exit_codes.OK
@@ -334,13 +337,12 @@ def _dispatch(
                 )
             change = changes.set_change(fields)
 
-    # Imported here so `render` and `--help` work without touching kubeconfig machinery.
     from spillover_operator.client import connect
-
-    from .status import cmd_status
 
     cluster = connect(args.kubeconfig, args.context, args.namespace, field_manager=FIELD_MANAGER)
     if args.command == "status":
+        from .status import cmd_status
+
         return cmd_status(cluster, args.policy, args.output, out)
     assert change is not None
     return changes.cmd_change(
@@ -382,6 +384,8 @@ def run(
         )
         return exit_codes.INTERRUPTED
     except Exception:
+        import traceback  # only a bug needs it
+
         err.write("spilloverctl: internal error (a bug in spilloverctl; please report it)\n")
         err.write(traceback.format_exc())
         return exit_codes.INTERNAL
