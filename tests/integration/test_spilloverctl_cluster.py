@@ -361,6 +361,7 @@ KILL_NEEDS_NONE_OF = (
     "yaml",  # the local control plane's kubeconfig is JSON
     "tempfile",  # the client certificate is loaded from memory
     "traceback",  # only for a bug
+    "shutil",  # argparse measures the terminal with it; spilloverctl without it
     "spillover_operator.assess",
     "spillover_operator.envplan",
     "spillover_operator.recipe_pods",
