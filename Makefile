@@ -40,7 +40,18 @@ $(STAMP): pyproject.toml
 	@# import hook that every Python start pays for (pathlib and importlib.util, some
 	@# ms of spilloverctl's start-up): two plain path entries do the same for this tree.
 	$(PYTHON) -c "$$EDITABLE_PTH" '$(CURDIR)'
+	$(BYTECODE)
 	@touch $(STAMP)
+
+# The project's bytecode, as pip writes it for a regular install (an editable install does
+# not). Where PYTHONDONTWRITEBYTECODE is set (the environment the benchmarks ran in, some CI)
+# Python never caches it itself, and every command compiles the project's modules again: ~30 ms
+# of each `spilloverctl kill`. Cheap when nothing changed (~40 ms).
+BYTECODE = $(PYTHON) -m compileall -q operator/spillover_operator harness/spillover_harness
+
+.PHONY: bytecode
+bytecode: $(STAMP) ## Compile the project's bytecode (make install does; again after pulling changes when PYTHONDONTWRITEBYTECODE is set)
+	$(BYTECODE)
 
 define EDITABLE_PTH
 import pathlib, sys, sysconfig
@@ -107,11 +118,11 @@ bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage'
 	$(PYTHON) bench/cluster.py
 
 .PHONY: bench-killswitch
-bench-killswitch: $(STAMP) controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
+bench-killswitch: bytecode controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
 	$(PYTHON) bench/killswitch.py
 
 .PHONY: bench-operator
-bench-operator: $(STAMP) controlplane ## Benchmark: the operator vs the direct path (kubectl) on the local control plane
+bench-operator: bytecode controlplane ## Benchmark: the operator vs the direct path (kubectl) on the local control plane
 	$(PYTHON) bench/operator.py
 
 # ---- cluster stages (docs/harness.md) ----------------------------------------
