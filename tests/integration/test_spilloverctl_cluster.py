@@ -353,6 +353,56 @@ def test_not_found_is_exit_4(
     assert "Traceback" not in proc.stderr
 
 
+# What `spilloverctl kill` (no --wait, no --direct) must not import: it is one GET and one
+# PATCH of the policy, and every module it loads is start-up time an incident pays.
+KILL_NEEDS_NONE_OF = (
+    "kubernetes",  # the plain transport speaks HTTP itself
+    "urllib3",
+    "yaml",  # the local control plane's kubeconfig is JSON
+    "tempfile",  # the client certificate is loaded from memory
+    "traceback",  # only for a bug
+    "shutil",  # argparse measures the terminal with it; spilloverctl without it
+    "spillover_operator.assess",
+    "spillover_operator.envplan",
+    "spillover_operator.recipe_pods",
+    "spillover_operator.recipe_reconcile",
+    "spillover_operator.status",
+    "spillover_operator.client.waiting",
+    "spillover_operator.client.observing",
+    "spillover_operator.client.pods",
+    "spillover_operator.client.deployments",
+    "spillover_operator.client.events",
+    "spillover_operator.cli.render",
+    "spillover_operator.cli.status",
+    "spillover_operator.cli.report",
+)
+
+
+def test_a_plain_kill_imports_only_what_it_uses(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str
+) -> None:
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": True, "target": {"deployment": "wrc"}})
+    )
+    argv = ["--kubeconfig", str(control_plane.kubeconfig), "-n", namespace, "kill"]
+    code = (
+        "import sys\n"
+        "from spillover_operator.cli.main import run\n"
+        f"code = run({argv!r})\n"
+        "print('modules:', ' '.join(sorted(sys.modules)))\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == exit_codes.OK, proc.stderr
+    assert "enabled=true -> enabled=false (generation 1 -> 2)" in proc.stdout
+    assert policy(admin, namespace)["spec"]["enabled"] is False
+    loaded = proc.stdout.split("modules:", 1)[1].split()
+    unwanted = sorted(
+        m for m in loaded if any(m == u or m.startswith(u + ".") for u in KILL_NEEDS_NONE_OF)
+    )
+    assert unwanted == []
+
+
 def test_forbidden_names_the_permission_and_the_context(
     control_plane: LocalCluster, admin: client.ApiClient, namespace: str
 ) -> None:

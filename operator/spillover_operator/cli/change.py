@@ -9,39 +9,35 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from spillover_operator import exit_codes
-from spillover_operator.assess import StatusReport
 from spillover_operator.client import (
     ClientError,
     Connection,
     NotFound,
     OperatorRefused,
     TimedOut,
-    WaitProgress,
-    get_deployment,
     get_policy,
-    observe,
-    patch_deployment_env,
     patch_policy,
-    post_event,
-    retry_on_conflict,
-    wait_until_settled,
 )
 from spillover_operator.constants import (
     CHANGE_REASON_ANNOTATION,
     COND_READY,
     REFRESH_REQUEST_ANNOTATION,
 )
-from spillover_operator.envplan import EnvPlan, TargetError, plan_apply
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
-from spillover_operator.recipe_pods import Owner, next_refresh
-from spillover_operator.recipe_reconcile import describe_step, run_step
-from spillover_operator.status import now_rfc3339
 
 from .errors import BadInput
-from .report import progress_line
+
+# `kill` without --wait or --direct is one GET and one PATCH of the policy: the modules
+# for waiting, --direct and the recipe pods are imported where they are used, so that
+# the plain kill switch starts as fast as it can (docs/spilloverctl.md).
+if TYPE_CHECKING:
+    from spillover_operator.assess import StatusReport
+    from spillover_operator.client import WaitProgress
+    from spillover_operator.envplan import EnvPlan
+    from spillover_operator.recipe_pods import Owner
 
 JsonDict = dict[str, Any]
 
@@ -140,6 +136,8 @@ def cmd_change(
     # container leaves the policy untouched too.
     deployment: JsonDict | None = None
     if direct:
+        from spillover_operator.client import get_deployment
+
         deployment = get_deployment(cluster, new_spec.deployment)
         _plan_or_fail(deployment, new_spec, cluster.namespace)
 
@@ -199,10 +197,14 @@ def cmd_change(
         out.write("the operator has nothing new to apply\n")
 
     def progress(look: WaitProgress) -> None:
+        from .report import progress_line
+
         err.write(progress_line(look) + "\n")
         err.flush()
 
     if direct and options.refresh_recipe_pods:
+        from spillover_operator.client import wait_until_settled
+
         # The WRC first: restarted recipe pods get what the WRC runs.
         wait_until_settled(
             cluster, name, direct=True, timeout=timeout, progress=progress, recipe_pods=False
@@ -216,6 +218,8 @@ def cmd_change(
                 f"`spilloverctl -n {cluster.namespace} status {name}` or use --wait\n"
             )
         return exit_codes.OK
+
+    from spillover_operator.client import wait_until_settled
 
     report = wait_until_settled(
         cluster,
@@ -251,6 +255,8 @@ def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Op
         return f"recipe pods: all {pods.matched} run the policy's values" + (
             f" ({pods.count('unknown')} unknown)" if pods.count("unknown") else ""
         )
+    from spillover_operator.client import observe
+
     now = observe(cluster, name).recipe_pods
     if now is None:
         return "recipe pods: NOT waited for (--no-wait-recipe-pods) and not checked"
@@ -288,6 +294,11 @@ REFRESH_POLL = 1.0
 def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
     until no owner is left to restart."""
+    from spillover_operator.client import observe
+    from spillover_operator.recipe_pods import next_refresh
+    from spillover_operator.recipe_reconcile import describe_step, run_step
+    from spillover_operator.status import now_rfc3339
+
     refreshed: dict[Owner, str] = {}
     expected: dict[Owner, int] = {}
     deadline = time.monotonic() + timeout
@@ -338,6 +349,8 @@ def _field(spec: PolicySpec | None, key: str) -> Any:
 
 
 def _plan_or_fail(deployment: JsonDict, spec: PolicySpec, namespace: str) -> EnvPlan:
+    from spillover_operator.envplan import TargetError, plan_apply
+
     try:
         return plan_apply(deployment, spec)
     except TargetError as exc:
@@ -349,6 +362,7 @@ def _plan_or_fail(deployment: JsonDict, spec: PolicySpec, namespace: str) -> Env
 
 def _apply_direct(cluster: Connection, spec: PolicySpec) -> tuple[JsonDict, EnvPlan]:
     """Read, plan and patch the target; re-read and re-plan when it changed in between."""
+    from spillover_operator.client import get_deployment, patch_deployment_env, retry_on_conflict
 
     def attempt() -> tuple[JsonDict, EnvPlan]:
         deployment = get_deployment(cluster, spec.deployment)
@@ -372,6 +386,8 @@ def _record_direct_events(
 ) -> None:
     """An Event on the policy and the Deployment; lacking RBAC for Events is a note, never
     a failure of the kill switch."""
+    from spillover_operator.client import post_event
+
     if plan.noop:
         deployment_part = "Deployment env already matched (not patched)"
     else:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
-import traceback
 from typing import Any, TextIO
-
-import yaml
 
 from spillover_operator import exit_codes
 from spillover_operator.client import ClientError
@@ -23,7 +21,9 @@ from spillover_operator.constants import BUDGET_MAX, BUDGET_MIN, THRESHOLD_MAX, 
 
 from . import change as changes
 from .errors import EXIT_CODES_HELP, BadInput, exit_code
-from .render import render, rendered_to_document
+
+# Each command imports what only it needs (render: yaml and the env planner; status: the
+# assessment and the report) where it runs: `kill` is the command that must start fast.
 
 DEFAULT_POLICY = "spillover"
 # Shown in managedFields of the policy and as the source of Events: who flipped the switch.
@@ -120,20 +120,51 @@ def _timeout(text: str) -> float:
     return value
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's RawDescriptionHelpFormatter, as wide as the terminal the way argparse
+    measures it (shutil.get_terminal_size) but without importing shutil: argparse makes
+    a formatter for every argument it adds, and the import is ~2 ms of every command."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            width = _terminal_columns() - 2  # what argparse subtracts from shutil's
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns: $COLUMNS, else stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spilloverctl",
         description=_DESCRIPTION,
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     _cluster_flags(parser, suppress=False)
 
     # The same flags after the command (`spilloverctl status -n x`) override those before.
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, formatter_class=_HelpFormatter)
     _cluster_flags(common, suppress=True)
 
-    waiting = argparse.ArgumentParser(add_help=False)
+    waiting = argparse.ArgumentParser(add_help=False, formatter_class=_HelpFormatter)
     waiting.add_argument(
         "--direct",
         action="store_true",
@@ -174,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    fmt = argparse.RawDescriptionHelpFormatter
+    fmt = _HelpFormatter
 
     status = sub.add_parser(
         "status",
@@ -292,6 +323,8 @@ def _policy_arg(parser: argparse.ArgumentParser) -> None:
 def _dump(document: Any, output: str) -> str:
     if output == "json":
         return json.dumps(document, indent=2) + "\n"
+    import yaml
+
     return "# null: the variable is absent (the mcp-host default applies)\n" + yaml.safe_dump(
         document, sort_keys=False, default_flow_style=False
     )
@@ -305,6 +338,8 @@ def _dispatch(
         return exit_codes.BAD_INPUT
 
     if args.command == "render":
+        from .render import render, rendered_to_document
+
         rendered = render(args.filename, args.deployment)
         out.write(_dump(rendered_to_document(rendered), args.output))
         return exit_codes.OK
@@ -334,13 +369,12 @@ def _dispatch(
                 )
             change = changes.set_change(fields)
 
-    # Imported here so `render` and `--help` work without touching kubeconfig machinery.
     from spillover_operator.client import connect
-
-    from .status import cmd_status
 
     cluster = connect(args.kubeconfig, args.context, args.namespace, field_manager=FIELD_MANAGER)
     if args.command == "status":
+        from .status import cmd_status
+
         return cmd_status(cluster, args.policy, args.output, out)
     assert change is not None
     return changes.cmd_change(
@@ -382,6 +416,8 @@ def run(
         )
         return exit_codes.INTERRUPTED
     except Exception:
+        import traceback  # only a bug needs it
+
         err.write("spilloverctl: internal error (a bug in spilloverctl; please report it)\n")
         err.write(traceback.format_exc())
         return exit_codes.INTERNAL

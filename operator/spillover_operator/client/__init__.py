@@ -9,8 +9,9 @@
 - `leases`: the operator's heartbeat Lease (read by `spilloverctl status`);
 - `transport` / `watch`: how requests travel (plain HTTP or the kubernetes ApiClient),
   and following changes with watches;
-- `observe` / `waiting`: the status report of a policy, and waiting until it is in
-  effect (progress through a callback);
+- `observing` / `waiting`: the status report of a policy (`observe`; the module is not
+  named after it, so that importing it never hides the function), and waiting until it
+  is in effect (progress through a callback);
 - `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`), and when a
   ConfigMap last changed (`ConfigMapReader`: a pod read it when it started);
 - `pods`: list pods by label selector, and what a pod's container resolves the
@@ -20,76 +21,146 @@
 - `errors`: the error types (no exit codes: the command lines map them).
 
 Objects travel as API JSON dicts, decoded from what the server sent.
+
+The names below are imported on first use (PEP 562): `spilloverctl kill` needs the
+connection and the policy calls only, and every module it does not import is start-up
+time it does not pay (`docs/spilloverctl.md`).
 """
 
-from spillover_operator.client.configmaps import ChangedAt, ConfigMapReader, config_map_lookup
-from spillover_operator.client.connection import (
-    DEFAULT_NAMESPACE,
-    REQUEST_TIMEOUT,
-    Connection,
-    connect,
-)
-from spillover_operator.client.custom import (
-    CustomResource,
-    create_object,
-    delete_object,
-    get_object,
-    is_served,
-)
-from spillover_operator.client.deployments import (
-    env_in_effect,
-    find_deployment,
-    find_target,
-    get_deployment,
-    patch_deployment_env,
-)
-from spillover_operator.client.discovery import (
-    check_reachable,
-    policy_crd_installed,
-    server_version,
-)
-from spillover_operator.client.errors import (
-    ApiError,
-    ApiUnavailable,
-    ClientError,
-    ConfigError,
-    Conflict,
-    Forbidden,
-    NotFound,
-    NotServed,
-    OperatorRefused,
-    Rejected,
-    TimedOut,
-    Unauthorized,
-)
-from spillover_operator.client.events import event_body, post_event
-from spillover_operator.client.leases import find_lease, renew_lease
-from spillover_operator.client.observe import observe
-from spillover_operator.client.pods import (
-    SelectorError,
-    delete_pod,
-    list_pods,
-    list_replica_sets,
-    observe_recipe_pods,
-    pod_container,
-    pod_values,
-    restart_workload,
-    selector_string,
-)
-from spillover_operator.client.policies import (
-    find_policy,
-    get_policy,
-    list_policies,
-    patch_policy,
-    patch_policy_status,
-)
-from spillover_operator.client.retry import retry_on_conflict
-from spillover_operator.client.waiting import (
-    REFUSED_REASONS,
-    ProgressCallback,
-    WaitProgress,
-    wait_until_settled,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spillover_operator.client.configmaps import ChangedAt, ConfigMapReader, config_map_lookup
+    from spillover_operator.client.connection import (
+        DEFAULT_NAMESPACE,
+        REQUEST_TIMEOUT,
+        Connection,
+        connect,
+    )
+    from spillover_operator.client.custom import (
+        CustomResource,
+        create_object,
+        delete_object,
+        get_object,
+        is_served,
+    )
+    from spillover_operator.client.deployments import (
+        env_in_effect,
+        find_deployment,
+        find_target,
+        get_deployment,
+        patch_deployment_env,
+    )
+    from spillover_operator.client.discovery import (
+        check_reachable,
+        policy_crd_installed,
+        server_version,
+    )
+    from spillover_operator.client.errors import (
+        ApiError,
+        ApiUnavailable,
+        ClientError,
+        ConfigError,
+        Conflict,
+        Forbidden,
+        NotFound,
+        NotServed,
+        OperatorRefused,
+        Rejected,
+        TimedOut,
+        Unauthorized,
+    )
+    from spillover_operator.client.events import event_body, post_event
+    from spillover_operator.client.leases import find_lease, renew_lease
+    from spillover_operator.client.observing import observe
+    from spillover_operator.client.pods import (
+        SelectorError,
+        delete_pod,
+        list_pods,
+        list_replica_sets,
+        observe_recipe_pods,
+        pod_container,
+        pod_values,
+        restart_workload,
+        selector_string,
+    )
+    from spillover_operator.client.policies import (
+        find_policy,
+        get_policy,
+        list_policies,
+        patch_policy,
+        patch_policy_status,
+    )
+    from spillover_operator.client.retry import retry_on_conflict
+    from spillover_operator.client.waiting import (
+        REFUSED_REASONS,
+        ProgressCallback,
+        WaitProgress,
+        wait_until_settled,
+    )
+
+# Which submodule defines each public name.
+_WHERE: dict[str, str] = {
+    "ApiError": "errors",
+    "ApiUnavailable": "errors",
+    "ChangedAt": "configmaps",
+    "ClientError": "errors",
+    "ConfigError": "errors",
+    "ConfigMapReader": "configmaps",
+    "Conflict": "errors",
+    "Connection": "connection",
+    "CustomResource": "custom",
+    "DEFAULT_NAMESPACE": "connection",
+    "Forbidden": "errors",
+    "NotFound": "errors",
+    "NotServed": "errors",
+    "OperatorRefused": "errors",
+    "ProgressCallback": "waiting",
+    "REFUSED_REASONS": "waiting",
+    "REQUEST_TIMEOUT": "connection",
+    "Rejected": "errors",
+    "SelectorError": "pods",
+    "TimedOut": "errors",
+    "Unauthorized": "errors",
+    "WaitProgress": "waiting",
+    "check_reachable": "discovery",
+    "config_map_lookup": "configmaps",
+    "connect": "connection",
+    "create_object": "custom",
+    "delete_object": "custom",
+    "delete_pod": "pods",
+    "env_in_effect": "deployments",
+    "event_body": "events",
+    "find_deployment": "deployments",
+    "find_lease": "leases",
+    "find_policy": "policies",
+    "find_target": "deployments",
+    "get_deployment": "deployments",
+    "get_object": "custom",
+    "get_policy": "policies",
+    "is_served": "custom",
+    "list_pods": "pods",
+    "list_policies": "policies",
+    "list_replica_sets": "pods",
+    "observe": "observing",
+    "observe_recipe_pods": "pods",
+    "patch_deployment_env": "deployments",
+    "patch_policy": "policies",
+    "patch_policy_status": "policies",
+    "pod_container": "pods",
+    "pod_values": "pods",
+    "policy_crd_installed": "discovery",
+    "post_event": "events",
+    "renew_lease": "leases",
+    "restart_workload": "pods",
+    "retry_on_conflict": "retry",
+    "selector_string": "pods",
+    "server_version": "discovery",
+    "wait_until_settled": "waiting",
+}
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -149,3 +220,17 @@ __all__ = [
     "server_version",
     "wait_until_settled",
 ]
+
+
+if not TYPE_CHECKING:  # mypy reads the imports above, and no catch-all
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # the next lookup is a plain global
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from spillover_operator.assess import Area, Finding, StatusReport
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
-from spillover_operator.client.observe import observe
+from spillover_operator.client.observing import observe
 from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.constants import COND_READY, GROUP, PLURAL, VERSION

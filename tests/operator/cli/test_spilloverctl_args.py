@@ -4,6 +4,7 @@ a bug is exit 1 with a traceback and a request to report it."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import socket
 from pathlib import Path
@@ -204,3 +205,28 @@ def test_an_unexpected_exception_is_internal_error_1_with_the_traceback(tmp_path
     text = err.getvalue()
     assert "internal error (a bug in spilloverctl; please report it)" in text
     assert "Traceback" in text and "RuntimeError: the stream broke" in text
+
+
+@pytest.mark.parametrize("columns", ["60", "132", "junk", None])
+def test_help_is_laid_out_as_argparse_lays_it_out(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None
+) -> None:
+    """spilloverctl measures the terminal itself (argparse would import shutil for it):
+    every help text must come out exactly as with argparse's own formatter."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    parser = build_parser()
+    subcommands = [
+        sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for sub in action.choices.values()
+    ]
+    assert len(subcommands) == 5
+    ours = [p.format_help() for p in (parser, *subcommands)]
+    for p in (parser, *subcommands):
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    assert [p.format_help() for p in (parser, *subcommands)] == ours
+    assert "spilloverctl -n clerum kill --wait --timeout 300" in ours[0]

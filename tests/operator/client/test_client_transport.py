@@ -3,14 +3,31 @@ import: spilloverctl starts fast), the kubernetes ApiClient for anything else.""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import ssl
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from controlplane.localcluster import _PKI
 from spillover_operator.client import connect
-from spillover_operator.client.transport import ApiClientTransport, HttpTransport
+from spillover_operator.client.transport import (
+    ApiClientTransport,
+    HttpTransport,
+    NotPlain,
+    _load_chain,
+    _load_chain_in_memory,
+    read_plain,
+)
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def _kubeconfig(path: Path, user: dict[str, Any], cluster: dict[str, Any] | None = None) -> Path:
@@ -53,6 +70,97 @@ def test_the_cli_does_not_import_the_kubernetes_package(tmp_path: Path) -> None:
         "from spillover_operator.client import connect\n"
         f"connect({str(path)!r}, field_manager='t')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def _pki_kubeconfig(tmp_path: Path, cluster_extra: dict[str, Any]) -> tuple[Path, _PKI]:
+    pki = _PKI(tmp_path / "pki")
+    user = pki.issue("admin", "admin", client=True)
+    cluster = {"server": "https://127.0.0.1:6443", **cluster_extra}
+    if cluster.pop("ca", False):
+        cluster["certificate-authority-data"] = _b64(pki.ca.cert)
+    kubeconfig = _kubeconfig(
+        tmp_path / "k",
+        {"client-certificate-data": _b64(user.cert), "client-key-data": _b64(user.key)},
+        cluster,
+    )
+    return kubeconfig, pki
+
+
+def test_a_kubeconfig_ca_is_the_only_one_trusted(tmp_path: Path) -> None:
+    kubeconfig, _ = _pki_kubeconfig(tmp_path, {"ca": True})
+    conn = connect(str(kubeconfig), field_manager="t")
+    assert isinstance(conn.transport, HttpTransport)
+    context = conn.transport.context
+    assert context is not None
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 1  # not the system's CAs as well
+    subject = dict(item[0] for item in context.get_ca_certs()[0]["subject"])
+    assert subject["commonName"] == "spillover-ops-local-ca"
+
+
+def test_insecure_skip_tls_verify_verifies_nothing(tmp_path: Path) -> None:
+    kubeconfig, _ = _pki_kubeconfig(tmp_path, {"insecure-skip-tls-verify": True})
+    conn = connect(str(kubeconfig), field_manager="t")
+    assert isinstance(conn.transport, HttpTransport)
+    context = conn.transport.context
+    assert context is not None
+    assert context.verify_mode == ssl.CERT_NONE and not context.check_hostname
+
+
+def test_client_certificate_from_memory_or_from_temporary_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain is really read on both paths: a key of another certificate fails."""
+    pki = _PKI(tmp_path / "pki")
+    user, other = pki.issue("a", "a", client=True), pki.issue("b", "b", client=True)
+    cert, key, wrong = user.cert.read_bytes(), user.key.read_bytes(), other.key.read_bytes()
+
+    def attempt() -> None:
+        _load_chain(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert, key)
+        with pytest.raises(ssl.SSLError):
+            _load_chain(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert, wrong)
+
+    assert _load_chain_in_memory(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert, key)
+    attempt()
+
+    def refused(*_args: Any) -> int:
+        raise PermissionError("memfd_create: not in this sandbox")
+
+    monkeypatch.setattr(os, "memfd_create", refused)
+    assert not _load_chain_in_memory(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), cert, key)
+    attempt()
+
+
+def test_json_and_yaml_kubeconfigs_read_the_same(tmp_path: Path) -> None:
+    as_yaml = _kubeconfig(tmp_path / "y", {"token": "abc"})
+    doc = yaml.safe_load(as_yaml.read_text())
+    as_json = tmp_path / "j"
+    as_json.write_text(json.dumps(doc, indent=2))
+    flow = tmp_path / "f"  # YAML in flow style: starts like JSON, is not JSON
+    flow.write_text(yaml.safe_dump(doc, default_flow_style=True))
+    assert not flow.read_text().lstrip().startswith('{"')
+    for path in (as_yaml, as_json, flow):
+        assert read_plain(str(path)).doc == doc
+    broken = tmp_path / "b"
+    broken.write_text('{"clusters": [')
+    with pytest.raises(NotPlain):
+        read_plain(str(broken))
+
+
+def test_a_json_kubeconfig_does_not_import_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "k.json"
+    path.write_text(
+        json.dumps(yaml.safe_load(_kubeconfig(tmp_path / "k", {"token": "a"}).read_text()))
+    )
+    code = (
+        "import sys\n"
+        "from spillover_operator.client import connect\n"
+        f"connect({str(path)!r}, field_manager='t')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'yaml'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -1,0 +1,52 @@
+"""`spillover_operator.client` imports its names on first use (so `spilloverctl kill`
+loads only the modules it needs); every name must still be there, and be what the
+module that defines it says."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+import spillover_operator.client as package
+
+
+def test_every_public_name_resolves_to_its_definition() -> None:
+    where = package._WHERE
+    assert sorted(where) == sorted(package.__all__)
+    for name in package.__all__:
+        module = importlib.import_module(f"spillover_operator.client.{where[name]}")
+        assert getattr(package, name) is getattr(module, name), name
+    assert set(package.__all__) <= set(dir(package))
+
+
+def test_an_unknown_name_is_an_error() -> None:
+    with pytest.raises(AttributeError):
+        _ = package.no_such_name
+    with pytest.raises(ImportError):
+        exec("from spillover_operator.client import no_such_name", {})
+
+
+def test_names_do_not_depend_on_what_was_imported_first() -> None:
+    """A submodule named like a function would replace it on the package once imported
+    (the import system sets the attribute): `observe` must stay the function."""
+    code = (
+        "import spillover_operator.client.waiting\n"
+        "from spillover_operator.client import connect, observe, wait_until_settled\n"
+        "print(callable(observe), observe.__module__, type(connect).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "spillover_operator.client.observing", "function"]
+
+
+def test_importing_the_package_loads_no_submodule() -> None:
+    code = (
+        "import sys\n"
+        "import spillover_operator.client\n"
+        "print(sorted(m for m in sys.modules if m.startswith('spillover_operator.client.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
