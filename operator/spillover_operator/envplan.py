@@ -10,13 +10,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spillover_operator import mcp_host
 from spillover_operator.constants import (
-    BUDGET_DEFAULT,
     BUDGET_VAR,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
-    THRESHOLD_DEFAULT,
     THRESHOLD_VAR,
     VALUE_FROM,
 )
@@ -67,11 +66,7 @@ class EnvPlan:
 
 # What an absent variable means to mcp-host: written explicitly when an `envFrom` source
 # would otherwise give the variable a value (see `render_env`).
-MCP_HOST_DEFAULTS: dict[str, str] = {
-    ENABLED_VAR: "true",
-    THRESHOLD_VAR: str(THRESHOLD_DEFAULT),
-    BUDGET_VAR: str(BUDGET_DEFAULT),
-}
+MCP_HOST_DEFAULTS: dict[str, str] = mcp_host.DEFAULTS
 
 
 def render_env(spec: PolicySpec, shadowed: Collection[str] = ()) -> dict[str, str | None]:

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from spillover_operator.constants import ENABLED_VAR, SPILLOVER_VARS
-from spillover_operator.envplan import MCP_HOST_DEFAULTS
+from spillover_operator.constants import SPILLOVER_VARS
+from spillover_operator.mcp_host import value_in_effect
 from spillover_operator.policy import DEFAULT_RECIPE_CONTAINER, PolicySpec, RecipePodsSpec
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 from spillover_operator.status import Condition
@@ -114,14 +114,6 @@ def owner_of(pod: Mapping[str, Any], replica_sets: Mapping[str, Mapping[str, Any
 
 
 # ---- classification --------------------------------------------------------------
-
-
-def _meaning(var: str, value: str | None) -> str:
-    """What a value means to mcp-host: absent is its default; booleans ignore case."""
-    if value is None:
-        return MCP_HOST_DEFAULTS[var]
-    value = value.strip()
-    return value.lower() if var == ENABLED_VAR else value
 
 
 def parse_time(text: Any) -> datetime.datetime | None:
@@ -235,11 +227,12 @@ def classify(
     differing = [
         var
         for var in SPILLOVER_VARS
-        if values[var].known and _meaning(var, values[var].value) != _meaning(var, desired.get(var))
+        if values[var].known
+        and value_in_effect(var, values[var].value) != value_in_effect(var, desired.get(var))
     ]
     if differing:
         parts = ", ".join(
-            f"{var}={values[var].shown()} (policy: {_meaning(var, desired.get(var))})"
+            f"{var}={values[var].shown()} (policy: {value_in_effect(var, desired.get(var))})"
             for var in differing
         )
         return PodVerdict(

@@ -89,8 +89,12 @@ def test_owner_resolves_a_replica_set_to_its_deployment() -> None:
 
 
 def test_current_stale_and_unknown() -> None:
-    current = classify(pod("a", {ENABLED_VAR: "FALSE"}), OFF, container=None, owner=NO_OWNER)
+    current = classify(pod("a", {ENABLED_VAR: "false"}), OFF, container=None, owner=NO_OWNER)
     assert current.state == "current"
+    # Not a value the mcp-host takes: it runs its default (on), so the kill switch is
+    # not in effect there (counted stale, never current by a guess).
+    shouting = classify(pod("a", {ENABLED_VAR: "FALSE"}), OFF, container=None, owner=NO_OWNER)
+    assert shouting.state == "stale"
     stale = classify(pod("b", {ENABLED_VAR: "true"}), OFF, container=None, owner=NO_OWNER)
     assert stale.state == "stale" and f"{ENABLED_VAR}=true" in stale.why
     # Absent means the mcp-host default: spillover on.
@@ -281,3 +285,14 @@ def test_a_config_map_changed_after_the_container_started_makes_the_pod_stale() 
     assert classify(pod("b", {ENABLED_VAR: "false"}), OFF, changed_at=after, **kwargs).state == (
         "current"
     )
+
+
+def test_an_explicit_default_or_an_invalid_size_runs_as_the_default() -> None:
+    """The pod runs what the mcp-host reads (`mcp_host.value_in_effect`): THRESHOLD=131072
+    is the policy's unset threshold; an out-of-range one runs at the default too."""
+    want = render_env(spec())  # threshold unset
+    for raw in ("131072", " 131072 ", "100", "12ab"):
+        got = classify(pod("a", {THRESHOLD_VAR: raw}), want, container=None, owner=NO_OWNER)
+        assert got.state == "current", (raw, got.why)
+    wrong = classify(pod("a", {THRESHOLD_VAR: "32768"}), want, container=None, owner=NO_OWNER)
+    assert wrong.state == "stale"

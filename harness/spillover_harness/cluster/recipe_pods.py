@@ -25,7 +25,8 @@ from spillover_operator.client import (
     list_pods,
     pod_values,
 )
-from spillover_operator.constants import ENABLED_VAR, SPILLOVER_VARS
+from spillover_operator.constants import SPILLOVER_VARS
+from spillover_operator.mcp_host import value_in_effect
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
 
@@ -59,16 +60,17 @@ class PodValues:
 
 
 def effective(values: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The values compared with a configuration: `ENABLED` unset (or empty) is on
-    (`true`), an empty THRESHOLD/BUDGET is unset, as the mcp-host reads them."""
+    """The values compared with a configuration: what the mcp-host runs with
+    (`spillover_operator.mcp_host.value_in_effect`: unset or invalid is the default,
+    so `THRESHOLD=131072` is the shipped default too); a value that could not be read
+    (`unknown:...`) stays as it is, never equal to a configuration's."""
     out: dict[str, str | None] = {}
     for var in SPILLOVER_VARS:
         value = values.get(var)
-        if value == "":
-            value = None
-        if var == ENABLED_VAR and value is None:
-            value = "true"
-        out[var] = value
+        if value is not None and value.startswith("unknown:"):
+            out[var] = value
+        else:
+            out[var] = value_in_effect(var, value)
     return out
 
 

@@ -25,10 +25,20 @@ def pod(name: str, **values: str | None) -> PodValues:
     return PodValues(name, f"uid-{name}", env)
 
 
-def test_enabled_unset_or_empty_is_on_and_empty_numbers_are_unset() -> None:
-    assert effective({ENABLED_VAR: None}) == ON
-    assert effective({ENABLED_VAR: "", THRESHOLD_VAR: ""}) == ON
+def test_unset_empty_or_invalid_is_the_default_the_mcp_host_runs() -> None:
+    defaults = {ENABLED_VAR: "true", THRESHOLD_VAR: "131072", BUDGET_VAR: "16777216"}
+    assert effective({ENABLED_VAR: None}) == defaults
+    assert effective({ENABLED_VAR: "", THRESHOLD_VAR: ""}) == defaults
+    assert effective({THRESHOLD_VAR: "100", BUDGET_VAR: "lots"}) == defaults  # invalid
     assert effective({ENABLED_VAR: "false"})[ENABLED_VAR] == "false"
+
+
+def test_an_explicit_default_threshold_is_the_shipped_configuration() -> None:
+    """The operator writes THRESHOLD=131072 when an envFrom source would otherwise set
+    it: the pod runs the `128KiB` configuration (threshold unset) all the same, as the
+    operator's recipe-pod check says (one meaning: spillover_operator.mcp_host)."""
+    assert stale(ON, [pod("d", **{THRESHOLD_VAR: "131072"})]) == []
+    assert [p.name for p, _ in stale(ON, [pod("e", **{THRESHOLD_VAR: "32768"})])] == ["e"]
 
 
 def test_stale_names_each_pod_and_what_differs() -> None:
