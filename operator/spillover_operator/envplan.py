@@ -208,7 +208,11 @@ def effective_env(deployment: Mapping[str, Any], container: str | None) -> dict[
 
 
 def _build_patch(
-    deployment: Mapping[str, Any], container_name: str, env_patch: list[dict[str, Any]]
+    deployment: Mapping[str, Any],
+    container_name: str,
+    env_patch: list[dict[str, Any]],
+    *,
+    precondition: bool = True,
 ) -> dict[str, Any]:
     """The strategic merge patch: keyed by container name and env name.
 
@@ -251,7 +255,7 @@ def _build_patch(
         }
     }
     resource_version = (deployment.get("metadata") or {}).get("resourceVersion")
-    if resource_version:
+    if resource_version and precondition:
         # Optimistic concurrency: the API server answers 409 if the Deployment changed
         # since this plan was made (re-read and re-plan).
         patch["metadata"] = {"resourceVersion": str(resource_version)}
@@ -308,7 +312,24 @@ def _plan(
 
     if not env_patch:
         return EnvPlan(changes=[], patch=None)
-    return EnvPlan(changes=changes, patch=_build_patch(deployment, name, env_patch))
+    patch = _build_patch(deployment, name, env_patch, precondition=not _values_only(env_patch))
+    return EnvPlan(changes=changes, patch=patch)
+
+
+def _values_only(env_patch: list[dict[str, Any]]) -> bool:
+    """Whether the patch only sets literal values of the three spillover variables.
+
+    Such a patch is right whatever else changed on the Deployment since it was read:
+    each entry is merged by name, and what the server holds beyond the patch (other
+    entries, other containers) is kept. It goes without the resourceVersion
+    precondition, so a change is not refused because the Deployment's status moved
+    meanwhile (every few milliseconds during a rollout: a 409, a GET and a second
+    PATCH on the kill switch's path). A passthrough list, a removal or a `valueFrom`
+    replaced is computed from what was read, and keeps the precondition.
+    """
+    return all(
+        set(item) == {"name", "value"} and item["name"] in SPILLOVER_VARS for item in env_patch
+    )
 
 
 def plan_apply(
