@@ -59,10 +59,20 @@ class EnvPlan:
 
     changes: list[EnvChange]
     patch: dict[str, Any] | None
+    # Only literal values of the three variables are set (`_values_only`): the patch is
+    # right without its resourceVersion precondition (`unconditional`).
+    values_only: bool = False
 
     @property
     def noop(self) -> bool:
         return self.patch is None
+
+    def unconditional(self) -> dict[str, Any] | None:
+        """The patch without the resourceVersion precondition when that is safe (values
+        only), else the patch as it is."""
+        if self.patch is None or not self.values_only:
+            return self.patch
+        return {k: v for k, v in self.patch.items() if k != "metadata"}
 
 
 # What an absent variable means to mcp-host: written explicitly when an `envFrom` source
@@ -208,11 +218,7 @@ def effective_env(deployment: Mapping[str, Any], container: str | None) -> dict[
 
 
 def _build_patch(
-    deployment: Mapping[str, Any],
-    container_name: str,
-    env_patch: list[dict[str, Any]],
-    *,
-    precondition: bool = True,
+    deployment: Mapping[str, Any], container_name: str, env_patch: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The strategic merge patch: keyed by container name and env name.
 
@@ -255,7 +261,7 @@ def _build_patch(
         }
     }
     resource_version = (deployment.get("metadata") or {}).get("resourceVersion")
-    if resource_version and precondition:
+    if resource_version:
         # Optimistic concurrency: the API server answers 409 if the Deployment changed
         # since this plan was made (re-read and re-plan).
         patch["metadata"] = {"resourceVersion": str(resource_version)}
@@ -312,8 +318,8 @@ def _plan(
 
     if not env_patch:
         return EnvPlan(changes=[], patch=None)
-    patch = _build_patch(deployment, name, env_patch, precondition=not _values_only(env_patch))
-    return EnvPlan(changes=changes, patch=patch)
+    patch = _build_patch(deployment, name, env_patch)
+    return EnvPlan(changes=changes, patch=patch, values_only=_values_only(env_patch))
 
 
 def _values_only(env_patch: list[dict[str, Any]]) -> bool:
@@ -321,11 +327,11 @@ def _values_only(env_patch: list[dict[str, Any]]) -> bool:
 
     Such a patch is right whatever else changed on the Deployment since it was read:
     each entry is merged by name, and what the server holds beyond the patch (other
-    entries, other containers) is kept. It goes without the resourceVersion
-    precondition, so a change is not refused because the Deployment's status moved
-    meanwhile (every few milliseconds during a rollout: a 409, a GET and a second
-    PATCH on the kill switch's path). A passthrough list, a removal or a `valueFrom`
-    replaced is computed from what was read, and keeps the precondition.
+    entries, other containers) is kept. The operator's first move on a policy change
+    sends it without the resourceVersion precondition, so the kill switch is not
+    refused because the Deployment's status moved meanwhile (every few milliseconds
+    during a rollout: a 409, a GET and a second PATCH). A passthrough list, a removal
+    or a `valueFrom` replaced is computed from what was read, and keeps it.
     """
     return all(
         set(item) == {"name", "value"} and item["name"] in SPILLOVER_VARS for item in env_patch

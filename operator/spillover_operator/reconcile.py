@@ -413,8 +413,11 @@ def _apply_with_retries(
     cluster: Connection,
     deployment: dict[str, Any],
     planner: Callable[[Mapping[str, Any]], EnvPlan],
+    *,
+    precondition: bool = True,
 ) -> tuple[dict[str, Any] | None, EnvPlan]:
-    """Plan and patch, re-reading and re-planning on a resourceVersion conflict.
+    """Plan and patch, re-reading and re-planning on a resourceVersion conflict
+    (`precondition` False: see `patch_deployment_env`).
 
     Returns (deployment after, the plan that was applied or found empty). The
     deployment is None if it disappeared meanwhile.
@@ -430,7 +433,7 @@ def _apply_with_retries(
         if plan.patch is None:
             return current, plan
         try:
-            return patch_deployment_env(cluster, name, plan), plan
+            return patch_deployment_env(cluster, name, plan, precondition=precondition), plan
         except NotFound:
             return None, plan
 
@@ -522,7 +525,7 @@ def apply_change(
         confirm = reader.confirmed(policy=name, deployment=None)
         if confirm is not None:  # plan again from the policy as the API has it
             return apply_change(cluster, namespace, name, confirm)
-        after, plan = _apply_with_retries(cluster, deployment, planner)
+        after, plan = _apply_with_retries(cluster, deployment, planner, precondition=False)
     except TargetError:
         return None
     if after is None or plan.patch is None:

@@ -307,3 +307,47 @@ def test_apply_change_touches_nothing_it_may_not(
     assert dep["metadata"]["generation"] == 1  # its spec never changed
     assert ENABLED_VAR not in env_map(dep, "controller")
     assert "status" not in read_policy(admin, namespace)
+
+
+def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """The kill switch's first move goes without the resourceVersion precondition when
+    it only sets values: planned from a copy older than the Deployment (an entry and a
+    label added since), it is not refused, and what the other writer added stays."""
+    from spillover_operator.client import Conflict, patch_deployment_env
+    from spillover_operator.envplan import plan_apply
+    from spillover_operator.handlers import views
+    from spillover_operator.policy import parse_spec
+
+    applied = {ENABLED_VAR: "true", PASSTHROUGH_VAR: ALL_NAMES}
+    create_object(admin, _wrc(namespace, applied))
+    policy = create_object(
+        admin, policy_manifest(namespace, {"enabled": False, "target": {"deployment": "wrc"}})
+    )
+    stale = read_deployment(admin, namespace, "wrc")
+    client.AppsV1Api(admin).patch_namespaced_deployment(
+        "wrc",
+        namespace,
+        {"metadata": {"labels": {"touched": "yes"}},
+         "spec": {"template": {"spec": {"containers": [
+            {"name": "controller", "env": [{"name": "ADDED_LATER", "value": "1"}]}
+        ]}}}},
+    )  # fmt: skip
+    indexes = {
+        views.POLICIES: {(namespace, "spillover"): [policy]},
+        views.DEPLOYMENTS: {(namespace, "wrc"): [stale]},
+        views.BY_TARGET: {(namespace, "wrc"): ["spillover"]},
+    }
+    reader = views.IndexReader(namespace, indexes, cluster=cluster)
+    plan = plan_apply(stale, parse_spec(policy["spec"]))
+    assert plan.values_only
+    with pytest.raises(Conflict):  # with the precondition: refused
+        patch_deployment_env(cluster.in_namespace(namespace), "wrc", plan)
+    early = apply_change(cluster, namespace, "spillover", reader)
+    assert early is not None
+    after = read_deployment(admin, namespace, "wrc")
+    env = env_map(after, "controller")
+    assert env[ENABLED_VAR] == "false" and env["ADDED_LATER"] == "1"
+    assert env[PASSTHROUGH_VAR] == ALL_NAMES
+    assert after["metadata"]["labels"]["touched"] == "yes"
