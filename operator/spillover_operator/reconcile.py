@@ -308,6 +308,7 @@ def settle(
     *,
     now: str,
     config_maps: ConfigMapLookup = no_config_maps,
+    applied_at: str | None = None,
 ) -> Settlement:
     """The status and Events once the Deployment is `after` (the plan applied, or found
     empty). `config_maps` resolves the container's ConfigMap references (the values in
@@ -338,7 +339,7 @@ def settle(
         events.append(
             (_deployment_ref(after), "Normal", reason, f"{note} (SpilloverPolicy {name})")
         )
-        current_status["lastAppliedTime"] = now
+        current_status["lastAppliedTime"] = applied_at or now
 
     effective, sources = resolved_status(resolved_env(after, container, config_maps))
     rollout = rollout_state(after)
@@ -664,7 +665,12 @@ def _reconcile_once(
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
     now = now_rfc3339()
-    done = settle(policy, spec, after, plan, now=now, config_maps=config_maps)
+    # lastAppliedTime in milliseconds: the recipe pods' convergence is counted once per
+    # change, keyed by it, and two changes can fall in one second.
+    done = settle(
+        policy, spec, after, plan, now=now, config_maps=config_maps,
+        applied_at=now_rfc3339(millis=True),
+    )  # fmt: skip
     why = change_reason(policy)
     if early is None or not early.announced:
         for obj, type_, reason, message in done.events:
