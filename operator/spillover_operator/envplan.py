@@ -58,10 +58,20 @@ class EnvPlan:
 
     changes: list[EnvChange]
     patch: dict[str, Any] | None
+    # Only literal values of the three variables are set (`_values_only`): the patch is
+    # right without its resourceVersion precondition (`unconditional`).
+    values_only: bool = False
 
     @property
     def noop(self) -> bool:
         return self.patch is None
+
+    def unconditional(self) -> dict[str, Any] | None:
+        """The patch without the resourceVersion precondition when that is safe (values
+        only), else the patch as it is."""
+        if self.patch is None or not self.values_only:
+            return self.patch
+        return {k: v for k, v in self.patch.items() if k != "metadata"}
 
 
 # What an absent variable means to mcp-host: written explicitly when an `envFrom` source
@@ -303,7 +313,24 @@ def _plan(
 
     if not env_patch:
         return EnvPlan(changes=[], patch=None)
-    return EnvPlan(changes=changes, patch=_build_patch(deployment, name, env_patch))
+    patch = _build_patch(deployment, name, env_patch)
+    return EnvPlan(changes=changes, patch=patch, values_only=_values_only(env_patch))
+
+
+def _values_only(env_patch: list[dict[str, Any]]) -> bool:
+    """Whether the patch only sets literal values of the three spillover variables.
+
+    Such a patch is right whatever else changed on the Deployment since it was read:
+    each entry is merged by name, and what the server holds beyond the patch (other
+    entries, other containers) is kept. The operator's first move on a policy change
+    sends it without the resourceVersion precondition, so the kill switch is not
+    refused because the Deployment's status moved meanwhile (every few milliseconds
+    during a rollout: a 409, a GET and a second PATCH). A passthrough list, a removal
+    or a `valueFrom` replaced is computed from what was read, and keeps it.
+    """
+    return all(
+        set(item) == {"name", "value"} and item["name"] in SPILLOVER_VARS for item in env_patch
+    )
 
 
 def plan_apply(

@@ -84,7 +84,12 @@ def _reader(
         (kind, str(body["metadata"]["name"])): views.snapshot(body) for kind, body in fresh.items()
     }
     return views.IndexReader(
-        str(namespace), views.indexes_of(kwargs), own, cluster=rt.cluster, trusted=trusted
+        str(namespace),
+        views.indexes_of(kwargs),
+        own,
+        cluster=rt.cluster,
+        trusted=trusted,
+        written=rt.written,
     )
 
 
@@ -108,7 +113,9 @@ def reconcile_policy(
     # At start (resume) the indexes were just listed: their copies are current.
     trusted = kwargs.get("reason") == "resume"
     reader = _reader(memo, namespace, kwargs, trusted=trusted, policy=body)
-    policies.policy_changed(runtime.of(memo), reader, name, old_spec, logger)
+    policies.policy_changed(
+        runtime.of(memo), reader, name, old_spec, logger, early_apply=not trusted
+    )
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
@@ -162,7 +169,8 @@ def deployment_event(
     fresh = {} if type == "DELETED" else {"deployment": body}
     # type None: the initial listing at start, when the indexes are current.
     reader = _reader(memo, namespace, kwargs, trusted=type is None, **fresh)
-    policies.deployment_event(runtime.of(memo), reader, name, logger)
+    generation = (body.get("metadata") or {}).get("generation")
+    policies.deployment_event(runtime.of(memo), reader, name, generation, logger)
 
 
 @kopf.on.event("v1", "pods")
@@ -178,5 +186,7 @@ def pod_event(
         return
     rt = runtime.of(memo)
     # Not `_reader`: a pod alone does not make its namespace one the operator heartbeats.
-    reader = views.IndexReader(namespace, views.indexes_of(kwargs), cluster=rt.cluster)
+    reader = views.IndexReader(
+        namespace, views.indexes_of(kwargs), cluster=rt.cluster, written=rt.written
+    )
     policies.pod_event(rt, reader, labels, logger)

@@ -115,7 +115,7 @@ def reconcile_recipe_pods(
     status = policy.get("status") or {}
     previous = status.get("recipePods") if isinstance(status.get("recipePods"), Mapping) else {}
     previous = previous or {}
-    pods = observe_recipe_pods(conn, spec, desired, config_maps, changed_at)
+    pods = observe_recipe_pods(conn, spec, desired, config_maps, changed_at, from_cache=True)
 
     token = refresh_request(policy)
     requested = bool(token) and previous.get("handledRequest") != token

@@ -131,6 +131,11 @@ class Reader(Protocol):
         """Every policy whose spec targets `deployment` (any may be invalid)."""
         ...
 
+    def remember(self, policy: dict[str, Any]) -> None:
+        """The policy as a status write answered it: newer than any copy of it read
+        before (the next reconcile computes from it rather than meet a conflict)."""
+        ...
+
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
     ) -> Reader | None:
@@ -154,6 +159,9 @@ class ApiReader:
 
     def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
         return list_policies(self.cluster)
+
+    def remember(self, policy: dict[str, Any]) -> None:
+        return None  # every read is a request: nothing to keep
 
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
@@ -300,6 +308,7 @@ def settle(
     *,
     now: str,
     config_maps: ConfigMapLookup = no_config_maps,
+    applied_at: str | None = None,
 ) -> Settlement:
     """The status and Events once the Deployment is `after` (the plan applied, or found
     empty). `config_maps` resolves the container's ConfigMap references (the values in
@@ -330,7 +339,7 @@ def settle(
         events.append(
             (_deployment_ref(after), "Normal", reason, f"{note} (SpilloverPolicy {name})")
         )
-        current_status["lastAppliedTime"] = now
+        current_status["lastAppliedTime"] = applied_at or now
 
     effective, sources = resolved_status(resolved_env(after, container, config_maps))
     rollout = rollout_state(after)
@@ -362,8 +371,11 @@ def settle(
 # ---- API-facing steps -------------------------------------------------------------
 
 
-def write_status(cluster: Connection, policy: Mapping[str, Any], desired: dict[str, Any]) -> bool:
-    """Patch the status subresource if it differs; True if it wrote.
+def write_status(
+    cluster: Connection, policy: Mapping[str, Any], desired: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Patch the status subresource if it differs; the policy as written, or None when
+    nothing was written.
 
     The patch carries the resourceVersion of the copy it was computed from. When that
     is refused, only what the status depends on matters: if the policy read again has
@@ -374,27 +386,27 @@ def write_status(cluster: Connection, policy: Mapping[str, Any], desired: dict[s
     """
     patch = merge_patch(policy.get("status") or {}, desired)
     if not patch:
-        return False
+        return None
     name = str(_meta(policy)["name"])
     version = _meta(policy).get("resourceVersion")
     for _ in range(STALE_ATTEMPTS):
         try:
-            patch_policy_status(
+            written = patch_policy_status(
                 cluster, name, patch, resource_version=str(version) if version else None
             )
         except NotFound:
-            return False
+            return None
         except Conflict:
             fresh = find_policy(cluster, name)
             if fresh is None:
-                return False
+                return None
             if _meta(fresh).get("generation") != _meta(policy).get("generation") or (
                 fresh.get("status") or {}
             ) != (policy.get("status") or {}):
                 raise StaleCopyError(f"policy {name} changed meanwhile") from None
             version = _meta(fresh).get("resourceVersion")
             continue
-        return True
+        return written
     raise StaleCopyError(f"policy {name} kept changing while its status was written")
 
 
@@ -402,8 +414,11 @@ def _apply_with_retries(
     cluster: Connection,
     deployment: dict[str, Any],
     planner: Callable[[Mapping[str, Any]], EnvPlan],
+    *,
+    precondition: bool = True,
 ) -> tuple[dict[str, Any] | None, EnvPlan]:
-    """Plan and patch, re-reading and re-planning on a resourceVersion conflict.
+    """Plan and patch, re-reading and re-planning on a resourceVersion conflict
+    (`precondition` False: see `patch_deployment_env`).
 
     Returns (deployment after, the plan that was applied or found empty). The
     deployment is None if it disappeared meanwhile.
@@ -419,7 +434,7 @@ def _apply_with_retries(
         if plan.patch is None:
             return current, plan
         try:
-            return patch_deployment_env(cluster, name, plan), plan
+            return patch_deployment_env(cluster, name, plan, precondition=precondition), plan
         except NotFound:
             return None, plan
 
@@ -435,7 +450,12 @@ def _apply_with_retries(
 
 
 def reconcile_policy(
-    cluster: Connection, namespace: str, name: str, reader: Reader | None = None
+    cluster: Connection,
+    namespace: str,
+    name: str,
+    reader: Reader | None = None,
+    *,
+    early: EarlyApply | None = None,
 ) -> ReconcileResult:
     """Make the target Deployment match the policy and report it in the status.
 
@@ -443,12 +463,14 @@ def reconcile_policy(
     watches) is asked to confirm with the API the decisions a stale copy would get
     wrong: "nothing to change" on the Deployment, and a change to the Deployment made
     from the policy copy. Every write carries the resourceVersion it was computed from.
+    `early`: the change `apply_change` already made; reported here (once) if the policy
+    still asks for it, else planned afresh.
     """
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
     for _ in range(STALE_ATTEMPTS):
         try:
-            return _reconcile_once(cluster, namespace, name, reader)
+            return _reconcile_once(cluster, namespace, name, reader, early)
         except _Confirm as confirm:
             reader = confirm.reader
         except StaleCopyError:
@@ -457,7 +479,79 @@ def reconcile_policy(
             reader = reader.confirmed(policy=name, deployment=None, again=True) or ApiReader(
                 cluster
             )
-    return _reconcile_once(cluster, namespace, name, reader)  # StaleCopyError: retried
+    return _reconcile_once(cluster, namespace, name, reader, early)  # StaleCopyError: retried
+
+
+@dataclass
+class EarlyApply:
+    """A Deployment change made ahead of the reconcile that reports it (`apply_change`):
+    the reconcile settles with this plan (Applied Events, status) instead of planning
+    again, as long as the policy still asks for the same thing. `announced`: its Events
+    were posted (a reconcile that starts over does not post them twice)."""
+
+    spec: PolicySpec
+    after: dict[str, Any]
+    plan: EnvPlan
+    announced: bool = False
+
+
+def apply_change(
+    cluster: Connection, namespace: str, name: str, reader: Reader
+) -> EarlyApply | None:
+    """Only the Deployment change the policy asks for, nothing else: no status, no
+    Events, no recipe pods. The operator runs it as soon as a policy changes, before it
+    waits for the target's lock (behind which a Deployment event may be reporting a
+    rollout), so a kill switch reaches the Deployment at the speed of two requests.
+
+    Safe without the lock: as in `reconcile_policy`, the change is made from the policy
+    read from the API now, and the patch carries the resourceVersion of the Deployment
+    it was planned on. None when there is nothing to change, or when the policy cannot
+    be applied (invalid, not allowed, not the owner, target missing): the reconcile
+    that follows finds the same and reports it. ApplyFailedError when the API server
+    refuses the change.
+    """
+    cluster = cluster.in_namespace(namespace)
+    found = _applicable(namespace, name, reader)
+    if found is None:
+        return None
+    spec, deployment = found
+    config_maps = ConfigMapReader(cluster).lookup
+
+    def planner(dep: Mapping[str, Any]) -> EnvPlan:
+        return plan_apply(dep, spec, envfrom_shadowed(dep, spec.container, config_maps))
+
+    try:
+        if planner(deployment).patch is None:
+            return None
+        confirm = reader.confirmed(policy=name, deployment=None)
+        if confirm is not None:  # plan again from the policy as the API has it
+            return apply_change(cluster, namespace, name, confirm)
+        after, plan = _apply_with_retries(cluster, deployment, planner, precondition=False)
+    except TargetError:
+        return None
+    if after is None or plan.patch is None:
+        return None
+    return EarlyApply(spec, after, plan)
+
+
+def _applicable(
+    namespace: str, name: str, reader: Reader
+) -> tuple[PolicySpec, dict[str, Any]] | None:
+    """(spec, target Deployment) of a policy that may change its Deployment now; None
+    when it is gone, invalid, not allowed, not the owner, or its target is missing."""
+    policy = reader.policy(name)
+    if policy is None or _meta(policy).get("deletionTimestamp"):
+        return None
+    try:
+        spec = parse_spec(policy.get("spec") or {})
+    except InvalidSpecError:
+        return None
+    if allowlist.refusal(spec.deployment, os.environ) is not None:
+        return None
+    if ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment)):
+        return None
+    deployment = reader.deployment(spec.deployment)
+    return None if deployment is None else (spec, deployment)
 
 
 class _Confirm(Exception):
@@ -467,7 +561,11 @@ class _Confirm(Exception):
 
 
 def _reconcile_once(
-    cluster: Connection, namespace: str, name: str, reader: Reader
+    cluster: Connection,
+    namespace: str,
+    name: str,
+    reader: Reader,
+    early: EarlyApply | None = None,
 ) -> ReconcileResult:
     """One reconcile through `reader`. Writes only what differs: with nothing to change
     on the Deployment (a Deployment status event, a resync, a restart) the status patch
@@ -524,18 +622,22 @@ def _reconcile_once(
         shadowed = envfrom_shadowed(dep, spec.container, config_maps)
         return plan_apply(dep, spec, shadowed)
 
+    after: dict[str, Any] | None
     try:
-        # Confirm what a copy behind the API would get wrong: a change to make is made
-        # from the current policy; "nothing to change" and the status (rollout) are
-        # judged on the current Deployment.
-        first = planner(deployment)
-        confirm = reader.confirmed(
-            policy=name if first.patch is not None else None,
-            deployment=spec.deployment if first.patch is None else None,
-        )
-        if confirm is not None:
-            raise _Confirm(confirm)
-        after, plan = _apply_with_retries(cluster, deployment, planner)
+        if early is not None and early.spec == spec:
+            after, plan = early.after, early.plan
+        else:
+            # Confirm what a copy behind the API would get wrong: a change to make is made
+            # from the current policy; "nothing to change" and the status (rollout) are
+            # judged on the current Deployment.
+            first = planner(deployment)
+            confirm = reader.confirmed(
+                policy=name if first.patch is not None else None,
+                deployment=spec.deployment if first.patch is None else None,
+            )
+            if confirm is not None:
+                raise _Confirm(confirm)
+            after, plan = _apply_with_retries(cluster, deployment, planner)
     except UnmanageableTargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(
@@ -563,10 +665,18 @@ def _reconcile_once(
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
     now = now_rfc3339()
-    done = settle(policy, spec, after, plan, now=now, config_maps=config_maps)
+    # lastAppliedTime in milliseconds: the recipe pods' convergence is counted once per
+    # change, keyed by it, and two changes can fall in one second.
+    done = settle(
+        policy, spec, after, plan, now=now, config_maps=config_maps,
+        applied_at=now_rfc3339(millis=True),
+    )  # fmt: skip
     why = change_reason(policy)
-    for obj, type_, reason, message in done.events:
-        _record(cluster, obj, type_, reason, f"{message}{why}")
+    if early is None or not early.announced:
+        for obj, type_, reason, message in done.events:
+            _record(cluster, obj, type_, reason, f"{message}{why}")
+    if early is not None and plan is early.plan:
+        early.announced = True
     status = done.status
     recipe: RecipeOutcome | None = None
     try:
@@ -603,7 +713,9 @@ def _reconcile_once(
         )
         for type_, reason, message in recipe.events:
             _record(cluster, _policy_ref(policy), type_, reason, message)
-    write_status(cluster, policy, status)
+    written = write_status(cluster, policy, status)
+    if written is not None:
+        reader.remember(written)
     return ReconcileResult(
         done.outcome,
         describe_changes(plan.changes),

@@ -21,8 +21,13 @@ from spillover_operator.resolved_env import Resolved
 from spillover_operator.rollout import RolloutState
 
 
-def now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_rfc3339(*, millis: bool = False) -> str:
+    """Now, as Kubernetes writes times (whole seconds), or with milliseconds: a time
+    that tells changes apart (lastAppliedTime: two changes in one second are two)."""
+    now = datetime.datetime.now(datetime.UTC)
+    if millis:
+        return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return now.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,10 @@ from spillover_operator.constants import (
     THRESHOLD_VAR,
 )
 from spillover_operator.reconcile import (
+    ApiReader,
     ApplyFailedError,
     Outcome,
+    apply_change,
     finalize_policy,
     reconcile_policy,
 )
@@ -248,3 +250,104 @@ def test_a_refused_patch_raises_and_reports_apply_failed(
     assert ready["reason"] == "ApplyFailed" and "403" in ready["message"]
     after = read_deployment(admin, namespace, "wrc")
     assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+
+def test_a_change_applied_early_is_reported_once_by_the_reconcile(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """The operator's fast path: apply_change writes only the Deployment; the reconcile
+    given its EarlyApply reports it (Applied, Events once) instead of finding the
+    Deployment in sync; a second reconcile with it posts no Event again."""
+    create_object(admin, _wrc(namespace, {"LOG_LEVEL": "info"}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": False, "target": {"deployment": "wrc"}})
+    )
+    reader = ApiReader(cluster.in_namespace(namespace))
+
+    early = apply_change(cluster, namespace, "spillover", reader)
+    assert early is not None
+    assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "false"
+    assert "status" not in read_policy(admin, namespace)  # nothing reported yet
+    assert not _events(admin, namespace, "spillover", "Applied")
+    assert apply_change(cluster, namespace, "spillover", reader) is None  # nothing left to do
+
+    result = reconcile_policy(cluster, namespace, "spillover", early=early)
+    assert result.outcome == Outcome.APPLIED, result.message
+    policy = read_policy(admin, namespace)
+    assert condition(policy, "Applied")["status"] == "True"
+    assert policy["status"]["lastAppliedTime"]
+    assert len(_events(admin, namespace, "spillover", "Applied")) == 1
+    assert len(_events(admin, namespace, "wrc", "Applied")) == 1
+
+    reconcile_policy(cluster, namespace, "spillover", early=early)
+    assert len(_events(admin, namespace, "spillover", "Applied")) == 1
+
+    # A policy changed again since the early change: that change is not reported as
+    # its own; the reconcile plans from the policy as it is.
+    client.CustomObjectsApi(admin).patch_namespaced_custom_object(
+        "spillover.clerum.io", "v1alpha1", namespace, "spilloverpolicies", "spillover",
+        {"spec": {"enabled": True}},
+    )  # fmt: skip
+    again = reconcile_policy(cluster, namespace, "spillover", early=early)
+    assert again.outcome == Outcome.APPLIED
+    assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "true"
+
+
+def test_apply_change_touches_nothing_it_may_not(
+    cluster: Connection, admin: client.ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_object(admin, _wrc(namespace, {}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": False, "target": {"deployment": "wrc"}})
+    )
+    monkeypatch.setenv(ALLOWED_TARGETS_VAR, "someone-else")
+    reader = ApiReader(cluster.in_namespace(namespace))
+    assert apply_change(cluster, namespace, "spillover", reader) is None
+    dep = read_deployment(admin, namespace, "wrc")
+    assert dep["metadata"]["generation"] == 1  # its spec never changed
+    assert ENABLED_VAR not in env_map(dep, "controller")
+    assert "status" not in read_policy(admin, namespace)
+
+
+def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """The kill switch's first move goes without the resourceVersion precondition when
+    it only sets values: planned from a copy older than the Deployment (an entry and a
+    label added since), it is not refused, and what the other writer added stays."""
+    from spillover_operator.client import Conflict, patch_deployment_env
+    from spillover_operator.envplan import plan_apply
+    from spillover_operator.handlers import views
+    from spillover_operator.policy import parse_spec
+
+    applied = {ENABLED_VAR: "true", PASSTHROUGH_VAR: ALL_NAMES}
+    create_object(admin, _wrc(namespace, applied))
+    policy = create_object(
+        admin, policy_manifest(namespace, {"enabled": False, "target": {"deployment": "wrc"}})
+    )
+    stale = read_deployment(admin, namespace, "wrc")
+    client.AppsV1Api(admin).patch_namespaced_deployment(
+        "wrc",
+        namespace,
+        {"metadata": {"labels": {"touched": "yes"}},
+         "spec": {"template": {"spec": {"containers": [
+            {"name": "controller", "env": [{"name": "ADDED_LATER", "value": "1"}]}
+        ]}}}},
+    )  # fmt: skip
+    indexes = {
+        views.POLICIES: {(namespace, "spillover"): [policy]},
+        views.DEPLOYMENTS: {(namespace, "wrc"): [stale]},
+        views.BY_TARGET: {(namespace, "wrc"): ["spillover"]},
+    }
+    reader = views.IndexReader(namespace, indexes, cluster=cluster)
+    plan = plan_apply(stale, parse_spec(policy["spec"]))
+    assert plan.values_only
+    with pytest.raises(Conflict):  # with the precondition: refused
+        patch_deployment_env(cluster.in_namespace(namespace), "wrc", plan)
+    early = apply_change(cluster, namespace, "spillover", reader)
+    assert early is not None
+    after = read_deployment(admin, namespace, "wrc")
+    env = env_map(after, "controller")
+    assert env[ENABLED_VAR] == "false" and env["ADDED_LATER"] == "1"
+    assert env[PASSTHROUGH_VAR] == ALL_NAMES
+    assert after["metadata"]["labels"]["touched"] == "yes"

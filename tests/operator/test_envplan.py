@@ -408,3 +408,50 @@ def test_an_unset_field_shadowed_by_envfrom_is_written_as_the_default() -> None:
     assert any(n.startswith(f"envFrom configMap tuning sets {THRESHOLD_VAR}=4096") for n in notes)
     assert any("value unknown" in n for n in notes)
     assert shadow_notes(spec(threshold=32768, budget=2097152), shadowed) == []
+
+
+def test_a_value_change_alone_may_go_without_the_resource_version() -> None:
+    """The kill switch on an applied Deployment: only ENABLED's value changes, merged by
+    name, so the operator's first move need not be refused because the Deployment's
+    status moved since the read."""
+    applied = [
+        {"name": "LOG_LEVEL", "value": "info"},
+        {"name": ENABLED_VAR, "value": "true"},
+        {"name": PASSTHROUGH_VAR, "value": ALL},
+    ]
+    plan = plan_apply(deployment(container("wrc", applied)), spec(enabled=False))
+    assert plan.patch is not None and plan.values_only
+    assert plan.patch["metadata"] == {"resourceVersion": "42"}  # by default, as always
+    bare = plan.unconditional()
+    assert bare is not None and "metadata" not in bare
+    assert _env_patch(bare)[1] == [{"name": ENABLED_VAR, "value": "false"}]
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        ([{"name": ENABLED_VAR, "value": "true"}], spec(enabled=False)),  # passthrough added
+        (  # a removal (threshold unset in the spec)
+            [
+                {"name": ENABLED_VAR, "value": "true"},
+                {"name": THRESHOLD_VAR, "value": "1"},
+                {"name": PASSTHROUGH_VAR, "value": ALL},
+            ],
+            spec(),
+        ),
+        (  # a valueFrom replaced
+            [
+                {"name": ENABLED_VAR, "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
+                {"name": PASSTHROUGH_VAR, "value": ALL},
+            ],
+            spec(enabled=False),
+        ),
+    ],
+)
+def test_a_change_computed_from_what_was_read_keeps_the_precondition(
+    env: list[dict[str, Any]], want: PolicySpec
+) -> None:
+    plan = plan_apply(deployment(container("wrc", env)), want)
+    assert plan.patch is not None and not plan.values_only
+    assert plan.unconditional() == plan.patch
+    assert plan.patch["metadata"] == {"resourceVersion": "42"}

@@ -102,3 +102,66 @@ def test_liveness_names_a_missing_watch_after_the_start_grace() -> None:
     assert runtime.watch_problems(names, uptime=60.0) == ["no running watch on deployments"]
     both = [*names, "watcher for deployments.v1.apps@ns"]
     assert runtime.watch_problems(both, uptime=60.0) == []
+
+
+def _runtime() -> runtime.OperatorRuntime:
+    conn = Connection(ApiClient(Configuration()), "ns", "spillover-operator")
+    return runtime.OperatorRuntime(conn, metrics.Metrics(CollectorRegistry()))
+
+
+def test_an_older_deployment_generation_is_stale() -> None:
+    rt = _runtime()
+    assert rt.note_generation("ns", "wrc", 3)
+    assert rt.note_generation("ns", "wrc", 3)  # a status update of the same spec
+    assert not rt.note_generation("ns", "wrc", 2)
+    assert rt.note_generation("ns", "other", 1)  # per Deployment
+    assert rt.note_generation("ns", "wrc", None)  # nothing known: not stale
+
+
+def test_a_newer_pass_replaces_the_reader_and_keeps_the_changes_to_report() -> None:
+    rt = _runtime()
+    rt.leave_pass("ns", "wrc", "reader-1", {"p": "early-p"})
+    rt.leave_pass("ns", "wrc", "reader-2", {"q": "early-q"})
+    assert rt.has_pass("ns", "wrc")
+    left = rt.take_pass("ns", "wrc")
+    assert left is not None
+    assert left.reader == "reader-2"
+    assert left.early == {"p": "early-p", "q": "early-q"}
+    assert rt.take_pass("ns", "wrc") is None and not rt.has_pass("ns", "wrc")
+
+
+def test_passes_wait_while_a_policy_handler_waits_for_the_lock() -> None:
+    rt = _runtime()
+    assert not rt.handler_waiting("ns", "wrc")
+    with rt.waiting_for("ns", "wrc"):
+        with rt.waiting_for("ns", "wrc"):
+            assert rt.handler_waiting("ns", "wrc")
+        assert rt.handler_waiting("ns", "wrc")
+        assert not rt.handler_waiting("ns", "other")
+    assert not rt.handler_waiting("ns", "wrc")
+
+
+def test_a_pass_left_while_the_lock_is_held_runs_after_it_is_let_go() -> None:
+    """The hand-over `_drain` relies on: an event that finds the lock taken leaves its
+    pass and returns; the holder schedules the drain after letting go."""
+    from spillover_operator.handlers import policies
+
+    rt = _runtime()
+    ran: list[str] = []
+
+    def record(rt_: runtime.OperatorRuntime, ns: str, dep: str, _: object) -> None:
+        left = rt_.take_pass(ns, dep)
+        if left is not None:
+            ran.append(str(left.reader))
+
+    logger = logging.getLogger("test")
+    lock = rt.lock_for("ns", "wrc")
+    with lock:
+        rt.leave_pass("ns", "wrc", "during")
+        policies._drain(rt, "ns", "wrc", logger, record)  # the lock is held: nothing runs
+        assert ran == [] and rt.has_pass("ns", "wrc")
+    with rt.waiting_for("ns", "wrc"):
+        policies._drain(rt, "ns", "wrc", logger, record)  # a handler waits: it goes first
+        assert ran == []
+    policies._drain(rt, "ns", "wrc", logger, record)
+    assert ran == ["during"] and not rt.has_pass("ns", "wrc")

@@ -70,3 +70,15 @@ def test_rollout_in_status_is_stable() -> None:
         now="t",
     )
     assert merge_patch(status, dict(status)) == {}
+
+
+def test_now_with_milliseconds_tells_two_changes_in_one_second_apart() -> None:
+    import datetime
+    import re
+
+    from spillover_operator.status import now_rfc3339
+
+    precise = now_rfc3339(millis=True)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", precise), precise
+    assert datetime.datetime.fromisoformat(precise.replace("Z", "+00:00")).tzinfo is not None
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", now_rfc3339())

@@ -57,3 +57,37 @@ def test_snapshot_drops_managed_fields_and_copies() -> None:
     assert copy == {"metadata": {"name": "x"}, "spec": {"a": [1]}}
     copy["spec"]["a"].append(2)
     assert body["spec"]["a"] == [1]
+
+
+def _with_uid(policy: dict[str, Any], uid: str = "u1") -> dict[str, Any]:
+    policy["metadata"]["uid"] = uid
+    return policy
+
+
+def test_a_status_write_answer_newer_than_the_index_copy_is_read() -> None:
+    old = _with_uid(_policy("p", "wrc", rv="10"))
+    written = {(NS, "p"): _with_uid(_policy("p", "wrc", rv="12"))}
+    reader = views.IndexReader(NS, _indexes(old), written=written)
+    assert reader.policy("p") == written[(NS, "p")]
+    # An index copy newer than the answer (the policy changed since) wins.
+    newer_copy = _with_uid(_policy("p", "wrc", rv="15"))
+    assert views.IndexReader(NS, _indexes(newer_copy), written=written).policy("p") == newer_copy
+
+
+def test_an_answer_about_another_object_or_without_a_number_is_never_newer() -> None:
+    copy = _with_uid(_policy("p", "wrc", rv="10"))
+    other_uid = _with_uid(_policy("p", "wrc", rv="99"), uid="u2")  # deleted and recreated
+    assert views.newer(copy, other_uid) is copy
+    opaque = _with_uid(_policy("p", "wrc", rv="abc"))
+    assert views.newer(copy, opaque) is copy
+    assert views.newer(copy, None) is copy
+
+
+def test_remember_keeps_the_answer_for_every_reader_sharing_the_dict() -> None:
+    written: dict[Any, dict[str, Any]] = {}
+    copy = _with_uid(_policy("p", "wrc", rv="3"))
+    first = views.IndexReader(NS, _indexes(copy), written=written)
+    first.remember(_with_uid(_policy("p", "wrc", rv="4")))
+    second = views.IndexReader(NS, _indexes(copy), written=written)
+    assert second.policy("p") is not None
+    assert second.policy("p")["metadata"]["resourceVersion"] == "4"  # type: ignore[index]

@@ -53,14 +53,18 @@ def env_in_effect(conn: Connection, name: str, container: str | None) -> dict[st
         raise NotFound(str(exc)) from None
 
 
-def patch_deployment_env(conn: Connection, name: str, plan: EnvPlan) -> JsonDict:
+def patch_deployment_env(
+    conn: Connection, name: str, plan: EnvPlan, *, precondition: bool = True
+) -> JsonDict:
     """Send `plan.patch` as a strategic merge patch; the Deployment after it.
 
     The patch carries the resourceVersion the plan was made from: Conflict means the
-    Deployment changed meanwhile (re-read, re-plan: `retry_on_conflict`). A plan with
-    nothing to change writes nothing and returns the Deployment as it is.
+    Deployment changed meanwhile (re-read, re-plan: `retry_on_conflict`); without
+    `precondition` a plan of values only goes without it (`EnvPlan.unconditional`). A
+    plan with nothing to change writes nothing and returns the Deployment as it is.
     """
-    if plan.patch is None:
+    body = plan.patch if precondition else plan.unconditional()
+    if body is None:
         return get_deployment(conn, name)
     return request(
         conn,
@@ -70,6 +74,6 @@ def patch_deployment_env(conn: Connection, name: str, plan: EnvPlan) -> JsonDict
         resource=RESOURCE,
         what=_what(name),
         query=[("fieldManager", conn.field_manager)],
-        body=plan.patch,
+        body=body,
         content_type=STRATEGIC_MERGE,
     )

@@ -7,7 +7,7 @@ work on one target Deployment is serialised by its lock (`OperatorRuntime.lock_f
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kopf
@@ -39,34 +39,133 @@ def _target(policy: Mapping[str, Any] | None) -> str | None:
 
 
 def reconcile(
-    rt: OperatorRuntime, reader: IndexReader, name: str, logger: Logger
+    rt: OperatorRuntime,
+    reader: IndexReader,
+    name: str,
+    logger: Logger,
+    *,
+    early: domain.EarlyApply | None = None,
 ) -> domain.ReconcileResult:
-    """Reconcile one policy under its target Deployment's lock; a refused change is
-    retried by kopf."""
+    """Reconcile one policy under its target Deployment's lock (a refused change is
+    retried by kopf), then run the pass a Deployment event left meanwhile."""
     namespace = reader.namespace
     target = _target(reader.policy(name)) or f"(no target: {name})"
-    with rt.lock_for(namespace, target):
-        try:
-            result = domain.reconcile_policy(rt.cluster, namespace, name, reader)
-        except domain.ApplyFailedError as exc:
-            rt.metrics.record_failure()
-            raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
-        except ApiUnavailable as exc:
-            rt.metrics.record_failure()
-            raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
-        except domain.StaleCopyError as exc:
-            raise kopf.TemporaryError(
-                f"{exc}; the policy keeps changing, trying again", delay=STALE_RETRY_DELAY
-            ) from exc
-        except Exception:
-            rt.metrics.record_failure()
-            raise
+    with rt.waiting_for(namespace, target), rt.lock_for(namespace, target):
+        result = _reconcile_locked(rt, reader, name, logger, early=early)
+    _schedule_drain(rt, namespace, target, logger)
+    return result
+
+
+def _reconcile_locked(
+    rt: OperatorRuntime,
+    reader: IndexReader,
+    name: str,
+    logger: Logger,
+    *,
+    early: domain.EarlyApply | None = None,
+) -> domain.ReconcileResult:
+    namespace = reader.namespace
+    try:
+        result = domain.reconcile_policy(rt.cluster, namespace, name, reader, early=early)
+    except domain.ApplyFailedError as exc:
+        rt.metrics.record_failure()
+        raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
+    except ApiUnavailable as exc:
+        rt.metrics.record_failure()
+        raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
+    except domain.StaleCopyError as exc:
+        raise kopf.TemporaryError(
+            f"{exc}; the policy keeps changing, trying again", delay=STALE_RETRY_DELAY
+        ) from exc
+    except Exception:
+        rt.metrics.record_failure()
+        raise
+    if result.deployment is not None and result.spec is not None:
+        generation = (result.deployment.get("metadata") or {}).get("generation")
+        rt.note_generation(namespace, result.spec.deployment, generation)
     rt.metrics.record(namespace, name, result)
     if result.outcome in (domain.Outcome.IN_SYNC, domain.Outcome.GONE):
         logger.debug("policy %s/%s: %s", namespace, name, result.outcome.value)
     else:
         logger.info("policy %s/%s: %s: %s", namespace, name, result.outcome.value, result.message)
     return result
+
+
+def _run_pass(rt: OperatorRuntime, namespace: str, deployment: str, logger: Logger) -> None:
+    """With the target's lock held: reconcile the policies of the pass left for the
+    Deployment (the latest one). A failure is logged and the pass retried after the
+    delay it asks for: the kopf handler that left it has returned already."""
+    left = rt.take_pass(namespace, deployment)
+    if left is None:
+        return
+    reader: IndexReader = left.reader
+    copy = reader.deployment(deployment)
+    generation = ((copy or {}).get("metadata") or {}).get("generation")
+    if not rt.note_generation(namespace, deployment, generation):
+        # A pod or policy event's pass reads the index, which may lag behind a change
+        # the operator made: read the Deployment rather than plan from an old copy.
+        reader = reader.confirmed(policy=None, deployment=deployment) or reader
+    for policy in reader.names_targeting(deployment):
+        early = left.early.get(policy)
+        try:
+            _reconcile_locked(rt, reader, policy, logger, early=early)
+        except Exception as exc:
+            delay = exc.delay if isinstance(exc, kopf.TemporaryError) else RETRY_DELAY
+            logger.warning(
+                "policy %s/%s: not reconciled (again in %gs): %s", namespace, policy, delay, exc
+            )
+            retry = {policy: early} if early is not None else {}
+            rt.later(delay or RETRY_DELAY, _retry, rt, namespace, deployment, reader, retry, logger)
+
+
+def _retry(
+    rt: OperatorRuntime,
+    namespace: str,
+    deployment: str,
+    reader: IndexReader,
+    early: dict[str, domain.EarlyApply],
+    logger: Logger,
+) -> None:
+    rt.leave_pass(
+        namespace,
+        deployment,
+        reader.confirmed(policy=None, deployment=None, again=True) or reader,
+        early,
+    )
+    _drain(rt, namespace, deployment, logger)
+
+
+def _schedule_drain(rt: OperatorRuntime, namespace: str, deployment: str, logger: Logger) -> None:
+    """Have the passes left for `deployment` run on the runtime's pass threads, not on
+    the kopf handler calling this: kopf handles one object's events one at a time, so a
+    policy handler busy with a rollout's passes would hold back that policy's next
+    change."""
+    if rt.has_pass(namespace, deployment):
+        rt.run_passes(_drain, rt, namespace, deployment, logger)
+
+
+PassRunner = Callable[[OperatorRuntime, str, str, Logger], None]
+
+
+def _drain(
+    rt: OperatorRuntime,
+    namespace: str,
+    deployment: str,
+    logger: Logger,
+    run: PassRunner | None = None,
+) -> None:
+    """Run the pass left for `deployment` (and any left meanwhile), unless another thread
+    holds its lock (that one looks again after letting go) or a policy handler waits
+    for it (that one schedules this again when done)."""
+    lock = rt.lock_for(namespace, deployment)
+    while rt.has_pass(namespace, deployment):
+        # A policy handler waiting for the lock goes first (it schedules this again).
+        if rt.handler_waiting(namespace, deployment) or not lock.acquire(blocking=False):
+            return
+        try:
+            (run or _run_pass)(rt, namespace, deployment, logger)
+        finally:
+            lock.release()
 
 
 def reconcile_waiting(
@@ -91,12 +190,37 @@ def policy_changed(
     name: str,
     old_spec: Mapping[str, Any] | None,
     logger: Logger,
+    *,
+    early_apply: bool = True,
 ) -> None:
-    """A policy was created, changed or resumed: reconcile it; if it left a Deployment,
-    the policies waiting for that one take over."""
-    reconcile(rt, reader, name, logger)
+    """A policy was created, changed or resumed; if it left a Deployment, the policies
+    waiting for that one take over.
+
+    A change (`early_apply`) is made on the Deployment here, at once
+    (`reconcile.apply_change`), and reported (status, Events, recipe pods) by a pass
+    under the target's lock, after this handler returns: kopf handles a policy's events
+    one at a time, so the policy's next change does not wait for the report of this
+    one. A change the API server refuses is reconciled here, which reports it and
+    raises for kopf to retry. At resume everything is reconciled here.
+    """
+    target = _target(reader.policy(name))
+    if not early_apply or target is None:
+        reconcile(rt, reader, name, logger)
+    else:
+        try:
+            early = domain.apply_change(rt.cluster, reader.namespace, name, reader)
+        except ApiUnavailable as exc:
+            raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
+        except domain.ApplyFailedError:
+            early = None
+            reconcile(rt, reader, name, logger)  # reports ApplyFailed and raises
+        if early is not None:
+            generation = (early.after.get("metadata") or {}).get("generation")
+            rt.note_generation(reader.namespace, early.spec.deployment, generation)
+        rt.leave_pass(reader.namespace, target, reader, {name: early} if early else None)
+        _schedule_drain(rt, reader.namespace, target, logger)
     old_target = _target({"spec": old_spec}) if old_spec is not None else None
-    if old_target is not None and old_target != _target(reader.policy(name)):
+    if old_target is not None and old_target != target:
         reconcile_waiting(rt, reader, [old_target], logger, exclude=name)
 
 
@@ -117,6 +241,7 @@ def finalize(
             rt.metrics.record_failure()
             raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
     rt.metrics.forget(namespace, name)
+    rt.written.pop((namespace, name), None)
     logger.info(
         "policy %s/%s deleted: %s: %s", namespace, name, result.outcome.value, result.message
     )
@@ -124,25 +249,37 @@ def finalize(
 
 
 def deployment_event(
-    rt: OperatorRuntime, reader: IndexReader, name: str | None, logger: Logger
+    rt: OperatorRuntime,
+    reader: IndexReader,
+    name: str | None,
+    generation: Any,
+    logger: Logger,
 ) -> None:
-    """A target Deployment appeared, changed or went away: reconcile its policies. With
-    nothing to change on it (a status update during a rollout) that writes only the
-    policies' rollout status, and only what changed."""
-    if name is None:
+    """A target Deployment appeared, changed or went away: reconcile its policies (with
+    nothing to change on it, a status update during a rollout, that writes only the
+    policies' rollout status, and only what changed). Coalesced: the event leaves its
+    pass and whoever holds the Deployment's lock runs the latest one; an event older
+    than a generation already seen is skipped (its newer event comes)."""
+    if name is None or not reader.names_targeting(name):
         return
-    for policy in reader.names_targeting(name):
-        reconcile(rt, reader, policy, logger)
+    if not rt.note_generation(reader.namespace, name, generation):
+        return
+    rt.leave_pass(reader.namespace, name, reader)
+    _schedule_drain(rt, reader.namespace, name, logger)
 
 
 def pod_event(
     rt: OperatorRuntime, reader: IndexReader, labels: Mapping[str, Any] | None, logger: Logger
 ) -> None:
     """A pod appeared, changed or went away: reconcile the policies whose recipe-pod
-    selector matches it (their status.recipePods counts it). The policies come from
-    kopf's index, not a LIST per pod event."""
+    selector matches it (their status.recipePods counts it), coalesced as Deployment
+    events are. The policies come from kopf's index, not a LIST per pod event."""
     for name in domain.policies_selecting(reader.policies(), labels or {}):
-        reconcile(rt, reader, name, logger)
+        target = _target(reader.policy(name))
+        if target is None:
+            continue
+        rt.leave_pass(reader.namespace, target, reader)
+        _schedule_drain(rt, reader.namespace, target, logger)
 
 
 def refresh_pending(body: Mapping[str, Any], **_: Any) -> bool:

@@ -5,12 +5,15 @@ globals, so tests build their own runtime."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import datetime
 import logging
 import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +31,21 @@ METRICS_PORT_VAR = "SPILLOVER_METRICS_PORT"
 DEFAULT_RESYNC_SECONDS = 300.0
 DEFAULT_METRICS_PORT = 9090
 MEMO_KEY = "spillover_runtime"
+# Threads running coalesced Deployment/pod event passes (`OperatorRuntime.run_passes`).
+PASS_THREADS = 4
 
 
 class ConfigError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What a pass reconciles with: the latest event's reader, and the changes made
+    ahead of it that its reconcile reports (policy -> `reconcile.EarlyApply`)."""
+
+    reader: Any
+    early: dict[str, Any]
 
 
 @dataclass
@@ -53,6 +67,19 @@ class OperatorRuntime:
     # there (`spillover_operator.heartbeat`).
     namespaces: set[str] = field(default_factory=set)
     wake: threading.Event = field(default_factory=threading.Event)
+    # (namespace, Deployment) -> newest metadata.generation seen; -> the pass left by
+    # the latest Deployment event not reconciled yet (see `leave_pass`).
+    generations: dict[tuple[str, str], int] = field(default_factory=dict)
+    passes: dict[tuple[str, str], Pass] = field(default_factory=dict)
+    waiting: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (namespace, policy) -> the policy as the operator's last status write answered it
+    # (`views.IndexReader.written`).
+    written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
+    pass_threads: concurrent.futures.ThreadPoolExecutor = field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
+            max_workers=PASS_THREADS, thread_name_prefix="pass"
+        )
+    )
 
     def watching(self, namespace: str | None) -> None:
         """Note a namespace the operator saw an object in (its first sight wakes the
@@ -65,6 +92,82 @@ class OperatorRuntime:
     def lock_for(self, namespace: str, deployment: str) -> threading.Lock:
         with self.lock:
             return self.locks.setdefault((namespace, deployment), threading.Lock())
+
+    # -- Deployment events, coalesced ------------------------------------------------
+    # kopf hands a Deployment's events over one at a time, and a rollout makes a dozen
+    # (status updates) in a second. Reconciling each behind the target's lock queued
+    # them, and a policy change waited behind the queue. Instead a Deployment event
+    # leaves its pass here ("reconcile with this copy"; a newer event replaces it) and
+    # whoever holds the target's lock runs the latest pass before letting go.
+
+    def note_generation(self, namespace: str, deployment: str, generation: Any) -> bool:
+        """Record a Deployment's metadata.generation as seen (an event's, or a patch's
+        answer); False when a newer generation was seen already: the copy is stale (its
+        spec is older than one the operator knows) and the newer one's event comes."""
+        if not isinstance(generation, int):
+            return True
+        key = (namespace, deployment)
+        with self.lock:
+            newest = self.generations.get(key, 0)
+            if generation < newest:
+                return False
+            self.generations[key] = generation
+        return True
+
+    def leave_pass(
+        self,
+        namespace: str,
+        deployment: str,
+        reader: Any,
+        early: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Leave a pass: reconcile the Deployment's policies with `reader` (it replaces
+        the reader of a pass left before, which is older), reporting the changes in
+        `early` (policy -> a change made ahead; kept from the pass replaced)."""
+        key = (namespace, deployment)
+        with self.lock:
+            before = self.passes.get(key)
+            kept = dict(before.early) if before is not None else {}
+            kept.update(early or {})
+            self.passes[key] = Pass(reader, kept)
+
+    def take_pass(self, namespace: str, deployment: str) -> Pass | None:
+        """The pass left for this Deployment (None: none), removed."""
+        with self.lock:
+            return self.passes.pop((namespace, deployment), None)
+
+    def has_pass(self, namespace: str, deployment: str) -> bool:
+        with self.lock:
+            return (namespace, deployment) in self.passes
+
+    @contextlib.contextmanager
+    def waiting_for(self, namespace: str, deployment: str) -> Iterator[None]:
+        """While a policy handler waits for (and holds) the target's lock: passes wait."""
+        key = (namespace, deployment)
+        with self.lock:
+            self.waiting[key] = self.waiting.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.waiting[key] -= 1
+                if not self.waiting[key]:
+                    del self.waiting[key]
+
+    def handler_waiting(self, namespace: str, deployment: str) -> bool:
+        with self.lock:
+            return (namespace, deployment) in self.waiting
+
+    def run_passes(self, work: Callable[..., None], *args: Any) -> None:
+        """Run `work(*args)` on the pass threads (a few: passes of different Deployments
+        run side by side, each under its own lock)."""
+        self.pass_threads.submit(work, *args)
+
+    def later(self, delay: float, work: Callable[..., None], *args: Any) -> None:
+        """Run `work(*args)` on the pass threads after `delay` seconds (a retry)."""
+        timer = threading.Timer(delay, self.run_passes, args=(work, *args))
+        timer.daemon = True
+        timer.start()
 
 
 def _number(var: str, default: float, *, minimum: float) -> float:

@@ -47,6 +47,28 @@ def target_entry(namespace: str | None, name: str, spec: Mapping[str, Any]) -> d
     return {(namespace, target.deployment): name}
 
 
+def _version(obj: Mapping[str, Any] | None) -> int | None:
+    raw = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(raw))
+    except ValueError:
+        return None
+
+
+def newer(copy: dict[str, Any], mine: dict[str, Any] | None) -> dict[str, Any]:
+    """`mine` (what a status write answered) when it is a later version of the same
+    object than `copy`, else `copy`. resourceVersions are compared as the numbers the
+    API server hands out (etcd revisions); one that is not a number is never taken
+    as newer."""
+    if mine is None:
+        return copy
+    same = (copy.get("metadata") or {}).get("uid") == (mine.get("metadata") or {}).get("uid")
+    ours, theirs = _version(mine), _version(copy)
+    if same and ours is not None and theirs is not None and ours > theirs:
+        return mine
+    return copy
+
+
 def _one(index: Mapping[Key, Iterable[Any]], key: Key) -> dict[str, Any] | None:
     for value in index.get(key, ()):
         return dict(value)
@@ -73,11 +95,23 @@ class IndexReader:
     cluster: Connection | None = None
     trusted: bool = False
     read: frozenset[tuple[str, str]] = frozenset()
+    # The policies as the operator's own status writes answered them (shared by every
+    # reader of the process): kopf's copy of a policy lags behind them until the event
+    # of that write is handled, and a status write from the older copy would conflict.
+    written: dict[Key, dict[str, Any]] | None = None
 
     def policy(self, name: str) -> dict[str, Any] | None:
         if ("policy", name) in self.fresh:
-            return self.fresh[("policy", name)]
-        return _one(self.indexes[POLICIES], (self.namespace, name))
+            copy = self.fresh[("policy", name)]
+        else:
+            copy = _one(self.indexes[POLICIES], (self.namespace, name))
+        mine = None if self.written is None else self.written.get((self.namespace, name))
+        return newer(copy, mine) if copy is not None else None
+
+    def remember(self, policy: dict[str, Any]) -> None:
+        if self.written is not None:
+            meta = policy.get("metadata") or {}
+            self.written[(self.namespace, str(meta.get("name")))] = snapshot(policy)
 
     def deployment(self, name: str) -> dict[str, Any] | None:
         if ("deployment", name) in self.fresh:
