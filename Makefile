@@ -123,7 +123,7 @@ bench-killswitch: bytecode controlplane ## Benchmark: kill switch latency (opera
 
 .PHONY: bench-operator
 bench-operator: bytecode controlplane ## Benchmark: the operator vs the direct path (kubectl) on the local control plane
-	$(PYTHON) bench/operator.py
+	$(PYTHON) bench/operator_speed.py
 
 # ---- cluster stages (docs/harness.md) ----------------------------------------
 # Stage 1 on a Minikube profile: the kube context is the profile's name.
