@@ -211,11 +211,13 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.posting.reporting_component = "spillover-operator"
     settings.execution.max_workers = 8
     # Back after an API outage within about half a second: kopf retries a failed
-    # request (the watch's LIST included) after these delays, then starts over; its
-    # defaults grow to 21 s, so the first change after an outage waited up to that
-    # long (with 1 s steps, 1.9 s in `make bench-operator`; a refused connection costs
-    # nothing, so retrying twice a second during an outage is cheap).
-    settings.networking.error_backoffs = [0.25] + [0.5] * 9
+    # request (the watch's LIST included) after these delays; its defaults grow to 21 s,
+    # so the first change after an outage waited up to that long. Short steps for two
+    # minutes: when they run out the watcher starts over, which took longer than a
+    # step (ten steps of up to 1 s gave 0.6-1.9 s in `make bench-operator`'s 75 s
+    # outage, ten of 0.5 s 2.9 s). A refused connection costs nothing, so retrying
+    # twice a second during an outage is cheap.
+    settings.networking.error_backoffs = [0.25] + [0.5] * 240
     settings.networking.connect_timeout = 5
     settings.watching.connect_timeout = 5
     # The server ends each watch after this long (kopf opens the next one at once), so
