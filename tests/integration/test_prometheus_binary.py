@@ -26,7 +26,7 @@ from prometheus.binary import (
     pinned_version,
     release_of_module,
 )
-from prometheus.server import PrometheusServer, free_port
+from prometheus.server import PrometheusServer, PrometheusStartError, free_port
 
 
 def _version_stand_in(directory: Path, first_line: str) -> Path:
@@ -192,3 +192,33 @@ def test_server_uses_no_deprecated_flag_and_its_config_is_in_effect(
         assert buildinfo["version"] == prometheus_binary.version
         log = server.log_tail(200)
     assert not re.search(r"level=(WARN|ERROR)", log, re.IGNORECASE), log
+
+
+def test_a_picked_port_taken_meanwhile_is_picked_again(
+    prometheus_binary: PrometheusBinary, tmp_path: Path
+) -> None:
+    """The port is picked free, then bound by Prometheus a moment later; another process
+    (the control plane starts beside it) may take it in between. Seen once in
+    `make bench-cluster`: the server then picks another port, and a port the caller
+    gave is never changed."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = int(taken.getsockname()[1])
+        server = PrometheusServer(
+            tmp_path / "prom", [f"127.0.0.1:{free_port()}"], binary=prometheus_binary.path
+        )
+        server.port = busy  # as if picked free and taken meanwhile
+        with server:
+            assert server.port != busy
+            assert server.api("/api/v1/status/buildinfo")
+        given = PrometheusServer(
+            tmp_path / "prom2",
+            [f"127.0.0.1:{free_port()}"],
+            binary=prometheus_binary.path,
+            port=busy,
+        )
+        with pytest.raises(PrometheusStartError, match="address already in use"):
+            given.start()

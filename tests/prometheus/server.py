@@ -112,6 +112,7 @@ class PrometheusServer:
         self.proxy_url = proxy_url
         self.binary = binary or find_prometheus().path
         self.port = port or free_port()
+        self._chosen_port = port is None
         self.process: subprocess.Popen[bytes] | None = None
         self.config_path = self.workdir / "prometheus.yml"
         self.data_dir = self.workdir / "data"
@@ -135,6 +136,21 @@ class PrometheusServer:
         ]
 
     def start(self, timeout_s: float = 60.0) -> PrometheusServer:
+        """Start and wait until ready. A free port picked here can be taken by another
+        process before Prometheus binds it (the control plane starts beside it): then
+        another port, up to three times."""
+        for attempt in range(3):
+            try:
+                return self._start_once(timeout_s)
+            except PrometheusStartError as exc:
+                if not self._chosen_port or "address already in use" not in str(exc):
+                    raise
+                if attempt == 2:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> PrometheusServer:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError(f"prometheus already running (pid {self.process.pid})")
         self.workdir.mkdir(parents=True, exist_ok=True)
