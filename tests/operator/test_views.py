@@ -91,3 +91,14 @@ def test_remember_keeps_the_answer_for_every_reader_sharing_the_dict() -> None:
     second = views.IndexReader(NS, _indexes(copy), written=written)
     assert second.policy("p") is not None
     assert second.policy("p")["metadata"]["resourceVersion"] == "4"  # type: ignore[index]
+
+
+def test_without_copies_reads_the_index_again() -> None:
+    """A failed pass is retried with what the indexes hold then, not the event's copy
+    (nor what it confirmed) that failed."""
+    indexed = _policy("p", "wrc", rv="7")
+    event_copy = _policy("p", "wrc", rv="5")
+    reader = views.IndexReader(NS, _indexes(indexed), {("policy", "p"): event_copy})
+    assert reader.policy("p") == event_copy
+    again = reader.without_copies()
+    assert again.policy("p") == indexed and again.read == frozenset()

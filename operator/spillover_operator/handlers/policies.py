@@ -126,12 +126,9 @@ def _retry(
     early: dict[str, domain.EarlyApply],
     logger: Logger,
 ) -> None:
-    rt.leave_pass(
-        namespace,
-        deployment,
-        reader.confirmed(policy=None, deployment=None, again=True) or reader,
-        early,
-    )
+    """Leave a failed pass again, reading what the indexes hold by then rather than the
+    copies of the events that left it."""
+    rt.leave_pass(namespace, deployment, reader.without_copies(), early)
     _drain(rt, namespace, deployment, logger)
 
 

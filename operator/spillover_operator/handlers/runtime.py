@@ -98,7 +98,8 @@ class OperatorRuntime:
     # (status updates) in a second. Reconciling each behind the target's lock queued
     # them, and a policy change waited behind the queue. Instead a Deployment event
     # leaves its pass here ("reconcile with this copy"; a newer event replaces it) and
-    # whoever holds the target's lock runs the latest pass before letting go.
+    # the pass threads run the latest pass under the target's lock
+    # (`handlers.policies._drain`).
 
     def note_generation(self, namespace: str, deployment: str, generation: Any) -> bool:
         """Record a Deployment's metadata.generation as seen (an event's, or a patch's

@@ -136,6 +136,11 @@ class IndexReader:
             return None
         return replace(self, fresh=fresh, read=frozenset(read))
 
+    def without_copies(self) -> IndexReader:
+        """This reader without the event's copies and what it confirmed: it reads what
+        kopf's indexes hold when it is asked (the operator's own writes included)."""
+        return replace(self, fresh={}, read=frozenset())
+
     def policies(self) -> list[dict[str, Any]]:
         """Every policy of the namespace (as the index holds it, or fresher)."""
         names = sorted(str(k[1]) for k in self.indexes[POLICIES] if k[0] == self.namespace)
