@@ -515,11 +515,7 @@ def apply_change(
     if found is None:
         return None
     spec, deployment = found
-    config_maps = ConfigMapReader(cluster).lookup
-
-    def planner(dep: Mapping[str, Any]) -> EnvPlan:
-        return plan_apply(dep, spec, envfrom_shadowed(dep, spec.container, config_maps))
-
+    planner = _env_planner(spec, ConfigMapReader(cluster).lookup)
     try:
         if planner(deployment).patch is None:
             return None
@@ -532,6 +528,18 @@ def apply_change(
     if after is None or plan.patch is None:
         return None
     return EarlyApply(spec, after, plan)
+
+
+def _env_planner(
+    spec: PolicySpec, config_maps: ConfigMapLookup
+) -> Callable[[Mapping[str, Any]], EnvPlan]:
+    """What the policy needs on a copy of the Deployment (an unset field an `envFrom`
+    source shadows is written as the default: `envplan.plan_apply`)."""
+
+    def planner(dep: Mapping[str, Any]) -> EnvPlan:
+        return plan_apply(dep, spec, envfrom_shadowed(dep, spec.container, config_maps))
+
+    return planner
 
 
 def _applicable(
@@ -617,10 +625,7 @@ def _reconcile_once(
 
     config_map_reader = ConfigMapReader(cluster)
     config_maps = config_map_reader.lookup
-
-    def planner(dep: Mapping[str, Any]) -> EnvPlan:
-        shadowed = envfrom_shadowed(dep, spec.container, config_maps)
-        return plan_apply(dep, spec, shadowed)
+    planner = _env_planner(spec, config_maps)
 
     after: dict[str, Any] | None
     try:
