@@ -37,10 +37,10 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from spillover_harness.collectors.prometheus import _selector
+from spillover_harness.profile.validators import split_prom_matchers
 
 # The exposition Prometheus' classic text parser reads; prometheus_client serves it.
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
-_MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")\s*(,|$)')
 
 SeriesKey = tuple[str, frozenset[tuple[str, str]]]
 """A series: its metric name and its labels (without `__name__`)."""
@@ -67,25 +67,25 @@ class Matcher:
 
 
 def parse_matchers(text: str) -> list[Matcher]:
-    """PromQL label matchers without braces (`namespace="clerum", job=~"mcp.*"`).
-    Raises DirectReadFailed for what this small parser does not read."""
+    """PromQL label matchers without braces (`namespace="clerum", job=~"mcp.*"`), as
+    the profile accepts them (`profile.validators.split_prom_matchers`). Raises
+    DirectReadFailed for what this module does not read."""
+    try:
+        parts = split_prom_matchers(text)
+    except ValueError:
+        raise DirectReadFailed(f"selector not understood here: {text!r}") from None
     out: list[Matcher] = []
-    rest = text.strip()
-    while rest:
-        m = _MATCHER.match(rest)
-        if m is None:
-            raise DirectReadFailed(f"selector not understood here: {text!r}")
+    for name, op, quoted in parts:
         try:
-            value = json.loads(m.group(3))  # PromQL's double-quoted strings escape as JSON
+            value = json.loads(quoted)  # PromQL's double-quoted strings escape as JSON
         except json.JSONDecodeError:
-            raise DirectReadFailed(f"selector value not understood here: {m.group(3)}") from None
-        if m.group(2) in ("=~", "!~"):
+            raise DirectReadFailed(f"selector value not understood here: {quoted}") from None
+        if op in ("=~", "!~"):
             try:
                 re.compile(value)
             except re.error as exc:
                 raise DirectReadFailed(f"selector regex {value!r}: {exc}") from None
-        out.append(Matcher(m.group(1), m.group(2), value))
-        rest = rest[m.end() :].strip()
+        out.append(Matcher(name, op, value))
     return out
 
 

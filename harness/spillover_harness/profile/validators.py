@@ -74,14 +74,16 @@ def check_label_selector(value: str) -> str:
 
 
 # PromQL label matchers, without the braces: name="v", name!="v", name=~"re", name!~"re".
-_PROM_MATCHER = re.compile(r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*')
+_PROM_MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")\s*')
 
 
-def check_prom_matchers(value: str) -> str:
-    """PromQL label matchers without braces; empty means no extra matchers."""
+def split_prom_matchers(value: str) -> list[tuple[str, str, str]]:
+    """(label, operator, value still quoted) of each PromQL label matcher in `value`
+    (without braces; empty: none); ValueError saying what is wrong."""
     text = value.strip()
+    found: list[tuple[str, str, str]] = []
     if not text:
-        return value
+        return found
     pos = 0
     while True:
         m = _PROM_MATCHER.match(text, pos)
@@ -90,14 +92,21 @@ def check_prom_matchers(value: str) -> str:
                 f'not a list of PromQL label matchers (like job="mcp-host", '
                 f'namespace="clerum"), without braces: {value!r}'
             )
+        found.append((m.group(1), m.group(2), m.group(3)))
         pos = m.end()
         if pos >= len(text):
-            return value
+            return found
         if text[pos] != ",":
             raise ValueError(f"matchers are separated by commas: {value!r}")
         pos += 1
         if text[pos:].strip() == "":
-            return value
+            return found
+
+
+def check_prom_matchers(value: str) -> str:
+    """PromQL label matchers without braces; empty means no extra matchers."""
+    split_prom_matchers(value)
+    return value
 
 
 LabelSelector = Annotated[str, AfterValidator(check_label_selector)]
