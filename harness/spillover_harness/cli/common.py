@@ -86,6 +86,40 @@ def add_matrix_arg(p: argparse.ArgumentParser, *, default_help: str | None = Non
     )
 
 
+# The exit codes a simulator study (sweep, sensitivity) can end with.
+STUDY_CODES = (
+    exit_codes.OK,
+    exit_codes.INTERNAL,
+    exit_codes.BAD_INPUT,
+    exit_codes.LOCKED,
+    exit_codes.INTERRUPTED,
+)
+
+
+def add_study_args(p: argparse.ArgumentParser, *, what: str) -> None:
+    """What every simulator study takes after its own options: the matrix, the
+    results directory, --resume (of the `what` recorded there) and --concurrency."""
+    add_matrix_arg(p)
+    p.add_argument(
+        "--out", required=True, type=dir_path, metavar="DIR", help="results directory (created)"
+    )
+    p.add_argument("--resume", action="store_true", help=f"continue the {what} recorded in --out")
+    p.add_argument(
+        "--concurrency", type=positive_int, metavar="N", help="runs at once (default: the matrix's)"
+    )
+
+
+def study_resume_argv(args: argparse.Namespace) -> list[str]:
+    """The `add_study_args` values as a resume command repeats them (without --resume)."""
+    argv: list[str] = []
+    if args.matrix:
+        argv += ["--matrix", str(args.matrix)]
+    argv += ["--out", str(args.out)]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    return argv
+
+
 def add_cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",

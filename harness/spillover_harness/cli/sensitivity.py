@@ -12,24 +12,18 @@ from spillover_operator import exit_codes
 
 from spillover_harness.cli.common import (
     FORMATTER,
+    STUDY_CODES,
     BadInput,
     Interrupted,
-    add_matrix_arg,
-    dir_path,
+    add_study_args,
     epilog,
     err,
     load_matrix_arg,
-    positive_int,
+    study_resume_argv,
 )
 from spillover_harness.sim.model import PARAMETERS
 
-CODES = (
-    exit_codes.OK,
-    exit_codes.INTERNAL,
-    exit_codes.BAD_INPUT,
-    exit_codes.LOCKED,
-    exit_codes.INTERRUPTED,
-)
+CODES = STUDY_CODES
 
 
 def name_list(text: str) -> list[str]:
@@ -84,14 +78,7 @@ def add_parser(sub: Any) -> None:
         metavar="NAME=V,V,...",
         help="repeatable: test these values of NAME instead of its documented range",
     )
-    add_matrix_arg(p)
-    p.add_argument(
-        "--out", required=True, type=dir_path, metavar="DIR", help="results directory (created)"
-    )
-    p.add_argument("--resume", action="store_true", help="continue the study recorded in --out")
-    p.add_argument(
-        "--concurrency", type=positive_int, metavar="N", help="runs at once (default: the matrix's)"
-    )
+    add_study_args(p, what="study")
     p.set_defaults(func=cmd_sensitivity)
 
 
@@ -101,11 +88,7 @@ def resume_command(args: argparse.Namespace) -> str:
         argv += ["--parameters", ",".join(args.parameters)]
     for name, values in args.values:
         argv += ["--values", f"{name}=" + ",".join(f"{v:g}" for v in values)]
-    if args.matrix:
-        argv += ["--matrix", str(args.matrix)]
-    argv += ["--out", str(args.out)]
-    if args.concurrency:
-        argv += ["--concurrency", str(args.concurrency)]
+    argv += study_resume_argv(args)
     return shlex.join([*argv, "--resume"])
 
 

@@ -11,23 +11,17 @@ from spillover_operator import exit_codes
 
 from spillover_harness.cli.common import (
     FORMATTER,
+    STUDY_CODES,
     BadInput,
     Interrupted,
-    add_matrix_arg,
-    dir_path,
+    add_study_args,
     epilog,
     err,
     load_matrix_arg,
-    positive_int,
+    study_resume_argv,
 )
 
-CODES = (
-    exit_codes.OK,
-    exit_codes.INTERNAL,
-    exit_codes.BAD_INPUT,
-    exit_codes.LOCKED,
-    exit_codes.INTERRUPTED,
-)
+CODES = STUDY_CODES
 
 DEFAULT_THRESHOLDS = "8192,16384,32768,65536,131072,262144"
 
@@ -77,14 +71,7 @@ def add_parser(sub: Any) -> None:
         help="budgets in bytes, 1048576..268435456: every threshold at every budget "
         "(default: the platform's default budget only)",
     )
-    add_matrix_arg(p)
-    p.add_argument(
-        "--out", required=True, type=dir_path, metavar="DIR", help="results directory (created)"
-    )
-    p.add_argument("--resume", action="store_true", help="continue the sweep recorded in --out")
-    p.add_argument(
-        "--concurrency", type=positive_int, metavar="N", help="runs at once (default: the matrix's)"
-    )
+    add_study_args(p, what="sweep")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
 
@@ -93,11 +80,7 @@ def resume_command(args: argparse.Namespace) -> str:
     argv = ["spillover-harness", "sweep", "--thresholds", ",".join(map(str, args.thresholds))]
     if args.budgets:
         argv += ["--budgets", ",".join(map(str, args.budgets))]
-    if args.matrix:
-        argv += ["--matrix", str(args.matrix)]
-    argv += ["--out", str(args.out)]
-    if args.concurrency:
-        argv += ["--concurrency", str(args.concurrency)]
+    argv += study_resume_argv(args)
     if args.no_progress:
         argv.append("--no-progress")
     return shlex.join([*argv, "--resume"])
