@@ -25,45 +25,21 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from k8s_helpers import is_ready, wait_for  # noqa: E402
+from matrix_builders import cluster_matrix  # noqa: E402
 from platform_env import platform_env  # noqa: E402
 from spillover_harness.cli import main  # noqa: E402
 from spillover_harness.records import read_records  # noqa: E402
-from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR  # noqa: E402
 
 SCRAPE_INTERVAL_S = float(os.environ.get("BENCH_CLUSTER_SCRAPE_S", "30"))
 REPS = int(os.environ.get("BENCH_CLUSTER_REPS", "2"))
 
-MATRIX: dict[str, Any] = {
-    "name": "bench-cluster",
-    "seed": 20261130,
-    "configurations": [
-        {"name": "off", "env": {ENABLED_VAR: "false"}},
-        {"name": "128KiB", "env": {}},
-        {"name": "32KiB", "env": {THRESHOLD_VAR: "32768"}},
-    ],
-    "recipes": [
-        {"name": "code-review", "inputs": [{"name": "large", "size_class": "large"}]},
-        {"name": "summarize", "inputs": [{"name": "document", "size_class": "medium"}]},
-    ],
-    "repetitions": {"sim": 1, "minikube": REPS, "dev": 1},
-    "run_timeout_s": 300,
-    "concurrency": 1,
-    "acceptance": {"baseline": "off", "token_tolerance": 0.1, "quality_recipes": ["summarize"]},
-    "decision": {
-        "chain": [
-            {"config": "128KiB", "default": "131072"},
-            {"config": "32KiB", "default": "32768"},
-        ],
-        "fallback": "false",
-    },
-}
+MATRIX = cluster_matrix("bench-cluster", minikube_repetitions=REPS, run_timeout_s=300)
 
 
 def main_bench() -> int:

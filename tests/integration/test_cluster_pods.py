@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from k8s_helpers import is_ready, wait_for
 from kubernetes import client
+from matrix_builders import CLUSTER_SEED, cluster_matrix
 from platform_env import MCP_HOST_SELECTOR, PlatformEnv, platform_env
 from spillover_harness.cli import main
 from spillover_harness.records import RunRecord, read_records
@@ -38,31 +39,8 @@ from spillover_operator.exit_codes import OK as EXIT_OK
 
 pytestmark = pytest.mark.integration
 
-SEED = 20261130
-MATRIX: dict[str, Any] = {
-    "name": "cluster-pods",
-    "seed": SEED,
-    "configurations": [
-        {"name": "off", "env": {ENABLED_VAR: "false"}},
-        {"name": "128KiB", "env": {}},
-        {"name": "32KiB", "env": {THRESHOLD_VAR: "32768"}},
-    ],
-    "recipes": [
-        {"name": "code-review", "inputs": [{"name": "large", "size_class": "large"}]},
-        {"name": "summarize", "inputs": [{"name": "document", "size_class": "medium"}]},
-    ],
-    "repetitions": {"sim": 1, "minikube": 1, "dev": 1},
-    "run_timeout_s": 120,
-    "concurrency": 1,
-    "acceptance": {"baseline": "off", "token_tolerance": 0.1, "quality_recipes": ["summarize"]},
-    "decision": {
-        "chain": [
-            {"config": "128KiB", "default": "131072"},
-            {"config": "32KiB", "default": "32768"},
-        ],
-        "fallback": "false",
-    },
-}
+SEED = CLUSTER_SEED
+MATRIX = cluster_matrix("cluster-pods")
 # Every field a run measures, but times and durations (and the pod's name and UID,
 # which a rollout changes: its values are compared).
 MEASURED = (

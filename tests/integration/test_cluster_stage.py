@@ -21,11 +21,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from k8s_helpers import DynamicClient, create_object, is_ready, wait_for
 from kubernetes import client
+from matrix_builders import cluster_matrix
 from platform_env import PlatformEnv, fake_deployment, platform_env
 from spillover_harness.cli import main
 from spillover_harness.cluster.kubeconn import Target
@@ -41,30 +41,7 @@ from spillover_operator.exit_codes import PREFLIGHT as EXIT_PREFLIGHT
 
 pytestmark = pytest.mark.integration
 
-MATRIX: dict[str, Any] = {
-    "name": "cluster-e2e",
-    "seed": 20261130,
-    "configurations": [
-        {"name": "off", "env": {ENABLED_VAR: "false"}},
-        {"name": "128KiB", "env": {}},
-        {"name": "32KiB", "env": {THRESHOLD_VAR: "32768"}},
-    ],
-    "recipes": [
-        {"name": "code-review", "inputs": [{"name": "large", "size_class": "large"}]},
-        {"name": "summarize", "inputs": [{"name": "document", "size_class": "medium"}]},
-    ],
-    "repetitions": {"sim": 1, "minikube": 1, "dev": 1},
-    "run_timeout_s": 120,
-    "concurrency": 1,
-    "acceptance": {"baseline": "off", "token_tolerance": 0.1, "quality_recipes": ["summarize"]},
-    "decision": {
-        "chain": [
-            {"config": "128KiB", "default": "131072"},
-            {"config": "32KiB", "default": "32768"},
-        ],
-        "fallback": "false",
-    },
-}
+MATRIX = cluster_matrix("cluster-e2e")
 
 
 @pytest.fixture(scope="module")
