@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from spillover_operator.constants import (
-    BUDGET_DEFAULT,
     BUDGET_VAR,
     CHANGE_REASON_ANNOTATION,
     COND_READY,
@@ -20,7 +19,6 @@ from spillover_operator.constants import (
     PASSTHROUGH_VAR,
     REFRESH_REQUEST_ANNOTATION,
     SPILLOVER_VARS,
-    THRESHOLD_DEFAULT,
     THRESHOLD_VAR,
     VALUE_FROM,
 )
@@ -33,6 +31,7 @@ from spillover_operator.envplan import (
     resolved_env,
     shadow_notes,
 )
+from spillover_operator.mcp_host import DEFAULTS
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, MAX_LISTED, RecipePods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps
@@ -52,11 +51,6 @@ SPEC_FIELD_OF: dict[str, str] = {
     ENABLED_VAR: "enabled",
     THRESHOLD_VAR: "thresholdBytes",
     BUDGET_VAR: "budgetBytes",
-}
-_DEFAULT_OF: dict[str, str] = {
-    ENABLED_VAR: "true",
-    THRESHOLD_VAR: str(THRESHOLD_DEFAULT),
-    BUDGET_VAR: str(BUDGET_DEFAULT),
 }
 
 
@@ -146,7 +140,7 @@ def _matches(want: str | None, found: Resolved | None) -> bool:
 def show_value(value: str | None, var: str) -> str:
     """A variable's value for people: unset (with the mcp-host default), valueFrom, or it."""
     if value is None:
-        return f"unset (mcp-host default {_DEFAULT_OF[var]})" if var in _DEFAULT_OF else "unset"
+        return f"unset (mcp-host default {DEFAULTS[var]})" if var in DEFAULTS else "unset"
     if value == VALUE_FROM:
         return "set through valueFrom (not a literal value)"
     return value

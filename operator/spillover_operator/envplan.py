@@ -74,11 +74,6 @@ class EnvPlan:
         return {k: v for k, v in self.patch.items() if k != "metadata"}
 
 
-# What an absent variable means to mcp-host: written explicitly when an `envFrom` source
-# would otherwise give the variable a value (see `render_env`).
-MCP_HOST_DEFAULTS: dict[str, str] = mcp_host.DEFAULTS
-
-
 def render_env(spec: PolicySpec, shadowed: Collection[str] = ()) -> dict[str, str | None]:
     """The value each spillover variable must have; None means it must be absent.
 
@@ -94,7 +89,7 @@ def render_env(spec: PolicySpec, shadowed: Collection[str] = ()) -> dict[str, st
     }
     for var in shadowed:
         if var in env and env[var] is None:
-            env[var] = MCP_HOST_DEFAULTS[var]
+            env[var] = mcp_host.DEFAULTS[var]
     return env
 
 
@@ -372,6 +367,6 @@ def shadow_notes(spec: PolicySpec, shadowed: Mapping[str, Resolved]) -> list[str
         notes.append(
             f"{found.source.split(':')[0]} sets {var}{what}: spec.{_SPEC_FIELD[var]} is unset, "
             f"which there does not mean the mcp-host default; the operator writes "
-            f"{var}={MCP_HOST_DEFAULTS[var]} (the default) explicitly, and env wins over envFrom"
+            f"{var}={mcp_host.DEFAULTS[var]} (the default) explicitly, and env wins over envFrom"
         )
     return notes
