@@ -17,7 +17,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet)
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 
