@@ -80,7 +80,7 @@ fmt: $(STAMP) ## Format the code with ruff
 	$(BIN)/ruff check --fix .
 
 .PHONY: test
-test: $(STAMP) controlplane prometheus ## The whole test suite (builds the local control plane and Prometheus on first use)
+test: $(STAMP) host-deps controlplane prometheus image ## The whole test suite (installs host packages, builds the control plane, Prometheus and the image on first use)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: unit
@@ -155,13 +155,23 @@ validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted in 
 
 # ---- the operator and the kill switch --------------------------------------
 
+IMAGE ?= localhost/spillover-operator:dev
+
+.PHONY: host-deps
+host-deps: ## Install what a real node and image builds need from Debian's packages, where missing (containerd, runc, CNI plugins, iptables, podman, mmdebstrap; root)
+	bash tests/controlplane/setup-host.sh
+
+.PHONY: image
+image: ## Build the operator image with podman or docker (IMAGE=tag; BASE_IMAGE=..., else python:3.11-slim or a Debian base made here)
+	bash operator/image.sh $(IMAGE)
+
 .PHONY: deploy
 deploy: ## Apply CRD, RBAC and the operator to the current kube context (OVERLAY=dev|minikube)
 	$(KUBECTL) apply -k manifests/overlays/$(OVERLAY)
 
 .PHONY: deploy-minikube
 deploy-minikube: ## Build the operator image inside Minikube and deploy the minikube overlay
-	minikube -p $(MINIKUBE_PROFILE) image build -t spillover-operator:dev -f operator/Dockerfile .
+	minikube -p $(MINIKUBE_PROFILE) image build -t spillover-operator:dev operator
 	$(KUBECTL) --context $(MINIKUBE_PROFILE) apply -k manifests/overlays/minikube
 
 .PHONY: undeploy
