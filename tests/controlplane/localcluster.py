@@ -42,6 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+try:  # imported as controlplane.localcluster (tests) or run as a script (make cluster-up)
+    from . import realnode
+except ImportError:
+    import realnode  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
 KWOK_STAGES = HERE / "kwok-stages.yaml"
@@ -100,6 +105,14 @@ def missing_binaries(bin_dir: Path) -> list[str]:
 class _Pair:
     cert: Path
     key: Path
+
+
+@dataclass(frozen=True)
+class NodeCredentials:
+    """What a kubelet needs: its kubeconfig (system:node:<name>) and serving pair."""
+
+    kubeconfig: Path
+    serving: _Pair
 
 
 def _crypto() -> Any:
@@ -461,8 +474,10 @@ class LocalCluster:
         start_timeout: float = 90.0,
         exec_on_host: bool = False,
         port_forwards: Mapping[int, int] | None = None,
+        real_node: bool = False,
     ) -> None:
         self.workdir = Path(workdir).resolve()
+        self.real_node = real_node
         self.exec_on_host = exec_on_host
         self.port_forwards = dict(port_forwards or {})
         for pod_port, host_port in self.port_forwards.items():
@@ -563,6 +578,8 @@ class LocalCluster:
                 self._start_apiserver()
                 self._start_controllers()
                 self._wait_cluster_ready()
+                if self.real_node:
+                    self._start_real_node()
                 break
             except ControlPlaneError as exc:
                 self.stop()
@@ -580,8 +597,15 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """Stop every process this cluster started, by PID, newest first."""
+        """Stop every process this cluster started, by PID, newest first (the real
+        node first of all, while the API server can still delete its pods)."""
         errors = []
+        node = realnode.RealNode.from_state(self)
+        if node is not None:
+            try:
+                node.stop()
+            except realnode.RealNodeError as exc:
+                errors.append(f"real node: {exc}")
         for name in reversed(COMPONENTS):
             proc = self._procs.pop(name, None)
             pid = self.pids.pop(name, None)
@@ -981,6 +1005,25 @@ class LocalCluster:
         self._wait("kube-scheduler /healthz", "kube-scheduler", healthz(self.ports["scheduler"]))
         self._wait("kwok /healthz", "kwok", healthz(self.ports["kwok"]))
 
+    def _start_real_node(self) -> None:
+        module = subprocess.run(
+            ["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
+        )
+        if module.returncode != 0 or not module.stdout.strip():
+            raise ControlPlaneError(
+                f"cannot find the k8s.io/kubernetes module (for pause.c): {module.stderr.strip()}; "
+                f"{HOW_TO_BUILD}"
+            )
+        try:
+            realnode.RealNode(self).start(Path(module.stdout.strip()))
+        except realnode.RealNodeError as exc:
+            raise ControlPlaneError(f"real node: {exc}") from exc
+
     def _wait_cluster_ready(self) -> None:
         from kubernetes import client
 
@@ -1040,6 +1083,35 @@ class LocalCluster:
         from kubernetes import config
 
         return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    @staticmethod
+    def free_port() -> int:
+        return _free_port()
+
+    def node_credentials(
+        self, name: str, directory: Path, *, server_ips: tuple[str, ...]
+    ) -> NodeCredentials:
+        """A kubelet's identity for node `name` (client certificate in the system:nodes
+        group, as the Node authorizer wants) and its serving certificate for `server_ips`,
+        signed by this cluster's CA."""
+        assert self._pki is not None, "node_credentials needs a cluster started here"
+        client = self._pki.issue(
+            f"kubelet-{name}", f"system:node:{name}", organizations=("system:nodes",), client=True
+        )
+        serving = self._pki.issue(
+            f"kubelet-{name}-serving",
+            f"system:node:{name}",
+            server_names=(name, "localhost"),
+            server_ips=server_ips,
+        )
+        kubeconfig = write_kubeconfig(
+            directory / "kubeconfig",
+            server=self.server,
+            ca=self.ca_file,
+            user=f"node-{name}",
+            client=client,
+        )
+        return NodeCredentials(kubeconfig, serving)
 
     def service_account_kubeconfig(
         self, namespace: str, name: str, *, expiration_seconds: int = 24 * 3600
@@ -1133,7 +1205,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Run the local Kubernetes control plane (etcd, kube-apiserver, "
         "kube-controller-manager, kube-scheduler, kwok) on 127.0.0.1.",
     )
-    parser.add_argument("command", choices=["up", "down", "env", "status"])
+    parser.add_argument("command", choices=["up", "down", "env", "status", "load-image"])
+    parser.add_argument(
+        "image", nargs="?", help="load-image: an image in podman's store, copied to the real node"
+    )
     parser.add_argument(
         "--workdir",
         type=Path,
@@ -1142,12 +1217,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bin-dir", type=Path, default=None, help="default: build.sh's")
     parser.add_argument("--nodes", type=int, default=1, help="fake kwok nodes (up)")
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also a real node (kubelet, containerd, runc) tainted and labelled "
+        "spillover.clerum.io/real-node; needs root and `make host-deps` (up)",
+    )
     args = parser.parse_args(argv)
     workdir: Path = args.workdir.resolve()
 
     try:
         if args.command == "up":
-            cluster = LocalCluster(workdir, args.bin_dir, nodes=args.nodes, detached=True)
+            cluster = LocalCluster(
+                workdir, args.bin_dir, nodes=args.nodes, detached=True, real_node=args.real_node
+            )
             cluster.start()
             print(
                 f"control plane up in {cluster.startup_seconds:.1f}s: {cluster.server}\n"
@@ -1165,6 +1248,24 @@ def main(argv: list[str] | None = None) -> int:
             pids = dict(cluster.pids)
             cluster.stop()
             print(f"stopped {json.dumps(pids)}", file=sys.stderr)
+        elif args.command == "load-image":
+            if not args.image:
+                print(
+                    "load-image needs an IMAGE (e.g. localhost/spillover-operator:dev)",
+                    file=sys.stderr,
+                )
+                return 2
+            cluster = LocalCluster.from_state(workdir)
+            node = realnode.RealNode.from_state(cluster)
+            if node is None:
+                print(f"no real node in {workdir}: make cluster-up REAL_NODE=1", file=sys.stderr)
+                return 1
+            t0 = time.monotonic()
+            node.load_image(args.image)
+            print(
+                f"loaded {args.image} into {node.name} in {time.monotonic() - t0:.1f}s",
+                file=sys.stderr,
+            )
         elif args.command == "env":
             kubeconfig = workdir / "kubeconfig"
             if not (workdir / "state.json").exists():
@@ -1178,7 +1279,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:26} {'running' if up else 'STOPPED'} pid {cluster.pids.get(name)}")
             print(f"server {cluster.server}\nkubeconfig {cluster.kubeconfig}")
             return 0 if all(running.values()) else 1
-    except ControlPlaneError as exc:
+    except (ControlPlaneError, realnode.RealNodeError) as exc:
         print(f"localcluster: {exc}", file=sys.stderr)
         return 1
     return 0
