@@ -20,7 +20,7 @@ MAX_ADDED_BYTES = 100 * 1000 * 1000
 # Imports every module of the operator (handlers, client, CLI) and says what else is
 # importable: a harness dependency in the image would show here.
 PROBE = """
-import importlib, importlib.util, json, pkgutil, os
+import getpass, importlib, importlib.util, json, pkgutil, os
 import spillover_operator
 names = [m.name for m in pkgutil.walk_packages(spillover_operator.__path__, "spillover_operator.")]
 for name in names:
@@ -33,7 +33,9 @@ try:
     root_writable = True
 except OSError:
     root_writable = False
+# kopf names itself after the user (getpass.getuser()): uid 10001 needs a passwd entry.
 print(json.dumps({"modules": len(names), "extra": extra, "uid": os.getuid(), "gid": os.getgid(),
+                  "user": getpass.getuser(),
                   "root_writable": root_writable,
                   "caps": open("/proc/self/status").read().split("CapEff:")[1].split()[0]}))
 """
@@ -93,6 +95,7 @@ def test_the_image_holds_the_operator_only_and_runs_as_the_deployment_runs_it() 
     assert report["modules"] > 30, report
     assert report["extra"] == [], f"not the operator's: {report['extra']}"
     assert (report["uid"], report["gid"]) == (10001, 10001)
+    assert report["user"] == "spillover"
     assert report["root_writable"] is False
     assert int(report["caps"], 16) == 0
 
