@@ -174,6 +174,15 @@ deploy-minikube: ## Build the operator image inside Minikube and deploy the mini
 	minikube -p $(MINIKUBE_PROFILE) image build -t spillover-operator:dev operator
 	$(KUBECTL) --context $(MINIKUBE_PROFILE) apply -k manifests/overlays/minikube
 
+.PHONY: deploy-local
+deploy-local: $(STAMP) image ## The operator as users deploy it, on the local cluster's real node (make cluster-up REAL_NODE=1 first): image loaded into its containerd, manifests/overlays/local applied
+	$(PYTHON) tests/controlplane/localcluster.py load-image $(IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)
+	@# The WRC namespace the base's Role and RoleBinding live in (a real cluster has it).
+	KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) create namespace $(NAMESPACE) --dry-run=client -o yaml \
+	  | KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) apply -f -
+	KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) apply --server-side -k manifests/overlays/local
+	KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) -n spillover-system rollout status deployment/spillover-operator --timeout=$(TIMEOUT)s
+
 .PHONY: undeploy
 undeploy: ## Remove the operator (the CRD and policies stay)
 	$(KUBECTL) delete -k manifests/overlays/$(OVERLAY) --ignore-not-found

@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from spillover_operator import liveness
 from spillover_operator.constants import GROUP, PLURAL, VERSION
 from spillover_operator.handlers import policies, runtime, views
 
@@ -25,13 +26,24 @@ RESYNC_SECONDS = runtime.resync_seconds()
 
 
 @kopf.on.startup()
-def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     runtime.configure(settings)
-    runtime.start(memo)
+    rt = await asyncio.to_thread(runtime.start, memo)
+    # /livez (liveness.py) answers from how recently this loop ticked.
+    memo["loop_ticker"] = asyncio.get_running_loop().create_task(
+        _tick(rt.liveness), name="liveness ticker"
+    )
 
 
-# Liveness (/healthz answers 500 when a probe raises; kopf caches the answer 10 s):
-# the API server is reachable, and kopf's watches of policies and Deployments run.
+async def _tick(alive: liveness.Liveness) -> None:
+    while True:
+        alive.tick()
+        await asyncio.sleep(liveness.TICK_SECONDS)
+
+
+# Readiness, kopf's /healthz (500 when a probe raises; kopf caches the answer 10 s): the
+# API server is reachable, and kopf's watches of policies and Deployments run. Liveness
+# is /livez (liveness.py): an API outage makes the pod NotReady, never restarted.
 @kopf.on.probe(id="api")
 # (A probe's failure is permanent: kopf would otherwise retry it before answering.)
 async def probe_api(*, memo: kopf.Memo, **_: Any) -> str:

@@ -63,6 +63,36 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
         cluster.stop()
 
 
+@pytest.fixture(scope="module")
+def real_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A local control plane with a real node (kubelet, containerd, runc) beside kwok's,
+    one per test module (one real node per host at a time: realnode.py). Needs root and
+    `make host-deps`; a missing part fails, naming the command that brings it."""
+    from controlplane.realnode import HOW_TO_INSTALL, missing_host_parts
+
+    bin_dir = _bin_dir()
+    missing = missing_host_parts()
+    if missing:
+        pytest.fail(
+            f"the real node needs Debian packages this host lacks: {', '.join(missing)}; "
+            f"{HOW_TO_INSTALL}",
+            pytrace=False,
+        )
+    if os.geteuid() != 0:
+        pytest.fail(
+            "the real node needs root (CI runs as root): run the tests as root", pytrace=False
+        )
+    cluster = LocalCluster(tmp_path_factory.mktemp("realnode"), bin_dir, real_node=True)
+    try:
+        cluster.start()
+    except ControlPlaneError as exc:
+        pytest.fail(f"the local cluster with a real node failed to start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def namespace(control_plane: LocalCluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace named after the test, deleted (without waiting) afterwards."""

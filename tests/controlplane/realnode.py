@@ -421,6 +421,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def _import(self, archive: Path) -> None:
         self._ctr("images", "import", "--all-platforms", str(archive))
 
+    def task_pid(self, container_id: str) -> int:
+        """The host PID of a running container's process (from containerd)."""
+        for line in self._ctr("tasks", "ls").splitlines()[1:]:
+            fields = line.split()
+            if fields and fields[0] == container_id:
+                return int(fields[1])
+        raise RealNodeError(f"no running task {container_id} in the node's containerd")
+
     def load_image(self, image: str, tool: str = "podman") -> None:
         """Copy `image` from podman's (or docker's) store into the node's containerd."""
         CACHE.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from spillover_operator import heartbeat
+from spillover_operator import heartbeat, liveness
 from spillover_operator.client import Connection, check_reachable, connect, renew_lease
 from spillover_operator.constants import FIELD_MANAGER, FINALIZER, GROUP
 from spillover_operator.handlers.metrics import Metrics
@@ -75,6 +75,8 @@ class OperatorRuntime:
     # (namespace, policy) -> the policy as the operator's last status write answered it
     # (`views.IndexReader.written`).
     written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
+    # The event loop's ticks, for /livez (`spillover_operator.liveness`).
+    liveness: liveness.Liveness = field(default_factory=liveness.Liveness)
     pass_threads: concurrent.futures.ThreadPoolExecutor = field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
             max_workers=PASS_THREADS, thread_name_prefix="pass"
@@ -193,6 +195,10 @@ def metrics_port() -> int:
     return int(_number(METRICS_PORT_VAR, DEFAULT_METRICS_PORT, minimum=0))
 
 
+def liveness_port() -> int:
+    return int(_number(liveness.PORT_VAR, liveness.DEFAULT_PORT, minimum=0))
+
+
 def configure(settings: kopf.OperatorSettings) -> None:
     """kopf settings for running with only a namespaced Role."""
     # No peering objects (cluster-wide CRD), no namespace/CRD scanning (cluster-wide
@@ -235,6 +241,7 @@ def start(memo: Any) -> OperatorRuntime:
         metrics=Metrics.for_process(),
     )
     runtime.metrics.serve(metrics_port())
+    liveness.serve(runtime.liveness, liveness_port())
     memo[MEMO_KEY] = runtime
     threading.Thread(target=_heartbeat, args=(runtime,), daemon=True, name="heartbeat").start()
     return runtime
