@@ -9,7 +9,14 @@ target before reading or patching anything.
 Unset or blank, the setting means the WRC's conventional name (`DEFAULT_TARGET`); a
 malformed setting refuses every target, saying what to fix. There is no wildcard.
 
-Pure: parse the setting, decide; reconcile.py reports the refusal.
+The recipe workloads the operator may restart when it refreshes stale recipe pods
+are a second, separate allow-list: `SPILLOVER_REFRESH_DEPLOYMENTS` and
+`SPILLOVER_REFRESH_STATEFULSETS` (comma-separated names; set by
+manifests/components/recipe-pods-refresh). Unset or blank, it is empty: the operator
+restarts nothing, whatever a policy's selector matches, and deletes no pod ever.
+
+Pure: parse the setting, decide; reconcile.py and recipe_reconcile.py report the
+refusal.
 """
 
 from __future__ import annotations
@@ -19,9 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spillover_operator.constants import DEFAULT_TARGET, DNS1123_SUBDOMAIN
+from spillover_operator.recipe_pods import Owner
 
 ALLOWED_TARGETS_VAR = "SPILLOVER_ALLOWED_TARGETS"
 FIELD = "spec.target.deployment"
+REFRESH_DEPLOYMENTS_VAR = "SPILLOVER_REFRESH_DEPLOYMENTS"
+REFRESH_STATEFULSETS_VAR = "SPILLOVER_REFRESH_STATEFULSETS"
+REFRESH_VARS: dict[str, str] = {
+    "Deployment": REFRESH_DEPLOYMENTS_VAR,
+    "StatefulSet": REFRESH_STATEFULSETS_VAR,
+}
 
 _NAME_RE = re.compile(DNS1123_SUBDOMAIN)
 
@@ -63,6 +77,20 @@ def parse(raw: str | None) -> AllowList:
     """
     if raw is None or not raw.replace(",", "").strip():
         return DEFAULT
+    return AllowList(
+        _names(
+            raw,
+            ALLOWED_TARGETS_VAR,
+            "Deployment",
+            f"the comma-separated names of the Deployments the operator may configure "
+            f"(for example {DEFAULT_TARGET})",
+        )
+    )
+
+
+def _names(raw: str, var: str, kind: str, fix: str) -> tuple[str, ...]:
+    """The names of a comma-separated setting `var` (blank entries and duplicates
+    dropped); AllowListError naming every bad entry and `fix`."""
     names: list[str] = []
     problems: list[str] = []
     for part in raw.split(","):
@@ -70,21 +98,17 @@ def parse(raw: str | None) -> AllowList:
         if not name or name in names:
             continue
         if "*" in name:
-            problems.append(f"{name!r}: there is no wildcard, name each Deployment")
+            problems.append(f"{name!r}: there is no wildcard, name each {kind}")
         elif len(name) > 253 or not _NAME_RE.match(name):
             problems.append(
-                f"{name!r} is not a Deployment name (lowercase letters, digits, '-' and "
+                f"{name!r} is not a {kind} name (lowercase letters, digits, '-' and "
                 "'.', starting and ending with a letter or digit)"
             )
         else:
             names.append(name)
     if problems:
-        raise AllowListError(
-            f"{ALLOWED_TARGETS_VAR}={raw!r} is invalid: {'; '.join(problems)}. Set it to "
-            f"the comma-separated names of the Deployments the operator may configure "
-            f"(for example {DEFAULT_TARGET})"
-        )
-    return AllowList(tuple(names))
+        raise AllowListError(f"{var}={raw!r} is invalid: {'; '.join(problems)}. Set it to {fix}")
+    return tuple(names)
 
 
 def from_environ(environ: Mapping[str, str]) -> AllowList:
@@ -113,4 +137,70 @@ def refusal(deployment: str, environ: Mapping[str, str]) -> str | None:
         f"allowed: {allowed.describe()}. Set {FIELD} to an allowed name, or ask the "
         "platform team to add this one to the allow-list. Nothing was read or changed "
         "on any Deployment."
+    )
+
+
+# ---- the recipe workloads a refresh may restart ----------------------------------
+
+
+@dataclass(frozen=True)
+class RefreshAllowList:
+    """The recipe workloads (Deployments, StatefulSets) the operator may rollout-restart.
+    Nothing else is ever restarted or deleted by a refresh."""
+
+    owners: frozenset[Owner]
+
+    def allows(self, owner: Owner) -> bool:
+        return owner in self.owners
+
+    def describe(self) -> str:
+        if not self.owners:
+            return (
+                f"none ({REFRESH_DEPLOYMENTS_VAR} and {REFRESH_STATEFULSETS_VAR} name no workload)"
+            )
+        return f"{', '.join(str(o) for o in sorted(self.owners))} (the operator's " + (
+            f"{REFRESH_DEPLOYMENTS_VAR}/{REFRESH_STATEFULSETS_VAR})"
+        )
+
+
+def refresh_allow_list(environ: Mapping[str, str]) -> RefreshAllowList:
+    """The recipe workloads `environ` lets the operator restart (empty when unset);
+    AllowListError when a setting is malformed."""
+    owners: set[Owner] = set()
+    for kind, var in REFRESH_VARS.items():
+        raw = environ.get(var) or ""
+        fix = (
+            f"the comma-separated names of the recipe {kind}s the operator may restart "
+            "(or leave it empty: none)"
+        )
+        owners.update(Owner(kind, name) for name in _names(raw, var, kind, fix))
+    return RefreshAllowList(frozenset(owners))
+
+
+def refresh_refusal(owner: Owner, environ: Mapping[str, str]) -> str | None:
+    """None if a refresh may restart `owner`, else why not (for the policy's condition
+    and its Warning Event): the owner, the allowed workloads and how to change them. A
+    malformed setting refuses every owner."""
+    try:
+        allowed = refresh_allow_list(environ)
+    except AllowListError as exc:
+        return (
+            f"{owner} cannot be checked against the operator's refresh allow-list: {exc}; "
+            "the operator restarts nothing until its setting is fixed"
+        )
+    if allowed.allows(owner):
+        return None
+    if owner.kind not in REFRESH_VARS:
+        what = (
+            "its pods have no controller that recreates them"
+            if not owner.recreates
+            else f"the operator never deletes pods, and restarts only Deployments and "
+            f"StatefulSets (this is a {owner.kind})"
+        )
+        return f"{owner} is not refreshed: {what}; restart its pods by hand"
+    return (
+        f"{owner} is not a recipe workload the operator may restart; allowed: "
+        f"{allowed.describe()}. Narrow spec.recipePods.selector to the recipe mcp-host pods, "
+        "or ask the platform team to add the workload to recipeDeployments/"
+        "recipeStatefulSets of ConfigMap spillover-system/spillover-allowed-targets"
     )

@@ -23,6 +23,7 @@ from spillover_operator.constants import (
     THRESHOLD_MAX,
     THRESHOLD_MIN,
 )
+from spillover_operator.labels import SelectorError, parse_selector
 
 OnDelete = Literal["Retain", "Remove"]
 ON_DELETE_VALUES: tuple[OnDelete, ...] = ("Retain", "Remove")
@@ -33,7 +34,6 @@ SPEC_FIELDS = ("enabled", "thresholdBytes", "budgetBytes", "target", "onDelete",
 TARGET_FIELDS = ("deployment", "container")
 RECIPE_POD_FIELDS = ("selector", "refresh", "container")
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 # The recipe mcp-host pods when spec.recipePods.selector is unset: the harness profiles'
 # mcp-host selector (harness/spillover_harness/profiles/*.yaml).
@@ -156,9 +156,14 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
             problems.append(f"spec.{key}: unknown field (known fields: {', '.join(SPEC_FIELDS)})")
 
     enabled = True
-    if "enabled" in spec and spec["enabled"] is not None:
+    if "enabled" in spec:
         raw = spec["enabled"]
-        if isinstance(raw, bool):
+        if raw is None:
+            problems.append(
+                "spec.enabled: null is neither on nor off; write true or false (or leave "
+                "the field out for true)"
+            )
+        elif isinstance(raw, bool):
             enabled = raw
         else:
             problems.append(
@@ -261,28 +266,12 @@ def _selector(raw: Any, problems: list[str]) -> dict[str, Any] | None:
         if key not in SELECTOR_FIELDS:
             problems.append(f"{path}.{key}: unknown field (known: {', '.join(SELECTOR_FIELDS)})")
     labels = raw.get("matchLabels")
-    if labels is not None and (
-        not isinstance(labels, Mapping)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
-    ):
-        problems.append(f"{path}.matchLabels: must map label keys to string values")
     exprs = raw.get("matchExpressions")
-    if exprs is not None and not isinstance(exprs, list):
-        problems.append(f"{path}.matchExpressions: must be a list")
-    for number, expr in enumerate(exprs if isinstance(exprs, list) else []):
-        where = f"{path}.matchExpressions[{number}]"
-        if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
-            problems.append(f"{where}: needs a string `key` and an `operator`")
-            continue
-        op, values = expr.get("operator"), expr.get("values") or []
-        if op not in SELECTOR_OPERATORS:
-            problems.append(
-                f"{where}.operator: {_show(op)} is not one of {', '.join(SELECTOR_OPERATORS)}"
-            )
-        elif op in ("In", "NotIn") and not values:
-            problems.append(f"{where}: operator {op} needs at least one value")
-        elif op in ("Exists", "DoesNotExist") and values:
-            problems.append(f"{where}: operator {op} takes no values")
+    if len(problems) == before:
+        try:
+            parse_selector(raw, path=path)
+        except SelectorError as exc:
+            problems.append(str(exc))
     if not labels and not exprs and len(problems) == before:
         problems.append(
             f"{path}: an empty selector would match every pod of the namespace; name the "

@@ -284,15 +284,36 @@ class RecipePods:
     def stale_pods(self) -> list[PodVerdict]:
         return [p for p in self.pods if p.state == "stale"]
 
+    def stale_by_owner(self) -> dict[Owner, int]:
+        """How many stale pods each owner has, by owner."""
+        counts: dict[Owner, int] = {}
+        for verdict in self.stale_pods():
+            counts[verdict.owner] = counts.get(verdict.owner, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def stale_owners_text(self) -> str:
+        """`Deployment/a: 2, StatefulSet/b: 1` (at most MAX_LISTED owners), for
+        messages: owners and counts, never pod names (a policy's author may not be
+        allowed to list the pods; `spilloverctl status` lists them with the caller's
+        own permissions)."""
+        counts = list(self.stale_by_owner().items())
+        text = ", ".join(f"{owner}: {n}" for owner, n in counts[:MAX_LISTED])
+        more = len(counts) - MAX_LISTED
+        return text + (f" and {more} more owners" if more > 0 else "")
+
     def to_status(self) -> dict[str, Any]:
-        """status.recipePods (without the refresh record)."""
+        """status.recipePods (without the refresh record): counts, and the stale pods'
+        owners with their counts (no pod names)."""
         return {
             "selector": self.selector,
             "matched": self.matched,
             "current": self.count("current"),
             "stale": self.count("stale"),
             "unknown": self.count("unknown"),
-            "stalePods": [p.name for p in self.stale_pods()][:MAX_LISTED],
+            "staleOwners": [
+                {"owner": str(owner), "stale": n}
+                for owner, n in list(self.stale_by_owner().items())[:MAX_LISTED]
+            ],
         }
 
 
@@ -339,13 +360,15 @@ class RefreshStep:
     """What to do now. `action`: `restart` (a rollout restart of `owner`), `delete`
     (the `pods` of `owner`, which recreates them), `wait` (the last refreshed owner
     still has old pods), or `none`. `stale_after_refresh`: owners whose replacement
-    pods are still stale; `unrefreshable`: stale pods nothing recreates."""
+    pods are still stale; `unrefreshable`: stale pods nothing recreates; `refused`:
+    owners of stale pods the caller may not refresh (`may_refresh`), never touched."""
 
     action: Literal["restart", "delete", "wait", "none"]
     owner: Owner | None = None
     pods: tuple[str, ...] = ()
     stale_after_refresh: tuple[Owner, ...] = ()
     unrefreshable: tuple[str, ...] = ()
+    refused: tuple[Owner, ...] = ()
 
 
 def _after(created: str | None, moment: str) -> bool:
@@ -357,18 +380,27 @@ def next_refresh(
     pods: RecipePods,
     refreshed: Mapping[Owner, str],
     expected: Mapping[Owner, int] | None = None,
+    may_refresh: Callable[[Owner], bool] | None = None,
 ) -> RefreshStep:
     """The next refresh step given the owners already refreshed in this round (owner ->
     when) and how many stale pods each had then (`expected`). One owner at a time: while
     a refreshed owner still has stale pods created before its refresh, or fewer pods
     created since than it had stale ones, wait. A refreshed owner with a stale pod
     created after its refresh is StaleAfterRefresh: the refresh stops there (no other
-    owner is restarted in this round)."""
+    owner is restarted in this round). `may_refresh` (None: every owner): the owners
+    the caller may restart or delete pods of; the others are `refused`, skipped."""
     expected = expected or {}
     by_owner: dict[Owner, list[PodVerdict]] = {}
     for verdict in pods.stale_pods():
         by_owner.setdefault(verdict.owner, []).append(verdict)
     unrefreshable = tuple(v.name for v in by_owner.pop(NO_OWNER, []))
+    refused = tuple(
+        owner
+        for owner in sorted(by_owner)
+        if may_refresh is not None and owner not in refreshed and not may_refresh(owner)
+    )
+    for owner in refused:
+        del by_owner[owner]
     after_refresh: list[Owner] = []
     waiting: Owner | None = None
     for owner, at in sorted(refreshed.items()):
@@ -382,16 +414,16 @@ def next_refresh(
     if done:
         # Stop: the WRC's templates carry the old values; restarting more owners would
         # only churn pods (and fight the WRC).
-        return RefreshStep("none", None, (), done, unrefreshable)
+        return RefreshStep("none", None, (), done, unrefreshable, refused)
     if waiting is not None:
-        return RefreshStep("wait", waiting, (), done, unrefreshable)
+        return RefreshStep("wait", waiting, (), done, unrefreshable, refused)
     for owner in sorted(by_owner):
         if owner in refreshed:
             continue
         names = tuple(v.name for v in by_owner[owner])
         action: Literal["restart", "delete"] = "restart" if owner.restartable else "delete"
-        return RefreshStep(action, owner, names, done, unrefreshable)
-    return RefreshStep("none", None, (), done, unrefreshable)
+        return RefreshStep(action, owner, names, done, unrefreshable, refused)
+    return RefreshStep("none", None, (), done, unrefreshable, refused)
 
 
 def restart_patch(at: str) -> dict[str, Any]:
@@ -436,13 +468,11 @@ def recipe_condition(
             f"write env into workloads the WRC owns, so fix it there{tail}",
         )
     if stale:
-        listed = ", ".join(p.name for p in stale[:MAX_LISTED])
-        more = f" and {len(stale) - MAX_LISTED} more" if len(stale) > MAX_LISTED else ""
         return Condition(
             COND_RECIPE_PODS,
             False,
             "Stale",
-            f"{counts}; stale: {listed}{more}{tail}",
+            f"{counts}; stale pods by owner: {pods.stale_owners_text()}{tail}",
         )
     if pods.count("unknown"):
         return Condition(COND_RECIPE_PODS, False, "Unknown", f"{counts}{tail}")

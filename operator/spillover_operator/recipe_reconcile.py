@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +60,20 @@ def run_step(conn: Connection, step: RefreshStep, at: str) -> None:
 
 
 def describe_step(step: RefreshStep) -> str:
+    """The step for Events and output: the owner and how many pods (no pod names)."""
     if step.action == "restart":
-        return f"rollout restart of {step.owner} (stale pods: {', '.join(step.pods)})"
+        return f"rollout restart of {step.owner} ({len(step.pods)} stale pods)"
     if step.action == "delete":
-        return f"deleted stale pods {', '.join(step.pods)} of {step.owner}, which recreates them"
+        return f"deleted {len(step.pods)} stale pods of {step.owner}, which recreates them"
     return "nothing"
+
+
+RefreshRefusal = Callable[[Owner], str | None]
+
+
+def refused_note(step: RefreshStep, refusal: RefreshRefusal) -> str:
+    """Why the step's refused owners were left alone (each owner's reason)."""
+    return "; ".join(str(refusal(owner)) for owner in step.refused)
 
 
 @dataclass(frozen=True)
@@ -107,10 +116,16 @@ def reconcile_recipe_pods(
     config_maps: ConfigMapLookup,
     now: str,
     last_applied: str | None,
+    refusal: RefreshRefusal,
     changed_at: ChangedAt | None = None,
 ) -> RecipeOutcome:
     """Classify the recipe pods and take at most one refresh step (only once the WRC
-    rollout is complete: before that the WRC itself still runs the old values)."""
+    rollout is complete: before that the WRC itself still runs the old values).
+
+    `refusal` says why an owner of stale pods may not be refreshed (None: it may): the
+    operator's refresh allow-list. A refused owner is never restarted nor are its pods
+    deleted, whatever the policy's selector matched; a Warning
+    `RecipePodsRefreshForbidden` names it, once per set of refused owners."""
     meta = policy.get("metadata") or {}
     status = policy.get("status") or {}
     previous = status.get("recipePods") if isinstance(status.get("recipePods"), Mapping) else {}
@@ -124,7 +139,7 @@ def reconcile_recipe_pods(
     wanted = refresh_wanted(spec.recipe_pods, spec.enabled, requested)
     events: list[Event] = []
     note = ""
-    step = next_refresh(pods, refreshed, expected)
+    step = next_refresh(pods, refreshed, expected, lambda owner: refusal(owner) is None)
     handled = previous.get("handledRequest")
     if wanted and not rollout_complete and pods.stale_pods():
         note = "refresh waits for the WRC rollout to complete"
@@ -133,8 +148,9 @@ def reconcile_recipe_pods(
             run_step(conn, step, now)
         except Forbidden as exc:
             note = (
-                f"refresh not permitted ({exc.message}); grant the Role "
-                "spillover-operator-refresh (manifests/) or restart the pods by hand"
+                f"refresh of {step.owner} not permitted ({exc.message}); include "
+                "manifests/components/recipe-pods-refresh with this workload in the "
+                "allow-list (the Role spillover-operator-refresh), or restart the pods by hand"
             )
             events.append(("Warning", "RecipePodsRefreshForbidden", note))
         except ClientError as exc:
@@ -148,9 +164,15 @@ def reconcile_recipe_pods(
         note = f"refresh: waiting for {step.owner} to replace its stale pods"
     elif wanted and step.action == "none" and requested:
         handled = token
+    refused = [str(o) for o in step.refused] if wanted else []
+    if refused:
+        why = refused_note(step, refusal)
+        note = (note + "; " if note else "") + f"refresh refused: {why}"
+        if previous.get("refreshRefused") != refused:
+            events.append(("Warning", "RecipePodsRefreshForbidden", f"refresh refused: {why}"))
     if step.unrefreshable:
         note = (note + "; " if note else "") + (
-            "not refreshed (no controller recreates them): " + ", ".join(step.unrefreshable)
+            f"{len(step.unrefreshable)} stale pods not refreshed (no controller recreates them)"
         )
 
     condition = recipe_condition(pods, stale_after_refresh=step.stale_after_refresh, note=note)
@@ -160,6 +182,8 @@ def reconcile_recipe_pods(
         {"owner": str(o), "at": at, "pods": expected.get(o, 0)}
         for o, at in sorted(refreshed.items())
     ]
+    if refused:
+        body["refreshRefused"] = refused
     if step.stale_after_refresh:
         body["staleAfterRefresh"] = [str(o) for o in step.stale_after_refresh]
     if handled:

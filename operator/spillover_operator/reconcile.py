@@ -695,6 +695,7 @@ def _reconcile_once(
             config_maps=config_maps,
             now=now,
             last_applied=status.get("lastAppliedTime"),
+            refusal=lambda owner: allowlist.refresh_refusal(owner, os.environ),
             changed_at=config_map_reader.changed_at,
         )
     except ClientError as exc:  # the recipe pods cannot be read: say so, keep the rest

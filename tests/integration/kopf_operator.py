@@ -12,7 +12,8 @@
 - `running_operator(...)` is the context-manager form: started on entry, checked to be
   still alive on a normal exit, stopped in every case.
 - `allowed_targets` is its SPILLOVER_ALLOWED_TARGETS: by default the names the tests
-  give their WRC Deployment (the operator refuses any other target).
+  give their WRC Deployment (the operator refuses any other target); `extra_env` any
+  other setting (the refresh allow-list SPILLOVER_REFRESH_DEPLOYMENTS/STATEFULSETS).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,8 @@ class OperatorProcess:
     name: str = "operator"
     resync_seconds: float | None = None  # SPILLOVER_RESYNC_SECONDS; None = the default
     allowed_targets: str = TEST_ALLOWED_TARGETS  # SPILLOVER_ALLOWED_TARGETS
+    # More settings (SPILLOVER_REFRESH_DEPLOYMENTS/STATEFULSETS: the refresh allow-list).
+    extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     health_port: int = 0
     metrics_port: int = 0
@@ -76,6 +79,7 @@ class OperatorProcess:
             PYTHONUNBUFFERED="1",
             SPILLOVER_ALLOWED_TARGETS=self.allowed_targets,
         )
+        env.update(self.extra_env)
         if self.resync_seconds is not None:
             env["SPILLOVER_RESYNC_SECONDS"] = f"{self.resync_seconds:g}"
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,18 @@ own:
 - operator: configured as the manifests configure it, it reports TargetNotAllowed and
   never touches payments-api.
 
+The refresh of recipe pods (issue 19): a user "alice" who may only create and patch
+SpilloverPolicies sets `spec.recipePods.selector` to someone else's pods (`app=ledger`,
+`app=payments-db`) or asks for a refresh by annotation. Refused three ways too:
+
+- RBAC: refresh permissions are an opt-in component whose Role may patch only the
+  recipe workloads named in the allow-list, never delete pods (SubjectAccessReviews as
+  the operator's ServiceAccount);
+- admission: alice (impersonated) cannot store a selector, a refresh mode or a refresh
+  request the platform team did not allow, and the CRD refuses malformed selectors;
+- operator: with RBAC widened by mistake, it restarts and deletes nothing outside its
+  refresh allow-list (RecipePodsRefreshForbidden).
+
 And what the operator reports (status, Events, `spilloverctl status`) shows no more of
 a Deployment than the spillover variables and MCP_HOST_ENV_PASSTHROUGH.
 
@@ -21,10 +33,11 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from controlplane.localcluster import LocalCluster
@@ -48,11 +61,13 @@ from kubernetes.client import ApiException
 from kustomize_build import OVERLAYS, build, container_env, find
 from spillover_operator.allowlist import ALLOWED_TARGETS_VAR
 from spillover_operator.cli.main import run
+from spillover_operator.client import selector_string
 from spillover_operator.constants import (
     GROUP,
     PASSTHROUGH_VAR,
     PLURAL,
     REASON_TARGET_NOT_ALLOWED,
+    REFRESH_REQUEST_ANNOTATION,
     THRESHOLD_VAR,
     VERSION,
 )
@@ -63,6 +78,9 @@ WRC = "workflow-recipe-controller"
 VICTIM = "payments-api"
 SECRET = "hunter2"  # a value the policy does not concern: must never be reported
 VAP = "spillover-allowed-targets"
+REFRESH_VAP = "spillover-refresh-request"
+REFRESH_ROLE = "spillover-operator-refresh"
+REFRESHER = "spillover-recipe-pods-refresher"
 STRATEGIC = "application/strategic-merge-patch+json"
 
 
@@ -83,6 +101,38 @@ def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
 def shipped() -> list[dict[str, Any]]:
     """The dev overlay, rendered as a platform team applies it."""
     return build(OVERLAYS / "dev")
+
+
+RECIPE = "mcp-host-r1"  # the one recipe Deployment the opted-in overlay names
+LEDGER, PAYMENTS_DB = "ledger", "payments-db"
+
+
+@pytest.fixture(scope="module")
+def opted_in(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The dev overlay with refresh opted in as manifests/README.md shows: the recipe
+    literals in the ConfigMap and components/recipe-pods-refresh."""
+    dev = (OVERLAYS / "dev" / "kustomization.yaml").read_text()
+    anchor = "      - deployments=workflow-recipe-controller\n"
+    component = "  - ../../components/allowed-targets\n"
+    overlay = tmp_path_factory.mktemp("refresh")
+    text = dev.replace(
+        anchor, anchor + f"      - recipeDeployments={RECIPE}\n      - recipeRefresh=Always\n"
+    )
+    text = text.replace(component, component + "  - ../../components/recipe-pods-refresh\n")
+    text = text.replace("../../", f"{os.path.relpath(OVERLAYS.parent, overlay)}/")
+    (overlay / "kustomization.yaml").write_text(text)
+    return build(overlay)
+
+
+# The refresh Role as base shipped it before issue 19: what "RBAC widened by mistake"
+# looks like.
+WIDE_REFRESH_ROLE: dict[str, Any] = {
+    "metadata": {"name": "spillover-operator-refresh"},
+    "rules": [
+        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+    ],
+}
 
 
 def victim_body() -> dict[str, Any]:
@@ -158,38 +208,137 @@ class Deputy:
         rbac.create_namespaced_role_binding(self.namespace, model(client.V1RoleBinding, binding))
         return self.user("author")
 
-    def operator_rbac(self) -> Path:
+    def operator_rbac(
+        self, refresh: Literal["none", "opted-in", "wide"] = "none", *, opted_in: Any = None
+    ) -> Path:
         """The shipped ServiceAccount, Role and RoleBinding, moved into this namespace;
-        a kubeconfig with the ServiceAccount's token."""
+        with `refresh` "opted-in" also the refresh Role and binding of the opted-in
+        build (`opted_in`), "wide" that binding to WIDE_REFRESH_ROLE. A kubeconfig with
+        the ServiceAccount's token."""
         sa = copy.deepcopy(find(self.shipped, "ServiceAccount", "spillover-operator"))
         role = copy.deepcopy(find(self.shipped, "Role", "spillover-operator"))
         binding = copy.deepcopy(find(self.shipped, "RoleBinding", "spillover-operator"))
-        for obj in (sa, role, binding):
+        roles, bindings = [role], [binding]
+        if refresh != "none":
+            source = opted_in if opted_in is not None else self.shipped
+            refresh_binding = copy.deepcopy(find(source, "RoleBinding", REFRESH_ROLE))
+            refresh_role = (
+                copy.deepcopy(find(source, "Role", REFRESH_ROLE))
+                if refresh == "opted-in"
+                else copy.deepcopy(WIDE_REFRESH_ROLE)
+            )
+            roles.append(refresh_role)
+            bindings.append(refresh_binding)
+        for obj in (sa, *roles, *bindings):
             obj["metadata"]["namespace"] = self.namespace
-        binding["subjects"][0]["namespace"] = self.namespace
+        for b in bindings:
+            b["subjects"][0]["namespace"] = self.namespace
         client.CoreV1Api(self.admin).create_namespaced_service_account(
             self.namespace, model(client.V1ServiceAccount, sa)
         )
         rbac = client.RbacAuthorizationV1Api(self.admin)
-        rbac.create_namespaced_role(self.namespace, model(client.V1Role, role))
-        rbac.create_namespaced_role_binding(self.namespace, model(client.V1RoleBinding, binding))
+        for r in roles:
+            rbac.create_namespaced_role(self.namespace, model(client.V1Role, r))
+        for b in bindings:
+            rbac.create_namespaced_role_binding(self.namespace, model(client.V1RoleBinding, b))
         return Path(
             self.control_plane.service_account_kubeconfig(self.namespace, sa["metadata"]["name"])
         )
+
+    def operator_may(self, verb: str, resource: str, name: str | None, group: str = "") -> bool:
+        """A SubjectAccessReview as the operator's ServiceAccount (what its Roles allow,
+        decided by the API server's RBAC authorizer)."""
+        attributes: dict[str, Any] = {
+            "namespace": self.namespace,
+            "verb": verb,
+            "group": group,
+            "resource": resource,
+        }
+        if name is not None:
+            attributes["name"] = name
+        review = {
+            "spec": {
+                "user": f"system:serviceaccount:{self.namespace}:spillover-operator",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{self.namespace}"],
+                "resourceAttributes": attributes,
+            }
+        }
+        answer = client.AuthorizationV1Api(self.admin).create_subject_access_review(
+            model(client.V1SubjectAccessReview, review)
+        )
+        return bool(answer.status.allowed)
+
+    def alice(self, *, refresher: bool = False) -> client.ApiClient:
+        """The user of issue 19, impersonated by the admin: may get, list, create and
+        patch SpilloverPolicies in this namespace (explicit verbs, no `*`), nothing else;
+        `refresher`: also bound to the shipped ClusterRole spillover-recipe-pods-refresher."""
+        rbac = client.RbacAuthorizationV1Api(self.admin)
+        role = {
+            "metadata": {"name": "alice"},
+            "rules": [
+                {
+                    "apiGroups": [GROUP],
+                    "resources": [PLURAL],
+                    "verbs": ["get", "list", "create", "patch"],
+                }
+            ],
+        }
+        rbac.create_namespaced_role(self.namespace, model(client.V1Role, role))
+        self.bind("alice", "Role", "alice")
+        if refresher:
+            self.grant_refresh("alice")
+        api = self.control_plane.api_client()
+        api.set_default_header("Impersonate-User", "alice")
+        self.clients.append(api)
+        return api
+
+    def bind(self, user: str, kind: str, name: str) -> None:
+        binding = {
+            "metadata": {"name": f"{user}-{name}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        }
+        client.RbacAuthorizationV1Api(self.admin).create_namespaced_role_binding(
+            self.namespace, model(client.V1RoleBinding, binding)
+        )
+
+    def grant_refresh(self, user: str) -> None:
+        """The shipped ClusterRole granting the verb refresh, bound in this namespace."""
+        role = find(self.shipped, "ClusterRole", REFRESHER)
+        rbac = client.RbacAuthorizationV1Api(self.admin)
+        try:
+            rbac.create_cluster_role(model(client.V1ClusterRole, role))
+        except ApiException as exc:
+            if exc.status != 409:  # shared by every test's namespace
+                raise
+        self.bind(user, "ClusterRole", REFRESHER)
 
     def shipped_allow_list(self) -> str:
         operator = find(self.shipped, "Deployment", "spillover-operator")
         return str(container_env(operator, "operator")[ALLOWED_TARGETS_VAR])
 
-    def start_operator(self, *, allowed_targets: str | None = None) -> OperatorProcess:
-        """The real operator with the shipped RBAC and, unless told otherwise, the
-        shipped SPILLOVER_ALLOWED_TARGETS."""
+    def start_operator(
+        self,
+        *,
+        allowed_targets: str | None = None,
+        refresh: Literal["none", "opted-in", "wide"] = "none",
+        opted_in: list[dict[str, Any]] | None = None,
+    ) -> OperatorProcess:
+        """The real operator with the shipped RBAC (`refresh`: see operator_rbac) and,
+        unless told otherwise, the shipped SPILLOVER_ALLOWED_TARGETS; its refresh
+        allow-list (SPILLOVER_REFRESH_*) is the one of `opted_in` when given."""
+        extra: dict[str, str] = {}
+        if opted_in is not None:
+            env = container_env(find(opted_in, "Deployment", "spillover-operator"), "operator")
+            extra = {k: str(v) for k, v in env.items() if k.startswith("SPILLOVER_REFRESH_")}
+            assert extra, "the opted-in build gives the operator no refresh allow-list"
         op = OperatorProcess(
             self.namespace,
-            self.operator_rbac(),
+            self.operator_rbac(refresh, opted_in=opted_in),
             self.workdir,
             resync_seconds=300,
             allowed_targets=allowed_targets or self.shipped_allow_list(),
+            extra_env=extra,
         )
         self.operators.append(op)
         return op.start()
@@ -367,11 +516,14 @@ def test_rbac_the_shipped_role_lets_the_operator_patch_only_the_wrc(deputy: Depu
     untouched(before, deputy.deployment(VICTIM))
 
 
-def test_rbac_alone_stops_an_operator_told_to_allow_payments_api(deputy: Deputy) -> None:
+def test_rbac_alone_stops_an_operator_told_to_allow_payments_api(
+    deputy: Deputy, opted_in: list[dict[str, Any]]
+) -> None:
     """Admission absent and the operator's allow-list wrongly widened: the Role still
     refuses, the policy says so (ApplyFailed, 403) and payments-api is untouched."""
     before = deputy.create_deployment(victim_body())
-    deputy.start_operator(allowed_targets=f"{WRC},{VICTIM}")
+    # The refresh Role opted in and bound too: it does not reach payments-api either.
+    deputy.start_operator(allowed_targets=f"{WRC},{VICTIM}", refresh="opted-in", opted_in=opted_in)
     deputy.create_policy(deputy.author(), "sneaky", VICTIM)
     policy = deputy.wait_reason("sneaky", "ApplyFailed")
     message = condition(policy, "Ready")["message"]
@@ -379,32 +531,99 @@ def test_rbac_alone_stops_an_operator_told_to_allow_payments_api(deputy: Deputy)
     untouched(before, deputy.deployment(VICTIM))
 
 
+def test_rbac_refresh_is_opt_in_and_reaches_only_the_named_recipe_workloads(
+    deputy: Deputy, opted_in: list[dict[str, Any]]
+) -> None:
+    """As shipped (dev overlay) the operator may restart nothing and delete no pod; with
+    refresh opted in, it may patch the one recipe Deployment the allow-list names, and
+    still not ledger, payments-db, payments-api, nor delete any pod."""
+    deputy.operator_rbac()
+    apps = "apps"
+    for verb, resource, name in [
+        ("patch", "deployments", RECIPE),
+        ("patch", "deployments", LEDGER),
+        ("patch", "statefulsets", PAYMENTS_DB),
+        ("delete", "pods", "ledger-7d9f-abcde"),
+        ("delete", "pods", None),
+        ("deletecollection", "pods", None),
+    ]:
+        group = apps if resource != "pods" else ""
+        assert not deputy.operator_may(verb, resource, name, group), (verb, resource, name)
+    assert deputy.operator_may("patch", "deployments", WRC, apps)  # the premise
+
+    refresh_role = copy.deepcopy(find(opted_in, "Role", REFRESH_ROLE))
+    refresh_role["metadata"]["namespace"] = deputy.namespace
+    binding = copy.deepcopy(find(opted_in, "RoleBinding", REFRESH_ROLE))
+    binding["metadata"]["namespace"] = binding["subjects"][0]["namespace"] = deputy.namespace
+    rbac = client.RbacAuthorizationV1Api(deputy.admin)
+    rbac.create_namespaced_role(deputy.namespace, model(client.V1Role, refresh_role))
+    rbac.create_namespaced_role_binding(deputy.namespace, model(client.V1RoleBinding, binding))
+
+    assert deputy.operator_may("patch", "deployments", RECIPE, apps)
+    for verb, resource, name in [
+        ("patch", "deployments", LEDGER),
+        ("patch", "deployments", VICTIM),
+        ("patch", "statefulsets", PAYMENTS_DB),
+        ("patch", "statefulsets", RECIPE),
+        ("update", "deployments", RECIPE),
+        ("delete", "pods", "ledger-7d9f-abcde"),
+        ("delete", "pods", None),
+        ("deletecollection", "pods", None),
+    ]:
+        group = apps if resource != "pods" else ""
+        assert not deputy.operator_may(verb, resource, name, group), (verb, resource, name)
+
+
 # ---------------------------------------------------------------- 2. admission
 
 
-def install_admission(deputy: Deputy) -> tuple[str, str]:
-    """The shipped ConfigMap, ValidatingAdmissionPolicy and binding. The two
-    admission objects are cluster-scoped and the control plane is shared by every
-    test's namespace, so they get this namespace's name, the binding matches only this
-    namespace and reads the ConfigMap from it; their rules are the shipped ones."""
+def install_admission(deputy: Deputy, name: str = VAP) -> tuple[str, str]:
+    """The shipped ConfigMap (once), ValidatingAdmissionPolicy `name` and its binding.
+    The two admission objects are cluster-scoped and the control plane is shared by
+    every test's namespace, so they get this namespace's name, the binding matches only
+    this namespace and reads the ConfigMap from it; their rules are the shipped ones."""
     ns = deputy.namespace
-    cm = copy.deepcopy(find(deputy.shipped, "ConfigMap", VAP))
-    vap = copy.deepcopy(find(deputy.shipped, "ValidatingAdmissionPolicy", VAP))
-    binding = copy.deepcopy(find(deputy.shipped, "ValidatingAdmissionPolicyBinding", VAP))
-    cm["metadata"]["namespace"] = ns
-    vap["metadata"]["name"] = binding["spec"]["policyName"] = f"{VAP}-{ns}"
-    binding["metadata"]["name"] = f"{VAP}-{ns}"
-    binding["spec"]["paramRef"]["namespace"] = ns
+    vap = copy.deepcopy(find(deputy.shipped, "ValidatingAdmissionPolicy", name))
+    binding = copy.deepcopy(find(deputy.shipped, "ValidatingAdmissionPolicyBinding", name))
+    vap["metadata"]["name"] = binding["spec"]["policyName"] = f"{name}-{ns}"
+    binding["metadata"]["name"] = f"{name}-{ns}"
+    if "paramRef" in binding["spec"]:
+        cm = copy.deepcopy(find(deputy.shipped, "ConfigMap", VAP))
+        cm["metadata"]["namespace"] = ns
+        binding["spec"]["paramRef"]["namespace"] = ns
+        client.CoreV1Api(deputy.admin).create_namespaced_config_map(
+            ns, model(client.V1ConfigMap, cm)
+        )
     binding["spec"]["matchResources"] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     }
-    client.CoreV1Api(deputy.admin).create_namespaced_config_map(ns, model(client.V1ConfigMap, cm))
     admission = client.AdmissionregistrationV1Api(deputy.admin)
     admission.create_validating_admission_policy(model(client.V1ValidatingAdmissionPolicy, vap))
     admission.create_validating_admission_policy_binding(
         model(client.V1ValidatingAdmissionPolicyBinding, binding)
     )
     return vap["metadata"]["name"], binding["metadata"]["name"]
+
+
+def type_checked(deputy: Deputy, vap_name: str) -> None:
+    """Wait until the API server type-checked the admission policy; no warnings."""
+    admission = client.AdmissionregistrationV1Api(deputy.admin)
+
+    def done() -> dict[str, Any] | None:
+        raw: Any = admission.read_validating_admission_policy(vap_name, _preload_content=False)
+        vap: dict[str, Any] = json.loads(raw.data)
+        status = vap.get("status") or {}
+        return status if status.get("observedGeneration") == vap["metadata"]["generation"] else None
+
+    status = wait_for(f"the admission policy {vap_name} to be type-checked", done)
+    assert not (status.get("typeChecking") or {}).get("expressionWarnings"), status
+
+
+def remove_admission(deputy: Deputy, installed: list[tuple[str, str]]) -> None:
+    admission = client.AdmissionregistrationV1Api(deputy.admin)
+    for vap_name, binding_name in installed:
+        admission.delete_validating_admission_policy_binding(binding_name)
+        admission.delete_validating_admission_policy(vap_name)
 
 
 def refusal(api: client.ApiClient, deputy: Deputy, target: str) -> ApiException | None:
@@ -474,6 +693,216 @@ def test_admission_refuses_the_policy_naming_the_field(deputy: Deputy) -> None:
         admission.delete_validating_admission_policy(vap_name)
 
 
+def dry_run(api: client.ApiClient, deputy: Deputy, spec: dict[str, Any], **meta: Any) -> Any:
+    """A dry-run create of a policy for the WRC with `spec` (and metadata `meta`): the
+    refusal (ApiException), or None when it would be admitted."""
+    body = policy_manifest(deputy.namespace, {"target": {"deployment": WRC}, **spec}, "probe")
+    body["metadata"].update(meta)
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, VERSION, deputy.namespace, PLURAL, body, dry_run="All"
+        )
+    except ApiException as exc:
+        return exc
+    return None
+
+
+def message_of(exc: Any) -> str:
+    assert isinstance(exc, ApiException), exc
+    return str(json.loads(exc.body)["message"])
+
+
+def test_admission_refuses_recipe_selectors_and_refresh_modes_alice_was_not_given(
+    deputy: Deputy,
+) -> None:
+    """The shipped ConfigMap allows the selector app.kubernetes.io/name=mcp-host (or a
+    narrower one) and the refresh mode Never only."""
+    alice = deputy.alice()
+    installed = [install_admission(deputy)]
+    try:
+        type_checked(deputy, installed[0][0])
+        ledger = {"recipePods": {"selector": {"matchLabels": {"app": LEDGER}}}}
+        refused = wait_for(
+            "the admission policy to refuse app=ledger", lambda: dry_run(alice, deputy, ledger)
+        )
+        assert refused.status == 403
+        assert message_of(refused).endswith(
+            "spec.recipePods.selector: matchLabels app=ledger does not carry every label of an "
+            "allowed recipe pod selector; allowed: app.kubernetes.io/name=mcp-host. Put the "
+            "labels of an allowed selector in spec.recipePods.selector.matchLabels (more labels "
+            "and matchExpressions may narrow it), or ask the platform team to add the selector "
+            "to data.recipeSelectors of ConfigMap spillover-system/spillover-allowed-targets."
+        )
+        for selector in (
+            {"matchLabels": {"app": PAYMENTS_DB}},
+            {"matchExpressions": [{"key": "app.kubernetes.io/name", "operator": "Exists"}]},
+            {"matchLabels": {"app.kubernetes.io/name": "mcp-hostx"}},
+        ):
+            exc = dry_run(alice, deputy, {"recipePods": {"selector": selector}})
+            assert "spec.recipePods.selector: " in message_of(exc), selector
+        # Narrower than an allowed selector, or the default: admitted.
+        mcp = {"app.kubernetes.io/name": "mcp-host"}
+        for spec in (
+            {},
+            {"recipePods": {"selector": {"matchLabels": {**mcp, "recipe": "r1"}}}},
+            {
+                "recipePods": {
+                    "selector": {
+                        "matchLabels": mcp,
+                        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["x"]}],
+                    },
+                    "refresh": "Never",
+                }
+            },
+        ):
+            assert dry_run(alice, deputy, spec) is None, spec
+
+        for mode in ("OnKillSwitch", "Always"):
+            exc = dry_run(alice, deputy, {"recipePods": {"refresh": mode}})
+            assert message_of(exc).endswith(
+                f"spec.recipePods.refresh: {mode} is not allowed in this cluster; allowed: "
+                "Never. Set spec.recipePods.refresh to an allowed mode, or ask the platform "
+                "team to add it to data.recipeRefresh of ConfigMap "
+                "spillover-system/spillover-allowed-targets (and to include "
+                "manifests/components/recipe-pods-refresh)."
+            )
+        # A stored policy cannot be widened by a patch either.
+        deputy.create_policy(alice, "spillover", WRC)
+        custom = client.CustomObjectsApi(alice)
+        with pytest.raises(ApiException) as info:
+            _patch_policy(custom, deputy.namespace, "spillover", {"spec": ledger})
+        assert "spec.recipePods.selector: matchLabels app=ledger" in message_of(info.value)
+    finally:
+        remove_admission(deputy, installed)
+
+
+def test_admission_admits_the_refresh_request_only_from_users_allowed_to_refresh(
+    deputy: Deputy,
+) -> None:
+    """The annotation spilloverctl --refresh-recipe-pods writes: metadata, which the
+    spec check never sees; the shipped spillover-refresh-request policy asks the
+    authorizer for the verb refresh on the policy."""
+    alice = deputy.alice()
+    installed = [install_admission(deputy, REFRESH_VAP)]
+    try:
+        type_checked(deputy, installed[0][0])
+        deputy.create_policy(alice, "spillover", WRC)
+        custom = client.CustomObjectsApi(alice)
+
+        tokens = iter(range(1_000_000))
+
+        def request(*, dry_run: bool = True) -> ApiException | None:
+            """Set the annotation to a new token (a dry run unless told otherwise: the
+            admission policy is loaded asynchronously, so this is polled)."""
+            body = {"metadata": {"annotations": {REFRESH_REQUEST_ANNOTATION: str(next(tokens))}}}
+            try:
+                custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, deputy.namespace, PLURAL, "spillover", body,
+                    **({"dry_run": "All"} if dry_run else {}),
+                )  # fmt: skip
+            except ApiException as exc:
+                return exc
+            return None
+
+        refused = wait_for("the refresh request refused", request)
+        assert request(dry_run=False) is not None
+        assert refused.status == 403
+        assert message_of(refused).endswith(
+            f"metadata.annotations[{REFRESH_REQUEST_ANNOTATION}]: alice may not request a "
+            f"refresh of the recipe pods of SpilloverPolicy {deputy.namespace}/spillover (it "
+            "needs the verb refresh on spilloverpolicies.spillover.clerum.io). Remove the "
+            "annotation, or ask the platform team to bind the ClusterRole "
+            "spillover-recipe-pods-refresher to you in this namespace."
+        )
+        annotations = deputy.policy("spillover")["metadata"].get("annotations") or {}
+        assert REFRESH_REQUEST_ANNOTATION not in annotations
+        # On create too.
+        exc = dry_run(alice, deputy, {}, annotations={REFRESH_REQUEST_ANNOTATION: "1"})
+        assert f"metadata.annotations[{REFRESH_REQUEST_ANNOTATION}]" in message_of(exc)
+        # Other metadata passes (kopf's finalizer and annotations, labels).
+        _patch_policy(custom, deputy.namespace, "spillover", {"metadata": {"labels": {"a": "b"}}})
+        _patch_policy(
+            custom,
+            deputy.namespace,
+            "spillover",
+            {"metadata": {"annotations": {"example.com/note": "x"}}},
+        )
+        # Granted the verb: admitted.
+        deputy.grant_refresh("alice")
+        wait_for("the refresh request admitted once granted", lambda: request() is None)
+        assert request(dry_run=False) is None
+        annotations = deputy.policy("spillover")["metadata"]["annotations"]
+        assert REFRESH_REQUEST_ANNOTATION in annotations
+    finally:
+        remove_admission(deputy, installed)
+
+
+def test_crd_refuses_malformed_selectors_and_null_enabled(deputy: Deputy) -> None:
+    """For everyone (the API server's schema), before admission or the operator."""
+    alice = deputy.alice()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"recipePods": {"selector": {"matchLabels": {"bad key!": "x"}}}}, "a label key must be"),
+        (
+            {"recipePods": {"selector": {"matchLabels": {"app": "mcp-host,tier!=x"}}}},
+            "spec.recipePods.selector.matchLabels.app",
+        ),
+        ({"recipePods": {"selector": {"matchLabels": {"app": "v" * 70}}}}, "63"),
+        (
+            {"recipePods": {"selector": {"matchLabels": {f"l{i}": "v" for i in range(2000)}}}},
+            "spec.recipePods.selector.matchLabels: Too many: 2000: must have at most 16 items",
+        ),
+        (
+            {
+                "recipePods": {
+                    "selector": {
+                        "matchExpressions": [{"key": "k", "operator": "In", "values": ["a,b"]}]
+                    }
+                }
+            },
+            "values[0]",
+        ),
+        (
+            {"recipePods": {"selector": {"matchExpressions": [{"key": "k", "operator": "In"}]}}},
+            "In and NotIn need at least one value",
+        ),
+        (
+            {"enabled": None},
+            'spec.enabled: Unsupported value: null: supported values: "true", "false"',
+        ),
+    ]
+    for spec, named in cases:
+        exc = dry_run(alice, deputy, spec)
+        assert isinstance(exc, ApiException) and exc.status == 422, (spec, exc)
+        assert named in message_of(exc), (named, message_of(exc))
+
+    # The largest selector the CRD admits keeps the policy small: it is stored, gets a
+    # status and, with a finalizer, can still be deleted.
+    key = "a" * 253 + "/" + "b" * 60
+    biggest = {
+        "matchLabels": {f"{key}{i:02}": "v" * 63 for i in range(16)},
+        "matchExpressions": [
+            {
+                "key": f"{key}{i:02}",
+                "operator": "In",
+                "values": [f"{'v' * 61}{j:02}" for j in range(16)],
+            }
+            for i in range(16)
+        ],
+    }
+    deputy.create_policy(alice, "biggest", WRC, recipePods={"selector": biggest})
+    stored = deputy.policy("biggest")
+    assert len(json.dumps(stored)) < 64 * 1024
+    admin = client.CustomObjectsApi(deputy.admin)
+    _patch_policy(admin, deputy.namespace, "biggest", {"metadata": {"finalizers": ["x/y"]}})
+    admin.patch_namespaced_custom_object_status(
+        GROUP, VERSION, deputy.namespace, PLURAL, "biggest",
+        {"status": {"recipePods": {"selector": selector_string(biggest), "matched": 0}}},
+    )  # fmt: skip
+    admin.delete_namespaced_custom_object(GROUP, VERSION, deputy.namespace, PLURAL, "biggest")
+    _patch_policy(admin, deputy.namespace, "biggest", {"metadata": {"finalizers": None}})
+    assert _policy_or_none(admin, deputy.namespace, "biggest") is None
+
+
 # ---------------------------------------------------------------- 3. the operator
 
 
@@ -504,6 +933,118 @@ def test_operator_refuses_a_target_outside_its_allow_list_touching_nothing(
     assert [e for e in deputy.events_about("Deployment", VICTIM) if by_operator(e)] == []
     assert op.metric("spillover_operator_reconcile_total", result="target_not_allowed") >= 1
     assert SECRET not in json.dumps(deputy.policy("sneaky"))
+
+
+def stateful_set_body(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [container_manifest("db", "postgres:16", {"X": "1"})]},
+            },
+        },
+    }
+
+
+def test_operator_restarts_and_deletes_nothing_outside_its_refresh_allow_list(
+    deputy: Deputy, opted_in: list[dict[str, Any]]
+) -> None:
+    """RBAC widened by mistake (the old refresh Role: patch every Deployment and
+    StatefulSet, delete every pod), no admission: alice's selectors and refresh
+    request still make the operator touch nothing but report the refusal."""
+    deputy.create_deployment(wrc_body())
+    ledger = deputy.create_deployment(
+        deployment_manifest(LEDGER, [container_manifest("ledger", "ledger:1", {})], replicas=2)
+    )
+    apps = client.AppsV1Api(deputy.admin)
+    apps.create_namespaced_stateful_set(
+        deputy.namespace, model(client.V1StatefulSet, stateful_set_body(PAYMENTS_DB))
+    )
+    victim = deputy.create_deployment(victim_body())
+    core = client.CoreV1Api(deputy.admin)
+
+    def pods(app: str) -> list[str]:
+        items = core.list_namespaced_pod(deputy.namespace, label_selector=f"app={app}").items
+        return sorted(p.metadata.name for p in items if p.metadata.deletion_timestamp is None)
+
+    wait_for("two ledger pods", lambda: len(pods(LEDGER)) == 2)
+    wait_for("the payments-db pod", lambda: len(pods(PAYMENTS_DB)) == 1)
+    before = {app: pods(app) for app in (LEDGER, PAYMENTS_DB, VICTIM)}
+    db_before: Any = apps.read_namespaced_stateful_set(
+        PAYMENTS_DB, deputy.namespace, _preload_content=False
+    )
+    db_before = json.loads(db_before.data)
+
+    op = deputy.start_operator(refresh="wide", opted_in=opted_in)
+    alice = deputy.alice()
+    custom = client.CustomObjectsApi(alice)
+
+    def refused(owner: str) -> Any:
+        def probe() -> dict[str, Any] | None:
+            pol = deputy.policy("spillover")
+            message = condition(pol, "RecipePodsCurrent").get("message", "")
+            return pol if f"refresh refused: {owner} is not a recipe workload" in message else None
+
+        return wait_for(f"the refresh of {owner} refused", probe, operator=op)
+
+    # 1. app=ledger with the kill switch engaged and refresh Always.
+    deputy.create_policy(
+        alice, "spillover", WRC, enabled=False,
+        recipePods={"selector": {"matchLabels": {"app": LEDGER}}, "refresh": "Always"},
+    )  # fmt: skip
+    pol = refused(f"Deployment/{LEDGER}")
+    assert pol["status"]["recipePods"]["refreshRefused"] == [f"Deployment/{LEDGER}"]
+    assert pol["status"]["recipePods"]["staleOwners"] == [
+        {"owner": f"Deployment/{LEDGER}", "stale": 2}
+    ]
+    # 2. app=payments-db, refresh OnKillSwitch.
+    db_pods = {"selector": {"matchLabels": {"app": PAYMENTS_DB}}, "refresh": "OnKillSwitch"}
+    _patch_policy(custom, deputy.namespace, "spillover", {"spec": {"recipePods": db_pods}})
+    refused(f"StatefulSet/{PAYMENTS_DB}")
+    # 3. app=payments-api, refresh Never, three refresh requests by annotation.
+    victim_pods = {"selector": {"matchLabels": {"app": VICTIM}}, "refresh": "Never"}
+    _patch_policy(custom, deputy.namespace, "spillover", {"spec": {"recipePods": victim_pods}})
+    for token in ("1", "2", "3"):
+        body = {"metadata": {"annotations": {REFRESH_REQUEST_ANNOTATION: token}}}
+        _patch_policy(custom, deputy.namespace, "spillover", body)
+
+        def handled(token: str = token) -> dict[str, Any] | None:
+            pol = deputy.policy("spillover")
+            done = (pol.get("status") or {}).get("recipePods", {}).get("handledRequest")
+            return pol if done == token else None
+
+        pol = wait_for(f"refresh request {token} handled", handled, operator=op)
+    assert any(
+        f"Deployment/{VICTIM} is not a recipe workload" in e["message"]
+        for e in deputy.events_about("SpilloverPolicy", "spillover", "RecipePodsRefreshForbidden")
+    )
+
+    # Nothing was restarted, no pod deleted, no field of theirs managed by the operator.
+    assert {app: pods(app) for app in (LEDGER, PAYMENTS_DB, VICTIM)} == before
+    for name, earlier in ((LEDGER, ledger), (VICTIM, victim)):
+        now = deputy.deployment(name)
+        assert now["spec"] == earlier["spec"], name
+        managers = {m.get("manager") for m in now["metadata"].get("managedFields") or []}
+        assert "spillover-operator" not in managers
+    db_now: Any = apps.read_namespaced_stateful_set(
+        PAYMENTS_DB, deputy.namespace, _preload_content=False
+    )
+    assert json.loads(db_now.data)["spec"] == db_before["spec"]
+    warnings = deputy.events_about("SpilloverPolicy", "spillover", "RecipePodsRefreshForbidden")
+    assert {w["type"] for w in warnings} == {"Warning"}
+    assert not deputy.events_about("SpilloverPolicy", "spillover", "RecipePodsRefresh")
+    # The operator's status and Events name owners and counts, never pods (the
+    # ReplicaSet and StatefulSet controllers' own Events do name them).
+    reported = json.dumps(pol) + json.dumps([e for e in deputy.events() if by_operator(e)])
+    for name in (n for names in before.values() for n in names):
+        assert name not in reported, f"pod {name} named in the status or Events"
 
 
 # ---------------------------------------------------------------- 4. what is reported

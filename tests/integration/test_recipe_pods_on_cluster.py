@@ -35,6 +35,7 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess
 from kubernetes import client
 from spillover_operator import exit_codes
+from spillover_operator.allowlist import REFRESH_DEPLOYMENTS_VAR
 from spillover_operator.cli.main import run
 from spillover_operator.client import config_map_lookup, list_pods
 from spillover_operator.constants import (
@@ -54,6 +55,9 @@ from wrc_stand_in import MCP_HOST_LABELS, Behaviour, Via, WrcStandIn
 pytestmark = pytest.mark.integration
 
 BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
+REFRESH_COMPONENT = BASE.parent / "components" / "recipe-pods-refresh"
+# The stand-in's recipe Deployments (via="deployment"): the operator may restart these.
+RECIPE_DEPLOYMENTS = ("mcp-host-r1", "mcp-host-r2", "mcp-host-r3")
 WRC = "workflow-recipe-controller"
 SELECTOR = "app.kubernetes.io/name=mcp-host"
 WAIT = 120.0
@@ -82,14 +86,21 @@ class Setup:
     # ---- RBAC and the operator
 
     def install_rbac(self, *, refresh_role: bool) -> Path:
-        """The ServiceAccount and Roles of manifests/base, moved into this namespace."""
-        files = ["serviceaccount.yaml", "role.yaml", "rolebinding.yaml"]
+        """The ServiceAccount and Roles of manifests/base, moved into this namespace;
+        with `refresh_role` the opt-in refresh Role of components/recipe-pods-refresh,
+        narrowed to the stand-in's recipe Deployments (as an overlay's patch would)."""
+        files = [BASE / n for n in ("serviceaccount.yaml", "role.yaml", "rolebinding.yaml")]
         if refresh_role:
-            files += ["role-refresh.yaml", "rolebinding-refresh.yaml"]
+            files += [
+                REFRESH_COMPONENT / n for n in ("role-refresh.yaml", "rolebinding-refresh.yaml")
+            ]
         core, rbac = client.CoreV1Api(self.api), client.RbacAuthorizationV1Api(self.api)
-        for name in files:
-            doc = yaml.safe_load((BASE / name).read_text())
+        for path in files:
+            doc = yaml.safe_load(path.read_text())
             doc["metadata"]["namespace"] = self.namespace
+            if doc["kind"] == "Role" and doc["metadata"]["name"] == "spillover-operator-refresh":
+                doc["rules"][0]["resourceNames"] = list(RECIPE_DEPLOYMENTS)
+                doc["rules"][1]["resourceNames"] = [""]
             if doc["kind"] == "ServiceAccount":
                 core.create_namespaced_service_account(
                     self.namespace, model(client.V1ServiceAccount, doc)
@@ -107,7 +118,10 @@ class Setup:
 
     def start_operator(self, *, refresh_role: bool = True) -> OperatorProcess:
         kubeconfig = self.install_rbac(refresh_role=refresh_role)
-        self.operator = OperatorProcess(self.namespace, kubeconfig, self.workdir)
+        # The refresh allow-list, as components/recipe-pods-refresh sets it (also without
+        # the Role: an operator told it may refresh, that RBAC does not let).
+        extra = {REFRESH_DEPLOYMENTS_VAR: ",".join(RECIPE_DEPLOYMENTS)}
+        self.operator = OperatorProcess(self.namespace, kubeconfig, self.workdir, extra_env=extra)
         return self.operator.start()
 
     # ---- objects
@@ -275,7 +289,10 @@ def test_kill_wait_never_succeeds_while_a_pod_still_has_spillover_on(setup: Setu
         "RecipePodsCurrent=False reason Stale",
         lambda p: condition(p, "RecipePodsCurrent").get("reason") == "Stale",
     )
-    assert counts(pol)["stale"] == 3 and sorted(counts(pol)["stalePods"]) == stale
+    assert counts(pol)["stale"] == 3
+    # Counts and owners only: the pods are listed by `spilloverctl status` (below).
+    assert sum(o["stale"] for o in counts(pol)["staleOwners"]) == 3
+    assert not any(name in json.dumps(pol["status"]) for name in stale)
     assert setup.operator is not None
     assert setup.operator.metric("spillover_operator_recipe_pods", state="stale") == 3
     assert any("3 stale" in m for m in setup.events("RecipePods"))  # the count changed
@@ -292,7 +309,7 @@ def test_kill_wait_never_succeeds_while_a_pod_still_has_spillover_on(setup: Setu
 def test_kill_wait_refresh_recipe_pods_succeeds_only_when_every_pod_is_current(
     setup: Setup,
 ) -> None:
-    start_running(setup, "at-pod-creation")
+    start_running(setup, "at-pod-creation", via="deployment")
     before = sorted(setup.pod_values())
     code, out, err = setup.ctl(
         "kill", "--wait", "--refresh-recipe-pods", "--reason", "INC-42 spill storm"
@@ -350,7 +367,7 @@ def test_refresh_rolls_out_deployments_whose_pods_read_an_old_config_map(setup: 
 
 
 def test_refresh_on_kill_switch_restarts_only_when_spillover_is_turned_off(setup: Setup) -> None:
-    start_running(setup, "at-pod-creation", refresh="OnKillSwitch")
+    start_running(setup, "at-pod-creation", refresh="OnKillSwitch", via="deployment")
     # A threshold change is not the kill switch: the pods stay stale.
     code, out, err = setup.ctl("set", "--threshold", "32768")
     assert code == 0, (out, err)
@@ -375,7 +392,7 @@ def test_direct_kill_reports_and_refreshes_the_pods_without_the_operator(setup: 
     assert "stale" in err
     code, out, err = setup.ctl("kill", "--direct", "--wait", "--refresh-recipe-pods")
     assert code == exit_codes.OK, (out, err)
-    assert "recipe pods: deleted stale pods" in out
+    assert "recipe pods: deleted 1 stale pods of ConfigMap/" in out
     assert spillover_off_everywhere(setup)
 
 
@@ -429,7 +446,7 @@ def test_baked_template_refresh_always_reports_stale_after_refresh(setup: Setup)
 
 
 def test_without_the_refresh_role_the_refresh_is_reported_not_permitted(setup: Setup) -> None:
-    start_running(setup, "baked", refresh="Always", refresh_role=False)
+    start_running(setup, "baked", refresh="Always", refresh_role=False, via="deployment")
     code, out, err = setup.ctl("kill")
     assert code == 0, (out, err)
     pol = setup.wait_policy(
@@ -522,7 +539,7 @@ def test_pod_values_from_config_maps_are_read_and_secrets_are_unknown(setup: Set
     setup.ctl("kill")
     setup.wait_policy(
         "the ConfigMap-fed pod stale",
-        lambda p: counts(p).get("stalePods") == ["from-configmap"],
+        lambda p: counts(p).get("staleOwners") == [{"owner": "(no controller)", "stale": 1}],
     )
 
 

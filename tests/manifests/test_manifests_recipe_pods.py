@@ -1,6 +1,7 @@
 """The recipe-pod RBAC of the shipped manifests (`kubectl kustomize`): the operator's
-Role reads pods, their ReplicaSets and ConfigMaps (never Secrets); restarting owners
-is a separate Role + binding that a platform team can leave out."""
+Role reads pods, their ReplicaSets and ConfigMaps (never Secrets) and restarts nothing;
+restarting recipe workloads is an opt-in component whose Role is narrowed by name to the
+workloads the allow-list ConfigMap names, the same names the operator is given."""
 
 from __future__ import annotations
 
@@ -9,25 +10,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kustomize_build import build, find, overlay_names
+from kustomize_build import build, container_env, find, overlay_names
 from repo_paths import MANIFESTS
+from spillover_operator.allowlist import (
+    REFRESH_DEPLOYMENTS_VAR,
+    REFRESH_STATEFULSETS_VAR,
+    refresh_allow_list,
+)
+from spillover_operator.recipe_pods import Owner
 
 REFRESH = "spillover-operator-refresh"
+ALLOWED_CM = "spillover-allowed-targets"
+REFRESHER = "spillover-recipe-pods-refresher"
 
 
-def _grants(role: dict[str, Any]) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) for every rule without resourceNames."""
+def _grants(role: dict[str, Any], *, named: bool = False) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) for every rule without resourceNames (`named`: every
+    rule)."""
     return {
         (group, resource, verb)
         for rule in role["rules"]
-        if not rule.get("resourceNames")
+        if named or not rule.get("resourceNames")
         for group in rule.get("apiGroups", [])
         for resource in rule.get("resources", [])
         for verb in rule.get("verbs", [])
     }
 
 
-def check_recipe_rbac(docs: list[dict[str, Any]], *, refresh: bool) -> None:
+def check_recipe_rbac(docs: list[dict[str, Any]]) -> None:
+    """The operator's main Role: reads only, for the recipe pods."""
     role = find(docs, "Role", "spillover-operator")
     grants = _grants(role)
     for verb in ("get", "list", "watch"):
@@ -36,57 +47,98 @@ def check_recipe_rbac(docs: list[dict[str, Any]], *, refresh: bool) -> None:
     assert ("apps", "replicasets", "list") in grants
     assert ("", "configmaps", "get") in grants
     assert not any(r == "secrets" for _, r, _ in grants), "the operator must not read Secrets"
-    # The main Role neither deletes pods nor patches other workloads.
-    assert ("", "pods", "delete") not in grants
-    assert ("apps", "statefulsets", "patch") not in grants
+    every = _grants(role, named=True)
+    assert ("", "pods", "delete") not in every
+    assert ("apps", "statefulsets", "patch") not in every
 
-    refresh_roles = [
-        d for d in docs if d.get("kind") == "Role" and d["metadata"]["name"] == REFRESH
-    ]
-    if not refresh:
-        assert not refresh_roles
-        assert not [d for d in docs if d["metadata"].get("name") == REFRESH]
-        return
-    refresh_role = find(docs, "Role", REFRESH)
-    assert refresh_role["metadata"]["namespace"] == role["metadata"]["namespace"]
-    assert _grants(refresh_role) == {
-        ("apps", "deployments", "patch"),
-        ("apps", "statefulsets", "patch"),
-        ("", "pods", "delete"),
-    }
-    binding = find(docs, "RoleBinding", REFRESH)
-    main_binding = find(docs, "RoleBinding", "spillover-operator")
-    assert binding["roleRef"]["name"] == REFRESH
-    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
-    assert binding["subjects"] == main_binding["subjects"]
+
+def refresh_docs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["metadata"].get("name") == REFRESH]
 
 
 @pytest.mark.parametrize("overlay", overlay_names())
-def test_overlays_read_pods_and_ship_the_refresh_role(overlay: str) -> None:
-    check_recipe_rbac(build(MANIFESTS / "overlays" / overlay), refresh=True)
+def test_overlays_read_pods_and_grant_no_refresh(overlay: str) -> None:
+    docs = build(MANIFESTS / "overlays" / overlay)
+    check_recipe_rbac(docs)
+    assert refresh_docs(docs) == []
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert REFRESH_DEPLOYMENTS_VAR not in env and REFRESH_STATEFULSETS_VAR not in env
+    assert find(docs, "ConfigMap", ALLOWED_CM)["data"]["recipeRefresh"] == "Never"
 
 
-def test_base_reads_pods_and_ships_the_refresh_role() -> None:
-    check_recipe_rbac(build(MANIFESTS / "base"), refresh=True)
+def test_base_reads_pods_and_grants_no_refresh() -> None:
+    docs = build(MANIFESTS / "base")
+    check_recipe_rbac(docs)
+    assert refresh_docs(docs) == []
 
 
-def test_a_platform_team_can_leave_the_refresh_role_out(tmp_path: Path) -> None:
-    """The overlay manifests/README.md shows: the dev overlay plus two delete patches."""
+def opted_in(tmp_path: Path, literals: list[str]) -> list[dict[str, Any]]:
+    """The dev overlay plus the opt-in as manifests/README.md shows it: the ConfigMap's
+    recipe literals and the component."""
     dev = (MANIFESTS / "overlays" / "dev" / "kustomization.yaml").read_text()
-    overlay = tmp_path / "no-refresh"
+    anchor = "      - deployments=workflow-recipe-controller\n"
+    assert dev.count(anchor) == 1
+    component = "  - ../../components/allowed-targets\n"
+    assert dev.count(component) == 1
+    overlay = tmp_path / "refresh"
     overlay.mkdir()
-    text = dev.replace("../../", f"{os.path.relpath(MANIFESTS, overlay)}/")
-    text += (
-        "  - patch: |-\n"
-        "      $patch: delete\n"
-        "      apiVersion: rbac.authorization.k8s.io/v1\n"
-        "      kind: Role\n"
-        "      metadata: {name: spillover-operator-refresh, namespace: clerum}\n"
-        "  - patch: |-\n"
-        "      $patch: delete\n"
-        "      apiVersion: rbac.authorization.k8s.io/v1\n"
-        "      kind: RoleBinding\n"
-        "      metadata: {name: spillover-operator-refresh, namespace: clerum}\n"
-    )
+    text = dev.replace(anchor, anchor + "".join(f"      - {lit}\n" for lit in literals))
+    text = text.replace(component, component + "  - ../../components/recipe-pods-refresh\n")
+    text = text.replace("../../", f"{os.path.relpath(MANIFESTS, overlay)}/")
     (overlay / "kustomization.yaml").write_text(text)
-    check_recipe_rbac(build(overlay), refresh=False)
+    return build(overlay)
+
+
+def test_the_opt_in_narrows_the_refresh_role_to_the_allowed_workloads(tmp_path: Path) -> None:
+    docs = opted_in(
+        tmp_path,
+        ["recipeDeployments=mcp-host-r1", "recipeStatefulSets=mcp-host-s1", "recipeRefresh=Always"],
+    )
+    check_recipe_rbac(docs)
+    role = find(docs, "Role", REFRESH)
+    main = find(docs, "Role", "spillover-operator")
+    assert role["metadata"]["namespace"] == main["metadata"]["namespace"]
+    # Only patch, only on the named workloads; never pods, never a rule without names.
+    assert _grants(role) == set()
+    assert [(r["resources"], r["verbs"], r["resourceNames"]) for r in role["rules"]] == [
+        (["deployments"], ["patch"], ["mcp-host-r1"]),
+        (["statefulsets"], ["patch"], ["mcp-host-s1"]),
+    ]
+    binding = find(docs, "RoleBinding", REFRESH)
+    assert binding["roleRef"]["name"] == REFRESH
+    assert binding["metadata"]["namespace"] == main["metadata"]["namespace"]
+    assert binding["subjects"] == find(docs, "RoleBinding", "spillover-operator")["subjects"]
+
+    # The operator is given the same names, and restarts nothing else.
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    allowed = refresh_allow_list(env)
+    assert allowed.owners == frozenset(
+        {Owner("Deployment", "mcp-host-r1"), Owner("StatefulSet", "mcp-host-s1")}
+    )
+    assert find(docs, "ConfigMap", ALLOWED_CM)["data"]["recipeRefresh"] == "Always"
+
+
+def test_the_opt_in_without_names_grants_nothing(tmp_path: Path) -> None:
+    docs = opted_in(tmp_path, [])
+    role = find(docs, "Role", REFRESH)
+    assert [r["resourceNames"] for r in role["rules"]] == [[""], [""]]
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert refresh_allow_list(env).owners == frozenset()
+
+
+def test_the_refresh_request_needs_the_refresh_verb() -> None:
+    docs = build(MANIFESTS / "base")
+    vap = find(docs, "ValidatingAdmissionPolicy", "spillover-refresh-request")
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", "spillover-refresh-request")
+    assert binding["spec"]["policyName"] == "spillover-refresh-request"
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    assert "check('refresh').allowed()" in vap["spec"]["validations"][0]["expression"]
+    role = find(docs, "ClusterRole", REFRESHER)
+    assert role["rules"] == [
+        {
+            "apiGroups": ["spillover.clerum.io"],
+            "resources": ["spilloverpolicies"],
+            "verbs": ["refresh"],
+        }
+    ]

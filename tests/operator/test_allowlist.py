@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from spillover_operator import allowlist
 from spillover_operator.allowlist import (
     ALLOWED_TARGETS_VAR,
     DEFAULT,
@@ -13,6 +14,7 @@ from spillover_operator.allowlist import (
     refusal,
 )
 from spillover_operator.constants import DEFAULT_TARGET
+from spillover_operator.recipe_pods import NO_OWNER, Owner
 
 
 @pytest.mark.parametrize("raw", [None, "", "   ", ",", " , ,"])
@@ -90,3 +92,43 @@ def test_a_malformed_setting_refuses_every_target_and_says_why() -> None:
         assert message.startswith(f"spec.target.deployment: {target!r} cannot be checked")
         assert "there is no wildcard" in message
         assert "configures no Deployment until its setting is fixed" in message
+
+
+# ---- the recipe workloads a refresh may restart ----------------------------------
+
+
+def test_refresh_allow_list_is_empty_unless_named() -> None:
+    assert allowlist.refresh_allow_list({}).owners == frozenset()
+    env = {
+        allowlist.REFRESH_DEPLOYMENTS_VAR: " mcp-host-r1, mcp-host-r2 ,",
+        allowlist.REFRESH_STATEFULSETS_VAR: "mcp-s",
+    }
+    assert allowlist.refresh_allow_list(env).owners == frozenset(
+        {Owner("Deployment", "mcp-host-r1"), Owner("Deployment", "mcp-host-r2"),
+         Owner("StatefulSet", "mcp-s")}
+    )  # fmt: skip
+
+
+def test_refresh_refusal_names_the_owner_the_allowed_ones_and_the_fix() -> None:
+    env = {allowlist.REFRESH_DEPLOYMENTS_VAR: "mcp-host-r1"}
+    assert allowlist.refresh_refusal(Owner("Deployment", "mcp-host-r1"), env) is None
+    # Same name, other kind: not allowed.
+    db = allowlist.refresh_refusal(Owner("StatefulSet", "mcp-host-r1"), env)
+    assert db is not None and db.startswith("StatefulSet/mcp-host-r1 is not a recipe workload")
+    assert "allowed: Deployment/mcp-host-r1" in db and "recipeStatefulSets" in db
+    # Nothing named: nothing allowed, and it says so.
+    ledger = allowlist.refresh_refusal(Owner("Deployment", "ledger"), {})
+    assert ledger is not None and "allowed: none" in ledger
+    # Pods of other controllers are never deleted, bare pods never touched.
+    job = allowlist.refresh_refusal(Owner("Job", "x"), env)
+    assert job is not None and "never deletes pods" in job
+    bare = allowlist.refresh_refusal(NO_OWNER, env)
+    assert bare is not None and "no controller" in bare
+
+
+def test_a_malformed_refresh_setting_refuses_every_owner() -> None:
+    env = {allowlist.REFRESH_STATEFULSETS_VAR: "*"}
+    with pytest.raises(allowlist.AllowListError, match="no wildcard, name each StatefulSet"):
+        allowlist.refresh_allow_list(env)
+    message = allowlist.refresh_refusal(Owner("StatefulSet", "anything"), env)
+    assert message is not None and "restarts nothing until its setting is fixed" in message

@@ -57,10 +57,44 @@ def test_bounds_are_inclusive(key: str, value: int) -> None:
 
 
 def test_null_optional_fields_mean_unset() -> None:
-    spec = parse_spec(
-        {"enabled": None, "thresholdBytes": None, "budgetBytes": None, "target": TARGET}
-    )
+    spec = parse_spec({"thresholdBytes": None, "budgetBytes": None, "target": TARGET})
     assert (spec.enabled, spec.threshold_bytes, spec.budget_bytes) == (True, None, None)
+
+
+def test_null_enabled_is_refused_not_taken_as_on() -> None:
+    """`enabled: null` is no answer to "on or off?": the kill switch must not read it as
+    on (the CRD refuses it too)."""
+    with pytest.raises(InvalidSpecError) as info:
+        parse_spec({"enabled": None, "target": TARGET})
+    assert info.value.problems == [
+        "spec.enabled: null is neither on nor off; write true or false (or leave the "
+        "field out for true)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("selector", "named"),
+    [
+        ({"matchLabels": {"bad key!": "x"}}, "spec.recipePods.selector.matchLabels['bad key!']"),
+        (
+            {"matchLabels": {"app": "mcp-host,tier!=x"}},
+            "spec.recipePods.selector.matchLabels['app']: label value 'mcp-host,tier!=x'",
+        ),
+        ({"matchLabels": {"app": "v" * 70}}, "at most 63 characters"),
+        ({"matchLabels": {f"l{i}": "v" for i in range(2000)}}, "2000 labels, at most 16"),
+        (
+            {"matchExpressions": [{"key": "k", "operator": "In", "values": ["a b"]}]},
+            "spec.recipePods.selector.matchExpressions[0]: label value 'a b'",
+        ),
+    ],
+)
+def test_recipe_pod_selectors_are_checked_as_kubernetes_checks_labels(
+    selector: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidSpecError) as info:
+        parse_spec({"target": TARGET, "recipePods": {"selector": selector}})
+    assert len(info.value.problems) == 1
+    assert named in info.value.problems[0]
 
 
 BAD_SPECS: list[tuple[str, dict[str, Any], list[str]]] = [

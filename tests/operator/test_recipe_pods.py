@@ -137,8 +137,13 @@ def test_assess_pods_counts_and_lists_at_most_ten() -> None:
     result = assess_pods(pods, spec(enabled=False), OFF, selector="s", replica_sets=RS)
     status = result.to_status()
     assert status["matched"] == 13 and status["stale"] == 12 and status["current"] == 1
-    assert len(status["stalePods"]) == 10
+    # Counts and owners, never pod names (the policy's author may not list pods).
+    assert status["staleOwners"] == [{"owner": "Deployment/mcp-host-r1", "stale": 12}]
+    assert "p0" not in str(status) and "p1" not in str(status)
     assert result.pods[0].owner == Owner("Deployment", "mcp-host-r1")
+    message = recipe_condition(result).message
+    assert "stale pods by owner: Deployment/mcp-host-r1: 12" in message
+    assert "p0" not in message and "p1" not in message
 
 
 def verdict(name: str, owner: Owner, created: str, state: str = "stale") -> PodVerdict:
@@ -189,6 +194,25 @@ def test_other_controllers_get_their_pods_deleted() -> None:
     pods = RecipePods("s", [verdict("a", CM, "2026-01-01T00:00:00Z")])
     step = next_refresh(pods, {})
     assert (step.action, step.pods) == ("delete", ("a",))
+
+
+def test_owners_the_caller_may_not_refresh_are_refused_and_skipped() -> None:
+    """The operator's refresh allow-list: a refused owner is neither restarted nor are
+    its pods deleted; an allowed one after it is still refreshed."""
+    pods = RecipePods(
+        "s",
+        [
+            verdict("a", D1, "2026-01-01T00:00:00Z"),
+            verdict("b", D2, "2026-01-01T00:00:00Z"),
+            verdict("c", CM, "2026-01-01T00:00:00Z"),
+        ],
+    )
+    step = next_refresh(pods, {}, may_refresh=lambda owner: owner == D2)
+    assert (step.action, step.owner, step.refused) == ("restart", D2, (CM, D1))
+    nothing = next_refresh(pods, {}, may_refresh=lambda owner: False)
+    assert (nothing.action, nothing.owner, nothing.refused) == ("none", None, (CM, D1, D2))
+    # Without the check (spilloverctl --direct acts with the caller's own permissions).
+    assert next_refresh(pods, {}).refused == ()
 
 
 def test_refresh_modes() -> None:

@@ -228,6 +228,9 @@ def report_to_json(report: StatusReport) -> dict[str, Any]:
         if report.recipe_pods is None
         else {
             **report.recipe_pods.to_status(),
+            # Listed by spilloverctl with the caller's own permissions (the policy's
+            # status carries only counts and owners).
+            "stalePods": [p.name for p in report.recipe_pods.stale_pods()],
             "pods": [
                 {
                     "name": p.name,

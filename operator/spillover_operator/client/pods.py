@@ -13,6 +13,8 @@ from typing import Any
 from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
+from spillover_operator.labels import SelectorError as SelectorError
+from spillover_operator.labels import parse_selector
 from spillover_operator.policy import PolicySpec
 from spillover_operator.recipe_pods import ChangedAt, RecipePods, assess_pods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
@@ -20,36 +22,12 @@ from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config
 RESOURCE = "pods"
 
 
-class SelectorError(ValueError):
-    """A label selector that Kubernetes would refuse (the message names the part)."""
-
-
 def selector_string(selector: Mapping[str, Any]) -> str:
     """A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) as the string the
-    list API takes (`app=mcp-host,tier in (a,b),!legacy`). An empty selector matches
-    everything, as in Kubernetes."""
-    parts: list[str] = []
-    for key, value in sorted((selector.get("matchLabels") or {}).items()):
-        parts.append(f"{key}={value}")
-    for number, expr in enumerate(selector.get("matchExpressions") or []):
-        key, op = expr.get("key"), expr.get("operator")
-        values = [str(v) for v in expr.get("values") or []]
-        where = f"matchExpressions[{number}]"
-        if not isinstance(key, str) or not key:
-            raise SelectorError(f"{where}.key must be a label key")
-        if op in ("In", "NotIn"):
-            if not values:
-                raise SelectorError(f"{where}: operator {op} needs at least one value")
-            parts.append(f"{key} {'in' if op == 'In' else 'notin'} ({','.join(values)})")
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                raise SelectorError(f"{where}: operator {op} takes no values")
-            parts.append(key if op == "Exists" else f"!{key}")
-        else:
-            raise SelectorError(
-                f"{where}.operator is {op!r}; allowed: In, NotIn, Exists, DoesNotExist"
-            )
-    return ",".join(parts)
+    list API takes (`app=mcp-host,tier in (a,b),!legacy`), rendered from its validated
+    requirements (`labels.parse_selector`: SelectorError for a key, value or operator
+    Kubernetes would refuse). An empty selector matches everything, as in Kubernetes."""
+    return parse_selector(selector).render()
 
 
 # A LIST with resourceVersion=0 is answered from the API server's watch cache at

@@ -32,13 +32,42 @@ def test_empty_selector_matches_everything() -> None:
     [
         ({"key": "k", "operator": "In", "values": []}, r"matchExpressions\[0\]: operator In"),
         ({"key": "k", "operator": "Exists", "values": ["v"]}, "takes no values"),
-        ({"key": "k", "operator": "Gt", "values": ["1"]}, "allowed: In, NotIn"),
-        ({"operator": "Exists"}, r"matchExpressions\[0\]\.key"),
+        ({"key": "k", "operator": "Gt", "values": ["1"]}, "not one of In, NotIn"),
+        ({"operator": "Exists"}, r"matchExpressions\[0\]: a label key"),
+        ({"key": "k", "operator": "In", "values": ["a,b"]}, r"label value 'a,b'"),
+        ({"key": "k", "operator": "In", "values": ["a) ,x in (b"]}, "label value"),
+        ({"key": "bad key!", "operator": "Exists"}, r"label key 'bad key!'"),
     ],
 )
 def test_bad_expressions_are_named(expr: dict[str, object], message: str) -> None:
     with pytest.raises(SelectorError, match=message):
         selector_string({"matchExpressions": [expr]})
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        # A comma would add a requirement of its own to the rendered string.
+        ({"app": "mcp-host,tier!=x"}, r"matchLabels\['app'\]: label value 'mcp-host,tier!=x'"),
+        ({"app": "x" * 64}, "at most 63 characters"),
+        ({"bad key!": "x"}, r"matchLabels\['bad key!'\]: label key"),
+        ({"a/b/c": "x"}, "prefix 'a/b' must be a DNS subdomain"),
+        ({"/x": "x"}, "prefix before '/' is empty"),
+        ({f"k{i}": "v" for i in range(17)}, "17 labels, at most 16"),
+    ],
+)
+def test_match_labels_are_checked_as_kubernetes_checks_them(
+    labels: dict[str, object], message: str
+) -> None:
+    with pytest.raises(SelectorError, match=message):
+        selector_string({"matchLabels": labels})
+
+
+def test_valid_keys_and_values_render_as_given() -> None:
+    labels = {"example.com/app_name.v1": "A-b_c.9", "x": "", "k": "v" * 63}
+    assert selector_string({"matchLabels": labels}) == (
+        f"example.com/app_name.v1=A-b_c.9,k={'v' * 63},x="
+    )
 
 
 def test_pod_values_read_the_named_container() -> None:
