@@ -209,6 +209,7 @@ class Bench:
             **self.env,
             "SPILLOVER_ALLOWED_TARGETS": self.allowed,
             "SPILLOVER_METRICS_PORT": str(_free_port()),
+            "SPILLOVER_LIVENESS_PORT": str(_free_port()),
         }
         logfile = (self.tmp / f"operator-{self.operator_runs}.log").open("wb")
         self.operator = subprocess.Popen(

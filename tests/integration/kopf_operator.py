@@ -76,6 +76,8 @@ class OperatorProcess:
         env.update(
             KUBECONFIG=str(self.kubeconfig),
             SPILLOVER_METRICS_PORT=str(self.metrics_port),
+            # /livez (liveness.py) has a fixed port in the pod; here, one of its own.
+            SPILLOVER_LIVENESS_PORT=str(free_port()),
             PYTHONUNBUFFERED="1",
             SPILLOVER_ALLOWED_TARGETS=self.allowed_targets,
         )
