@@ -137,6 +137,12 @@ class PodVerdict:
     values: dict[str, Resolved]
     state: PodState
     why: str
+    # Stale only because its process started before the value reached the ConfigMap it
+    # reads (its spec is right): a restart settles it, the template is not to blame.
+    predates_change: bool = False
+    # Stale values read from a ConfigMap that still holds the old value: the WRC has not
+    # passed the new one on yet (or will not); the pod's own template is not to blame.
+    from_config_map: bool = False
 
     def shown(self, var: str) -> str:
         found = self.values.get(var)
@@ -243,6 +249,7 @@ def classify(
             values,
             "stale",
             f"runs {parts}; it keeps them until restarted",
+            from_config_map=all("configMap" in values[var].source for var in differing),
         )
     if unknown:
         why = "; ".join(f"{var}: {values[var].source}" for var in unknown)
@@ -263,6 +270,7 @@ def classify(
                     f"ConfigMap {cm} changed after the container started "
                     f"({when.isoformat()} {order} {started.isoformat()}): the process keeps "
                     "the values it started with until restarted",
+                    predates_change=True,
                 )
     return PodVerdict(name, owner, created, chosen, values, "current", "runs the policy's values")
 
@@ -376,20 +384,31 @@ def _after(created: str | None, moment: str) -> bool:
     return a is not None and b is not None and a >= b
 
 
+# How often one owner is restarted in one round because its new pods started before the
+# value reached them (the WRC passes it on after its own rollout; seen within 0.5 s).
+MAX_RESTARTS_PER_ROUND = 3
+
+
 def next_refresh(
     pods: RecipePods,
     refreshed: Mapping[Owner, str],
     expected: Mapping[Owner, int] | None = None,
     may_refresh: Callable[[Owner], bool] | None = None,
+    times: Mapping[Owner, int] | None = None,
 ) -> RefreshStep:
     """The next refresh step given the owners already refreshed in this round (owner ->
     when) and how many stale pods each had then (`expected`). One owner at a time: while
     a refreshed owner still has stale pods created before its refresh, or fewer pods
     created since than it had stale ones, wait. A refreshed owner with a stale pod
     created after its refresh is StaleAfterRefresh: the refresh stops there (no other
-    owner is restarted in this round). `may_refresh` (None: every owner): the owners
-    the caller may restart or delete pods of; the others are `refused`, skipped."""
+    owner is restarted in this round), unless every such pod is stale only because it
+    started before the value reached the ConfigMap it reads (`predates_change`): that
+    owner is restarted again, up to MAX_RESTARTS_PER_ROUND times (`times`: how often
+    it was); while the ConfigMap still holds the old value (`from_config_map`), wait.
+    `may_refresh` (None: every owner): the owners the caller may restart or delete pods
+    of; the others are `refused`, skipped."""
     expected = expected or {}
+    times = times or {}
     by_owner: dict[Owner, list[PodVerdict]] = {}
     for verdict in pods.stale_pods():
         by_owner.setdefault(verdict.owner, []).append(verdict)
@@ -402,15 +421,35 @@ def next_refresh(
     for owner in refused:
         del by_owner[owner]
     after_refresh: list[Owner] = []
+    again: Owner | None = None
     waiting: Owner | None = None
     for owner, at in sorted(refreshed.items()):
         stale = by_owner.get(owner, [])
         replaced = sum(1 for v in pods.pods if v.owner == owner and _after(v.created, at))
-        if any(_after(v.created, at) for v in stale):
+        new_stale = [v for v in stale if _after(v.created, at)]
+        if (
+            new_stale
+            and all(v.predates_change for v in new_stale)
+            and (times.get(owner, 1) < MAX_RESTARTS_PER_ROUND)
+        ):
+            again = again or owner
+        elif (
+            new_stale
+            and all(v.from_config_map or v.predates_change for v in new_stale)
+            and times.get(owner, 1) < MAX_RESTARTS_PER_ROUND
+        ):
+            # The ConfigMap they read still holds the old value: wait for the WRC to pass
+            # the new one on (they are then restarted again, above).
+            waiting = waiting or owner
+        elif new_stale:
             after_refresh.append(owner)
         elif stale or replaced < expected.get(owner, 0):
             waiting = waiting or owner
     done = tuple(after_refresh)
+    if again is not None and not done:
+        names = tuple(v.name for v in by_owner.get(again, []))
+        action: Literal["restart", "delete"] = "restart" if again.restartable else "delete"
+        return RefreshStep(action, again, names, done, unrefreshable, refused)
     if done:
         # Stop: the WRC's templates carry the old values; restarting more owners would
         # only churn pods (and fight the WRC).
@@ -421,7 +460,7 @@ def next_refresh(
         if owner in refreshed:
             continue
         names = tuple(v.name for v in by_owner[owner])
-        action: Literal["restart", "delete"] = "restart" if owner.restartable else "delete"
+        action = "restart" if owner.restartable else "delete"
         return RefreshStep(action, owner, names, done, unrefreshable, refused)
     return RefreshStep("none", None, (), done, unrefreshable, refused)
 

@@ -91,19 +91,23 @@ class RecipeOutcome:
 
 def _previous_refreshes(
     previous: Mapping[str, Any], round_id: str
-) -> tuple[dict[Owner, str], dict[Owner, int]]:
-    """(owner -> when refreshed, owner -> how many stale pods it had) of this round."""
+) -> tuple[dict[Owner, str], dict[Owner, int], dict[Owner, int]]:
+    """(owner -> when last refreshed, owner -> how many stale pods it had then, owner ->
+    how often it was refreshed) of this round."""
     if previous.get("refreshRound") != round_id:
-        return {}, {}
+        return {}, {}, {}
     at: dict[Owner, str] = {}
     pods: dict[Owner, int] = {}
+    times: dict[Owner, int] = {}
     for item in previous.get("refreshed") or []:
         if isinstance(item, Mapping):
             kind, _, name = str(item.get("owner", "")).partition("/")
             at[Owner(kind, name)] = str(item.get("at", ""))
             count = item.get("pods")
             pods[Owner(kind, name)] = count if isinstance(count, int) else 0
-    return at, pods
+            n = item.get("times")
+            times[Owner(kind, name)] = n if isinstance(n, int) and n > 0 else 1
+    return at, pods, times
 
 
 def reconcile_recipe_pods(
@@ -135,11 +139,13 @@ def reconcile_recipe_pods(
     token = refresh_request(policy)
     requested = bool(token) and previous.get("handledRequest") != token
     round_id = f"{meta.get('generation')}/{token if requested else ''}"
-    refreshed, expected = _previous_refreshes(previous, round_id)
+    refreshed, expected, times = _previous_refreshes(previous, round_id)
     wanted = refresh_wanted(spec.recipe_pods, spec.enabled, requested)
     events: list[Event] = []
     note = ""
-    step = next_refresh(pods, refreshed, expected, lambda owner: refusal(owner) is None)
+    step = next_refresh(
+        pods, refreshed, expected, lambda owner: refusal(owner) is None, times=times
+    )
     handled = previous.get("handledRequest")
     if wanted and not rollout_complete and pods.stale_pods():
         note = "refresh waits for the WRC rollout to complete"
@@ -157,6 +163,7 @@ def reconcile_recipe_pods(
             note = f"refresh of {step.owner} failed: {exc.message}"
             events.append(("Warning", "RecipePodsRefreshFailed", note))
         else:
+            times[step.owner] = times.get(step.owner, 0) + 1 if step.owner in refreshed else 1
             refreshed[step.owner] = now
             expected[step.owner] = len(step.pods)
             events.append(("Normal", "RecipePodsRefresh", describe_step(step)))
@@ -179,7 +186,7 @@ def reconcile_recipe_pods(
     body = pods.to_status()
     body["refreshRound"] = round_id
     body["refreshed"] = [
-        {"owner": str(o), "at": at, "pods": expected.get(o, 0)}
+        {"owner": str(o), "at": at, "pods": expected.get(o, 0), "times": times.get(o, 1)}
         for o, at in sorted(refreshed.items())
     ]
     if refused:

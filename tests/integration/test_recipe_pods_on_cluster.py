@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,7 +320,7 @@ def test_kill_wait_refresh_recipe_pods_succeeds_only_when_every_pod_is_current(
     assert code == exit_codes.OK, (out, err)
     assert spillover_off_everywhere(setup), values
     assert len(values) == 3 and not set(values) & set(before)  # all replaced
-    assert "recipe pods: all 3 run the policy's values" in out
+    assert re.search(r"recipe pods: all \d+ run the policy's values", out), out
 
     pol = setup.policy()
     assert condition(pol, "RecipePodsCurrent")["status"] == "True"

@@ -320,3 +320,46 @@ def test_an_explicit_default_or_an_invalid_size_runs_as_the_default() -> None:
         assert got.state == "current", (raw, got.why)
     wrong = classify(pod("a", {THRESHOLD_VAR: "32768"}), want, container=None, owner=NO_OWNER)
     assert wrong.state == "stale"
+
+
+def test_an_owner_whose_new_pods_started_before_the_value_reached_them_is_restarted_again() -> None:
+    """Not StaleAfterRefresh: their spec is right, only the ConfigMap they read changed
+    after they started (the WRC passed the value on after the refresh). Restarted again,
+    up to MAX_RESTARTS_PER_ROUND times, then StaleAfterRefresh."""
+    from spillover_operator.recipe_pods import MAX_RESTARTS_PER_ROUND
+
+    at = "2026-01-01T01:00:00Z"
+    late = PodVerdict(
+        "p-new",
+        D1,
+        "2026-01-01T01:00:05Z",
+        "mcp-host",
+        {},
+        "stale",
+        "ConfigMap cm changed",
+        predates_change=True,
+    )
+    pods = RecipePods("s", [late])
+    step = next_refresh(pods, {D1: at}, {D1: 1}, times={D1: 1})
+    assert (step.action, step.owner, step.stale_after_refresh) == ("restart", D1, ())
+    spent = next_refresh(pods, {D1: at}, {D1: 1}, times={D1: MAX_RESTARTS_PER_ROUND})
+    assert spent.stale_after_refresh == (D1,)
+    baked = PodVerdict("p-new", D1, "2026-01-01T01:00:05Z", "mcp-host", {}, "stale", "runs x")
+    assert next_refresh(RecipePods("s", [baked]), {D1: at}, {D1: 1}).stale_after_refresh == (D1,)
+
+
+def test_new_pods_reading_a_config_map_that_still_holds_the_old_value_are_waited_for() -> None:
+    """The refresh came before the WRC passed the value on: not the template's fault."""
+    at = "2026-01-01T01:00:00Z"
+    early = PodVerdict(
+        "p-new",
+        D1,
+        "2026-01-01T01:00:05Z",
+        "mcp-host",
+        {},
+        "stale",
+        "runs x",
+        from_config_map=True,
+    )
+    step = next_refresh(RecipePods("s", [early]), {D1: at}, {D1: 1}, times={D1: 1})
+    assert (step.action, step.owner, step.stale_after_refresh) == ("wait", D1, ())

@@ -301,6 +301,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
 
     refreshed: dict[Owner, str] = {}
     expected: dict[Owner, int] = {}
+    times: dict[Owner, int] = {}
     deadline = time.monotonic() + timeout
     while True:
         report = observe(cluster, name)
@@ -308,7 +309,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         if pods is None:
             out.write(f"recipe pods: not refreshed ({report.recipe_pods_error or 'not read'})\n")
             return
-        step = next_refresh(pods, refreshed, expected)
+        step = next_refresh(pods, refreshed, expected, times=times)
         if step.stale_after_refresh:
             owners = ", ".join(str(o) for o in step.stale_after_refresh)
             raise OperatorRefused(
@@ -320,6 +321,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         if step.action in ("restart", "delete") and step.owner is not None:
             at = now_rfc3339()
             run_step(cluster, step, at)
+            times[step.owner] = times.get(step.owner, 0) + 1
             refreshed[step.owner] = at
             expected[step.owner] = len(step.pods)
             out.write(f"recipe pods: {describe_step(step)}\n")
