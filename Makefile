@@ -174,6 +174,22 @@ deploy-minikube: ## Build the operator image inside Minikube and deploy the mini
 	minikube -p $(MINIKUBE_PROFILE) image build -t spillover-operator:dev operator
 	$(KUBECTL) --context $(MINIKUBE_PROFILE) apply -k manifests/overlays/minikube
 
+PLATFORM_IMAGE ?= localhost/spillover-platform:dev
+
+.PHONY: image-platform
+image-platform: image ## The local platform stand-ins' image (the simulator as mcp-host, the WRC stand-in): the operator image + the harness sources
+	$(IMAGE_BUILD) --build-arg OPERATOR_IMAGE=$(IMAGE) -f harness/Dockerfile.platform -t $(PLATFORM_IMAGE) harness
+
+# podman (with runc, the host's network: no bridge left behind) or docker.
+IMAGE_BUILD = $(if $(shell command -v podman),podman build $(if $(shell command -v runc),--runtime runc) --network host,docker build)
+
+.PHONY: platform-local
+platform-local: $(STAMP) image-platform ## The WRC stand-in and its mcp-host pods on the real node (after make deploy-local; RECIPES="r1=2 r2=1")
+	$(PYTHON) tests/controlplane/localcluster.py load-image $(PLATFORM_IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)
+	$(PYTHON) -m spillover_harness.sim.platform --namespace $(NAMESPACE) --image $(PLATFORM_IMAGE) \
+	  $(foreach r,$(or $(RECIPES),r1=2),--recipe $(r)) \
+	  | KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) apply -f -
+
 .PHONY: deploy-local
 deploy-local: $(STAMP) image ## The operator as users deploy it, on the local cluster's real node (make cluster-up REAL_NODE=1 first): image loaded into its containerd, manifests/overlays/local applied
 	$(PYTHON) tests/controlplane/localcluster.py load-image $(IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)

@@ -162,6 +162,15 @@ def pod_container_name(pod: Mapping[str, Any], wanted: str | None) -> str | None
 ChangedAt = Callable[[str], datetime.datetime | None]
 
 
+class ReportUnavailable(RuntimeError):
+    """A pod declares a process report (mcp_host.REPORT_ANNOTATION) that cannot be read."""
+
+
+# What a pod's process reports it runs with (mcp_host.parse_report); None: the pod
+# declares no report; ReportUnavailable: it does, and it could not be read.
+ProcessReport = Callable[[Mapping[str, Any]], Mapping[str, str | None] | None]
+
+
 def _started(pod: Mapping[str, Any], container: str) -> datetime.datetime | None:
     """When the container's process started (else the pod, else its creation)."""
     status = pod.get("status") or {}
@@ -201,8 +210,14 @@ def classify(
     owner: Owner,
     config_maps: ConfigMapLookup = no_config_maps,
     changed_at: ChangedAt | None = None,
+    process_report: ProcessReport | None = None,
 ) -> PodVerdict:
     """The verdict on one pod given the policy's values (`envplan.render_env`).
+
+    With `process_report`, a pod whose spec says it runs the policy's values is current
+    only once its process reports them too, where it declares a report
+    (`mcp_host.REPORT_ANNOTATION`): a process that reports other values is stale, one
+    whose report cannot be read is unknown.
 
     A value from a ConfigMap is what the ConfigMap held when the container started:
     with `changed_at` (when a ConfigMap last changed), a pod that would be current but
@@ -272,6 +287,34 @@ def classify(
                     "the values it started with until restarted",
                     predates_change=True,
                 )
+    if process_report is not None:
+        try:
+            reported = process_report(pod)
+        except ReportUnavailable as exc:
+            return PodVerdict(
+                name, owner, created, chosen, values, "unknown",
+                f"its process did not report what it runs with: {exc}",
+            )  # fmt: skip
+        if reported is not None:
+            off = [
+                var
+                for var in SPILLOVER_VARS
+                if value_in_effect(var, reported.get(var)) != value_in_effect(var, desired.get(var))
+            ]
+            if off:
+                parts = ", ".join(
+                    f"{var}={value_in_effect(var, reported.get(var))} "
+                    f"(policy: {value_in_effect(var, desired.get(var))})"
+                    for var in off
+                )
+                return PodVerdict(
+                    name, owner, created, chosen, values, "stale",
+                    f"its process reports it runs {parts}",
+                )  # fmt: skip
+            return PodVerdict(
+                name, owner, created, chosen, values, "current",
+                "its process reports the policy's values",
+            )  # fmt: skip
     return PodVerdict(name, owner, created, chosen, values, "current", "runs the policy's values")
 
 
@@ -334,6 +377,7 @@ def assess_pods(
     replica_sets: Mapping[str, Mapping[str, Any]] | None = None,
     config_maps: ConfigMapLookup = no_config_maps,
     changed_at: ChangedAt | None = None,
+    process_report: ProcessReport | None = None,
 ) -> RecipePods:
     """Classify the pods matched by the policy's selector (`pods` already listed with
     it; those being deleted count too: they still run until they are gone)."""
@@ -345,6 +389,7 @@ def assess_pods(
             owner=owner_of(pod, replica_sets or {}),
             config_maps=config_maps,
             changed_at=changed_at,
+            process_report=process_report,
         )
         for pod in pods
         if selector_matches(spec.recipe_pods.selector, (pod.get("metadata") or {}).get("labels"))

@@ -14,6 +14,7 @@ from spillover_operator.recipe_pods import (
     Owner,
     PodVerdict,
     RecipePods,
+    ReportUnavailable,
     assess_pods,
     classify,
     next_refresh,
@@ -363,3 +364,43 @@ def test_new_pods_reading_a_config_map_that_still_holds_the_old_value_are_waited
     )
     step = next_refresh(RecipePods("s", [early]), {D1: at}, {D1: 1}, times={D1: 1})
     assert (step.action, step.owner, step.stale_after_refresh) == ("wait", D1, ())
+
+
+def _pod_with_env(enabled: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "mcp-host",
+                                 "env": [{"name": ENABLED_VAR, "value": enabled}]}]},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+
+
+def test_a_process_report_decides_once_the_spec_says_current() -> None:
+    """The spec says the policy's values; what the process reports decides."""
+    desired = {ENABLED_VAR: "false", THRESHOLD_VAR: None, BUDGET_VAR: None}
+    pod = _pod_with_env("false")
+    owner = Owner("Deployment", "d1")
+
+    def reports(values: dict[str, str | None] | None) -> Any:
+        return lambda _pod: values
+
+    assert classify(pod, desired, container=None, owner=owner).state == "current"
+    on = classify(pod, desired, container=None, owner=owner,
+                  process_report=reports({ENABLED_VAR: None}))  # fmt: skip
+    assert on.state == "stale"
+    assert on.why == f"its process reports it runs {ENABLED_VAR}=true (policy: false)"
+    off = classify(pod, desired, container=None, owner=owner,
+                   process_report=reports({ENABLED_VAR: "false"}))  # fmt: skip
+    assert (off.state, off.why) == ("current", "its process reports the policy's values")
+    undeclared = classify(pod, desired, container=None, owner=owner, process_report=reports(None))
+    assert undeclared.why == "runs the policy's values"
+
+    def unreachable(_pod: Any) -> Any:
+        raise ReportUnavailable("connection refused")
+
+    unknown = classify(pod, desired, container=None, owner=owner, process_report=unreachable)
+    assert unknown.state == "unknown" and "connection refused" in unknown.why
+    # A spec that already says stale stays stale, whatever the process would say.
+    stale = classify(_pod_with_env("true"), desired, container=None, owner=owner,
+                     process_report=reports({ENABLED_VAR: "false"}))  # fmt: skip
+    assert stale.state == "stale"

@@ -2,7 +2,9 @@
 effect: the pod's container as the kubelet resolves it (`env`, `valueFrom`, `envFrom`
 with prefix, `$(VAR)`; a Secret is `unknown`), through the client library
 (`list_pods`, `pod_values`, `config_map_lookup`), the way the operator and
-spilloverctl read them.
+spilloverctl read them. Where the pod declares a process report
+(`spillover_operator.mcp_host.REPORT_ANNOTATION`), what its process reports it runs
+with is what counts (`read_process_report`); a report that cannot be read is unknown.
 
 A configuration may run only when every mcp-host pod of the recipe carries it
 (`stale` lists the others); the stage waits for the operator (the policy's
@@ -24,9 +26,11 @@ from spillover_operator.client import (
     config_map_lookup,
     list_pods,
     pod_values,
+    read_process_report,
 )
 from spillover_operator.constants import SPILLOVER_VARS
 from spillover_operator.mcp_host import value_in_effect
+from spillover_operator.recipe_pods import ReportUnavailable
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
 
@@ -104,6 +108,13 @@ def read_pods(conn: Connection, selector: str, container: str | None) -> list[Po
                 )
                 for var, r in resolved.items()
             }
+            try:
+                reported = read_process_report(conn, pod)
+            except ReportUnavailable as exc:
+                values = {v: f"unknown:its process did not report: {exc}" for v in SPILLOVER_VARS}
+            else:
+                if reported is not None:
+                    values = dict(reported)
         out.append(
             PodValues(
                 name=str(meta.get("name", "")),

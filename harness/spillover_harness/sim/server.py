@@ -25,6 +25,11 @@ Contract (docs/simulator.md has the details and examples):
 - `POST /admin/restart` -> 200: the counters restart at zero (an mcp-host
   restart, a counter reset for Prometheus). Runs in flight keep running.
 - `GET /healthz` -> 200 `ok`.
+- `GET /spillover` -> `{"runsWith": {VAR: value or null}, "source": ...}`: the raw values
+  of the three variables this server runs its steps with (null: unset, the default).
+  With `process_env` (`--env-from-process`: the simulator serving as an mcp-host in a
+  pod), every run's environment is this process's own, whatever the request says, and
+  this is what it reports; with the `ignore_env` fault it runs (and reports) defaults.
 
 `serve(host, port)` starts one in a daemon thread; `python -m
 spillover_harness.sim.server --port N` runs one in the foreground.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -48,6 +54,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST
+from spillover_operator.constants import SPILLOVER_VARS
 
 from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.sim.metrics import SpilloverMetrics
@@ -128,6 +135,7 @@ class SimServer(ThreadingHTTPServer):
         pace: float = 0.0,
         workers: int = 4,
         env_source: Callable[[str], Mapping[str, str]] | None = None,
+        process_env: bool = False,
     ) -> None:
         super().__init__(address, _Handler)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -141,6 +149,7 @@ class SimServer(ThreadingHTTPServer):
         # Where a run's mcp-host environment comes from: the recipe's mcp-host pod (a
         # callable given the recipe), as on the platform; None: the request's `env`.
         self.env_source = env_source
+        self.process_env = process_env
         self.metrics = SpilloverMetrics()
         self.restarts = 0
         self._fixtures = fixtures
@@ -214,7 +223,9 @@ class SimServer(ThreadingHTTPServer):
             t0 = time.monotonic()
             run_env = env
             try:
-                if self.env_source is not None:
+                if self.process_env:
+                    run_env = {k: v for k, v in self.runs_with().items() if v is not None}
+                elif self.env_source is not None:
                     run_env = dict(self.env_source(recipe))
                 state.run_dir.mkdir(parents=True, exist_ok=True)
                 with state.logs_path.open("w", encoding="utf-8") as stream:
@@ -241,6 +252,14 @@ class SimServer(ThreadingHTTPServer):
 
         self._executor.submit(work)
         return run_id
+
+    def runs_with(self) -> dict[str, str | None]:
+        """The raw spillover values this server's steps run with (None: the default)."""
+        if self.faults.ignore_env:
+            return dict.fromkeys(SPILLOVER_VARS)
+        if self.process_env:
+            return {var: os.environ.get(var) for var in SPILLOVER_VARS}
+        return dict.fromkeys(SPILLOVER_VARS)
 
     def get_run(self, run_id: str) -> _RunState | None:
         with self._lock:
@@ -310,6 +329,13 @@ class _Handler(BaseHTTPRequestHandler):
         parts = self._path()
         if parts == ["healthz"]:
             self._send(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+        elif parts == ["spillover"]:
+            source = (
+                "defaults (fault ignore_env)"
+                if self.sim.faults.ignore_env
+                else ("process environment" if self.sim.process_env else "each run's request")
+            )
+            self._json(HTTPStatus.OK, {"runsWith": self.sim.runs_with(), "source": source})
         elif parts == ["metrics"]:
             self._send(HTTPStatus.OK, self.sim.metrics.exposition(), CONTENT_TYPE_LATEST)
         elif parts == ["runs"]:
@@ -392,6 +418,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seed of the inputs (default: the default matrix's seed)",
     )
     parser.add_argument("--workers", type=int, default=4, help="runs executed at once")
+    parser.add_argument(
+        "--env-from-process",
+        action="store_true",
+        help="serve as an mcp-host: run every step with this process's own spillover "
+        "variables (reported on GET /spillover), not the request's",
+    )
     parser.add_argument("--max-iterations", type=int, default=StepLimits().max_iterations)
     parser.add_argument(
         "--fault-write-spill", action="store_true", help="FAULT: write spills to <output>/.spill"
@@ -428,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         limits=StepLimits(max_iterations=args.max_iterations),
         pace=args.pace,
         workers=args.workers,
+        process_env=args.env_from_process,
     )
     print(f"spillover simulator listening on {server.url}", flush=True)
     try:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         is_served,
     )
     from spillover_operator.client.deployments import (
+        apply_deployment,
         env_in_effect,
         find_deployment,
         find_target,
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
         observe_recipe_pods,
         pod_container,
         pod_values,
+        read_process_report,
         restart_workload,
         selector_string,
     )
@@ -134,6 +136,7 @@ _WHERE: dict[str, str] = {
     "delete_pod": "pods",
     "env_in_effect": "deployments",
     "event_body": "events",
+    "apply_deployment": "deployments",
     "find_deployment": "deployments",
     "find_lease": "leases",
     "find_policy": "policies",
@@ -147,6 +150,7 @@ _WHERE: dict[str, str] = {
     "list_replica_sets": "pods",
     "observe": "observing",
     "observe_recipe_pods": "pods",
+    "read_process_report": "pods",
     "patch_deployment_env": "deployments",
     "patch_policy": "policies",
     "patch_policy_status": "policies",
@@ -185,6 +189,7 @@ __all__ = [
     "TimedOut",
     "Unauthorized",
     "WaitProgress",
+    "apply_deployment",
     "check_reachable",
     "config_map_lookup",
     "connect",
@@ -213,6 +218,7 @@ __all__ = [
     "pod_values",
     "policy_crd_installed",
     "post_event",
+    "read_process_report",
     "renew_lease",
     "restart_workload",
     "retry_on_conflict",

@@ -77,3 +77,24 @@ def patch_deployment_env(
         body=body,
         content_type=STRATEGIC_MERGE,
     )
+
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def apply_deployment(conn: Connection, body: Mapping[str, Any]) -> JsonDict:
+    """Server-side apply of a whole Deployment (create or update) as the connection's
+    field manager, taking over fields another manager set (force): what a controller
+    that renders Deployments (the WRC stand-in, `spillover_harness.sim.wrc`) does."""
+    name = str((body.get("metadata") or {}).get("name", ""))
+    return request(
+        conn,
+        "PATCH",
+        _path(conn, name),
+        verb="patch",
+        resource=RESOURCE,
+        what=_what(name),
+        query=[("fieldManager", conn.field_manager), ("force", "true")],
+        body=dict(body),
+        content_type=APPLY_PATCH,
+    )

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from spillover_operator.client._api import JsonDict, request
+from spillover_operator.client._api import JsonDict, api_call, request
 from spillover_operator.client.connection import Connection
-from spillover_operator.client.errors import NotFound
+from spillover_operator.client.errors import ClientError, NotFound
 from spillover_operator.labels import SelectorError as SelectorError
 from spillover_operator.labels import parse_selector
+from spillover_operator.mcp_host import ReportError, parse_report, report_address
 from spillover_operator.policy import PolicySpec
-from spillover_operator.recipe_pods import ChangedAt, RecipePods, assess_pods
+from spillover_operator.recipe_pods import ChangedAt, RecipePods, ReportUnavailable, assess_pods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 
 RESOURCE = "pods"
@@ -130,6 +131,40 @@ def delete_pod(conn: Connection, name: str) -> None:
         return
 
 
+# A process that does not answer within this long is reported unknown (and asked again
+# on the next look): one slow mcp-host must not hold up the reconcile of the rest.
+REPORT_TIMEOUT: tuple[float, float] = (2.0, 2.0)
+
+
+def read_process_report(conn: Connection, pod: Mapping[str, Any]) -> dict[str, str | None] | None:
+    """What the pod's process reports it runs with (`mcp_host.parse_report`), read through
+    the API server's pod proxy (`pods/proxy` get) at the address its annotation gives;
+    None when it declares no report. ReportUnavailable when it cannot be read."""
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name"))
+    try:
+        address = report_address(meta.get("annotations"))
+    except ReportError as exc:
+        raise ReportUnavailable(str(exc)) from None
+    if address is None:
+        return None
+    if (pod.get("status") or {}).get("phase") != "Running":
+        raise ReportUnavailable(f"the pod is {(pod.get('status') or {}).get('phase')}")
+    port, path = address
+    try:
+        with api_call(conn, "get", "pods/proxy", f"Pod '{name}' port {port}"):
+            data = conn.transport.request(
+                "GET",
+                f"/api/v1/namespaces/{conn.namespace}/pods/{name}:{port}/proxy/{path}",
+                timeout=REPORT_TIMEOUT,
+            )
+        return parse_report(data)
+    except (ClientError, ReportError) as exc:
+        raise ReportUnavailable(str(exc)) from None
+    except Exception as exc:  # a time-out or a cut connection: ask again next time
+        raise ReportUnavailable(f"{type(exc).__name__}: {exc}") from None
+
+
 def observe_recipe_pods(
     conn: Connection,
     spec: PolicySpec,
@@ -159,4 +194,5 @@ def observe_recipe_pods(
         replica_sets=replica_sets,
         config_maps=config_maps,
         changed_at=changed_at,
+        process_report=lambda pod: read_process_report(conn, pod),
     )

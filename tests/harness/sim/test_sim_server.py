@@ -16,6 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.sim.server import SimServer, serve
+from spillover_harness.sim.step import SimFaults
+from spillover_operator.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 99
 
@@ -182,3 +184,25 @@ def test_module_entry_point_serves(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_spillover_reports_the_process_environment_when_serving_as_an_mcp_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--env-from-process: what /spillover reports is this process's own environment;
+    with the ignore_env fault, the defaults it then runs with."""
+    monkeypatch.setenv(ENABLED_VAR, "false")
+    monkeypatch.delenv(THRESHOLD_VAR, raising=False)
+    monkeypatch.delenv(BUDGET_VAR, raising=False)
+    for faults, expected in (
+        (SimFaults(), {ENABLED_VAR: "false", THRESHOLD_VAR: None, BUDGET_VAR: None}),
+        (SimFaults(ignore_env=True), {ENABLED_VAR: None, THRESHOLD_VAR: None, BUDGET_VAR: None}),
+    ):
+        server, _ = serve(process_env=True, faults=faults)
+        try:
+            with urllib.request.urlopen(f"{server.url}/spillover", timeout=5) as resp:
+                report = json.load(resp)
+        finally:
+            server.shutdown()
+            server.server_close()
+        assert report["runsWith"] == expected
