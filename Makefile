@@ -121,6 +121,10 @@ bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage'
 bench-killswitch: bytecode controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
 	$(PYTHON) bench/killswitch.py
 
+.PHONY: bench-realnode
+bench-realnode: $(STAMP) host-deps controlplane image-platform ## Benchmark: the real node's start, kill --wait on real mcp-host processes vs kubectl patch + rollout status, the first change after an API outage (root)
+	$(PYTHON) bench/realnode.py
+
 .PHONY: bench-operator
 bench-operator: bytecode controlplane ## Benchmark: the operator vs the direct path (kubectl) on the local control plane
 	$(PYTHON) bench/operator_speed.py

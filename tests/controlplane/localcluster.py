@@ -44,8 +44,28 @@ from typing import Any
 
 try:  # imported as controlplane.localcluster (tests) or run as a script (make cluster-up)
     from . import realnode
+    from .processes import ProcessStopError, pid_alive, pid_runs, stop_popen, tail, terminate_pid
 except ImportError:
     import realnode  # type: ignore[no-redef]
+    from processes import (  # type: ignore[no-redef]
+        ProcessStopError,
+        pid_alive,
+        pid_runs,
+        stop_popen,
+        tail,
+        terminate_pid,
+    )
+
+_pid_alive, _pid_runs, _tail = pid_alive, pid_runs, tail
+
+
+def _terminate(pid: int, executable: str | None, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout`, to this one PID."""
+    try:
+        terminate_pid(pid, executable, timeout)
+    except ProcessStopError as exc:
+        raise ControlPlaneError(str(exc)) from None
+
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
@@ -92,6 +112,25 @@ def find_bin_dir() -> Path:
     if proc.returncode != 0:
         raise ControlPlaneError(f"{BUILD_SCRIPT} --print-bin-dir failed: {proc.stderr.strip()}")
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def kubernetes_module_dir() -> Path:
+    """Where the pinned k8s.io/kubernetes module is in the Go module cache (pause.c for
+    the real node's sandbox image comes from there)."""
+    module = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
+    )
+    if module.returncode != 0 or not module.stdout.strip():
+        raise ControlPlaneError(
+            f"cannot find the k8s.io/kubernetes module (for pause.c): {module.stderr.strip()}; "
+            f"{HOW_TO_BUILD}"
+        )
+    return Path(module.stdout.strip())
 
 
 def missing_binaries(bin_dir: Path) -> list[str]:
@@ -318,28 +357,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pid_alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    # The state field follows the ")" that closes the command name.
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
-def _pid_runs(pid: int, executable: str) -> bool:
-    """True if `pid` is alive and runs `executable` (guards against a reused PID)."""
-    if not _pid_alive(pid):
-        return False
-    try:
-        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
-    except OSError:
-        return False
-    return argv0 == executable
-
-
 def _pdeathsig_hook() -> Any:
     """A preexec_fn that asks the kernel to SIGTERM the child when the thread that
     started it dies (so a killed pytest leaves no component behind). libc is loaded
@@ -353,39 +370,6 @@ def _pdeathsig_hook() -> Any:
         prctl(pr_set_pdeathsig, int(signal.SIGTERM))
 
     return hook
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _terminate(pid: int, executable: str | None, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`, to this one PID."""
-    if executable is not None and not _pid_runs(pid, executable):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        if not _pid_alive(pid):
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        if not _pid_alive(pid):
-            return
-        time.sleep(0.05)
-    raise ControlPlaneError(f"process {pid} ({executable}) survived SIGKILL")
 
 
 # --------------------------------------------------------------------------- kwok's server
@@ -610,13 +594,7 @@ class LocalCluster:
             proc = self._procs.pop(name, None)
             pid = self.pids.pop(name, None)
             if proc is not None:
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait(timeout=5)
+                stop_popen(proc)
             elif pid is not None:
                 try:
                     _terminate(pid, self._bin(name) if self.bin_dir else None)
@@ -636,13 +614,7 @@ class LocalCluster:
         self.pids.pop("kube-apiserver", None)
         if proc is None:
             raise ControlPlaneError("the kube-apiserver was not started by this LocalCluster")
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop_popen(proc)
         self._write_state()
 
     def start_apiserver(self) -> None:
@@ -1006,21 +978,8 @@ class LocalCluster:
         self._wait("kwok /healthz", "kwok", healthz(self.ports["kwok"]))
 
     def _start_real_node(self) -> None:
-        module = subprocess.run(
-            ["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
-        )
-        if module.returncode != 0 or not module.stdout.strip():
-            raise ControlPlaneError(
-                f"cannot find the k8s.io/kubernetes module (for pause.c): {module.stderr.strip()}; "
-                f"{HOW_TO_BUILD}"
-            )
         try:
-            realnode.RealNode(self).start(Path(module.stdout.strip()))
+            realnode.RealNode(self).start(kubernetes_module_dir())
         except realnode.RealNodeError as exc:
             raise ControlPlaneError(f"real node: {exc}") from exc
 

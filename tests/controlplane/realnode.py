@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING, Any
 
 try:  # imported as controlplane.realnode (tests) or as a script's neighbour (CLI)
     from . import hoststate
+    from .processes import stop_popen, tail, terminate_pid
 except ImportError:
     import hoststate  # type: ignore[no-redef]
+    from processes import stop_popen, tail, terminate_pid  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from .localcluster import LocalCluster
@@ -317,6 +319,7 @@ class RealNode:
             )
         self._procs[name] = proc
         self.state["pids"][name] = proc.pid
+        self.state.setdefault("argv0", {})[name] = argv[0]
         self._save()
 
     def _wait(self, what: str, owner: str, probe: Any, timeout: float = 60) -> None:
@@ -327,7 +330,7 @@ class RealNode:
             if proc is not None and proc.poll() is not None:
                 raise RealNodeError(
                     f"{owner} exited {proc.returncode} while starting; last lines of "
-                    f"{self.log_file(owner)}:\n{_tail(self.log_file(owner))}"
+                    f"{self.log_file(owner)}:\n{tail(self.log_file(owner))}"
                 )
             try:
                 if probe():
@@ -337,7 +340,7 @@ class RealNode:
             time.sleep(0.1)
         raise RealNodeError(
             f"timed out waiting for {what} (last: {last!r}); last lines of "
-            f"{self.log_file(owner)}:\n{_tail(self.log_file(owner))}"
+            f"{self.log_file(owner)}:\n{tail(self.log_file(owner))}"
         )
 
     def _start_containerd(self) -> None:
@@ -602,20 +605,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         proc = self._procs.pop(name, None)
         pid = self.state.get("pids", {}).get(name)
         if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
-        elif pid and _is(pid, name):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while _is(pid, name) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _is(pid, name):
-                os.kill(pid, signal.SIGKILL)
+            stop_popen(proc, timeout=15)
+        elif pid:
+            terminate_pid(pid, self.state.get("argv0", {}).get(name), timeout=15)
         self.state.get("pids", {}).pop(name, None)
         self._save()
 
@@ -758,17 +750,3 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
         with contextlib.suppress(Exception), self.cluster.api_client() as api:
             client.CoreV1Api(api).delete_node(self.name, _request_timeout=5)
-
-
-def _is(pid: int, name: str) -> bool:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip() == name[:15]
-    except OSError:
-        return False
-
-
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
