@@ -29,7 +29,7 @@ from monitoring_manifests import (
     variables_used,
     write_rules,
 )
-from prometheus.binary import PrometheusBinary, PrometheusMissing, find_promtool
+from prometheus.binary import PrometheusBinary
 from repo_paths import MANIFESTS
 
 PROMTOOL_TIMEOUT_S = 120
@@ -42,15 +42,6 @@ EXPECTED_ALERTS = {
     "SpilloverPolicyNotReady",
     "SpilloverOperatorReconcileErrors",
 }
-
-
-@pytest.fixture(scope="module")
-def promtool() -> PrometheusBinary:
-    try:
-        return find_promtool()
-    except PrometheusMissing as exc:
-        message = str(exc)
-    pytest.fail(message, pytrace=False)
 
 
 def run_promtool(
@@ -89,26 +80,28 @@ def test_the_build_ships_the_rule_the_podmonitor_and_the_dashboard(
     assert cm["data"]["spillover-operator.json"] == DASHBOARD_FILE.read_text(encoding="utf-8")
 
 
-def test_promtool_checks_the_rules(promtool: PrometheusBinary, tmp_path: Path) -> None:
+def test_promtool_checks_the_rules(promtool_binary: PrometheusBinary, tmp_path: Path) -> None:
     rules = write_rules(tmp_path)
-    proc = run_promtool(promtool, "check", "rules", rules.name, cwd=tmp_path)
+    proc = run_promtool(promtool_binary, "check", "rules", rules.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(alerts())} rules found" in proc.stdout + proc.stderr
 
 
-def test_promtool_check_refuses_a_broken_rule(promtool: PrometheusBinary, tmp_path: Path) -> None:
+def test_promtool_check_refuses_a_broken_rule(
+    promtool_binary: PrometheusBinary, tmp_path: Path
+) -> None:
     """The check above can fail: a syntax error in an alert's expression is reported."""
     groups = copy.deepcopy(rule_groups())
     groups[0]["rules"][0]["expr"] = "sum by (job (up)"
     rules = write_rules(tmp_path, groups)
-    proc = run_promtool(promtool, "check", "rules", rules.name, cwd=tmp_path)
+    proc = run_promtool(promtool_binary, "check", "rules", rules.name, cwd=tmp_path)
     assert proc.returncode != 0
     assert "parse error" in proc.stdout + proc.stderr
 
 
-def test_promtool_unit_tests_pass(promtool: PrometheusBinary, tmp_path: Path) -> None:
+def test_promtool_unit_tests_pass(promtool_binary: PrometheusBinary, tmp_path: Path) -> None:
     write_rules(tmp_path)
-    proc = run_promtool(promtool, "test", "rules", RULES_TEST_FILE.name, cwd=tmp_path)
+    proc = run_promtool(promtool_binary, "test", "rules", RULES_TEST_FILE.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout + proc.stderr
 
@@ -125,7 +118,7 @@ def test_every_alert_is_unit_tested_firing_and_not_firing() -> None:
 @pytest.mark.parametrize("alert", sorted(EXPECTED_ALERTS))
 @pytest.mark.parametrize("mutation", ["fires at once", "never fires"])
 def test_the_unit_tests_catch_a_wrong_alert(
-    promtool: PrometheusBinary, tmp_path: Path, alert: str, mutation: str
+    promtool_binary: PrometheusBinary, tmp_path: Path, alert: str, mutation: str
 ) -> None:
     """Each alert's unit tests fail when its `for:` is dropped (it would fire before the
     condition held long enough) and when its expression never matches."""
@@ -136,7 +129,7 @@ def test_the_unit_tests_catch_a_wrong_alert(
     else:
         rule["expr"] = "vector(1) == 0"
     write_rules(tmp_path, groups)
-    proc = run_promtool(promtool, "test", "rules", RULES_TEST_FILE.name, cwd=tmp_path)
+    proc = run_promtool(promtool_binary, "test", "rules", RULES_TEST_FILE.name, cwd=tmp_path)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"the unit tests did not notice {alert} {mutation}:\n{output}"
     assert f"alertname: {alert}," in output, output
