@@ -84,7 +84,7 @@ test: $(STAMP) host-deps controlplane prometheus image ## The whole test suite (
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: unit
-unit: $(STAMP) ## Only the tests that need no control plane
+unit: $(STAMP) prometheus ## Only the tests that need no control plane (promtool, from make prometheus, checks the alert rules)
 	$(BIN)/pytest tests/operator tests/harness tests/manifests $(PYTEST_ARGS)
 
 # ---- the harness ------------------------------------------------------------

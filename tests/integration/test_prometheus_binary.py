@@ -20,6 +20,7 @@ from prometheus.binary import (
     PrometheusBinary,
     PrometheusMissing,
     find_prometheus,
+    find_promtool,
     is_recent_enough,
     parse_version,
     pinned_module_version,
@@ -153,6 +154,31 @@ def test_an_older_prometheus_bin_is_refused(
     monkeypatch.setenv("PROMETHEUS_BIN", str(old))
     with pytest.raises(PrometheusMissing, match=r"\$PROMETHEUS_BIN\) is prometheus 3\.0\.1, older"):
         find_prometheus()
+
+
+def test_promtool_is_built_beside_the_pinned_prometheus(
+    prometheus_binary: PrometheusBinary,
+) -> None:
+    """`make prometheus` builds promtool from the same module: it reports the same
+    version and lives in the same bin dir."""
+    found = find_promtool()
+    assert found.version == prometheus_binary.version
+    if prometheus_binary.source == "built by make prometheus":
+        assert Path(found.path).parent == Path(prometheus_binary.path).parent
+        assert found.source == "built by make prometheus"
+
+
+@pytest.mark.usefixtures("nothing_built")
+def test_promtool_not_built_fails_naming_make_prometheus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PROMTOOL_BIN", raising=False)
+    _only_on_path(monkeypatch, tmp_path / "empty-bin")
+    with pytest.raises(
+        PrometheusMissing,
+        match=r"promtool 3\.\d+\.\d+ not built: no .*empty-cache.*/promtool; run `make prometheus`",
+    ):
+        find_promtool()
 
 
 def _deprecated_flags(binary: str) -> set[str]:

@@ -4,6 +4,7 @@ in kopf's memo, metrics (on a registry of the test's own)."""
 from __future__ import annotations
 
 import logging
+import time
 
 import kopf
 import pytest
@@ -83,10 +84,51 @@ def test_metrics_record_and_forget() -> None:
     assert sample("spillover_operator_drift_corrections_total", namespace="ns-m", policy="p") == 1
     assert sample("spillover_operator_reconcile_total", result="drift_corrected") == 1
     assert sample("spillover_operator_last_apply_timestamp_seconds", namespace="ns-m", policy="p")
-    m.record_failure()
+    m.record_failure(metrics.ERROR_API_UNAVAILABLE)
     assert sample("spillover_operator_reconcile_total", result="error") == 1
+    assert sample("spillover_operator_reconcile_errors_total", reason="api_unavailable") == 1
+    assert sample("spillover_operator_reconcile_errors_total", reason="apply_failed") == 0
     m.record("ns-m", "p", ReconcileResult(Outcome.GONE, "gone"))
     assert sample("spillover_operator_policy_enabled", namespace="ns-m", policy="p") is None
+
+
+def test_reconcile_errors_start_at_zero_for_every_reason() -> None:
+    """rate()/increase() miss a counter's first increment unless the series existed
+    before it: each error reason is exposed at 0 before any error (the alert
+    SpilloverOperatorReconcileErrors relies on it)."""
+    registry = CollectorRegistry()
+    metrics.Metrics(registry)
+    for reason in metrics.ERROR_REASONS:
+        assert (
+            registry.get_sample_value(
+                "spillover_operator_reconcile_errors_total", {"reason": reason}
+            )
+            == 0
+        )
+    assert registry.get_sample_value("spillover_operator_reconcile_total", {"result": "error"}) == 0
+
+
+def test_an_unknown_error_reason_is_refused() -> None:
+    m = metrics.Metrics(CollectorRegistry())
+    with pytest.raises(ValueError, match="unknown reconcile error reason"):
+        m.record_failure("oops")
+
+
+def test_heartbeat_records_when_the_lease_was_renewed_per_namespace() -> None:
+    registry = CollectorRegistry()
+    m = metrics.Metrics(registry)
+    assert (
+        registry.get_sample_value(
+            "spillover_operator_heartbeat_timestamp_seconds", {"namespace": "ns-h"}
+        )
+        is None
+    )
+    before = time.time()
+    m.beat("ns-h")
+    stamp = registry.get_sample_value(
+        "spillover_operator_heartbeat_timestamp_seconds", {"namespace": "ns-h"}
+    )
+    assert stamp is not None and before <= stamp <= time.time()
 
 
 def test_metrics_for_the_process_carry_the_process_series() -> None:

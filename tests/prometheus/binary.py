@@ -9,6 +9,7 @@ v0.3XX.Y`, upstream's Go module tag for Prometheus 3.XX.Y). In order:
 3. A `prometheus` on PATH reporting the pinned version or newer.
 
 Anything else raises PrometheusMissing, naming what was found and `make prometheus`.
+`find_promtool` finds `promtool` (built beside it by the same script) the same way.
 """
 
 from __future__ import annotations
@@ -167,4 +168,45 @@ def find_prometheus() -> PrometheusBinary:
             if is_recent_enough(version):
                 return PrometheusBinary(on_path, version, "PATH")
             problem += f" (the one on PATH will not do: {_too_old(on_path, 'PATH', version)})"
+    raise PrometheusMissing(problem)
+
+
+def find_promtool() -> PrometheusBinary:
+    """The `promtool` the rule tests run: from the same pinned module as the server, so
+    the rules are checked by the code that will evaluate them. In order:
+    `$PROMTOOL_BIN` (the pinned version or newer), the one `build.sh` built next to the
+    pinned `prometheus`, a `promtool` on PATH (the pinned version or newer). Anything
+    else raises PrometheusMissing naming `make prometheus`."""
+    explicit = os.environ.get("PROMTOOL_BIN")
+    if explicit:
+        version = reported_version(explicit)
+        if not is_recent_enough(version):
+            raise PrometheusMissing(
+                f"{explicit} ($PROMTOOL_BIN) is promtool {version}, older than the pinned "
+                f"{pinned_version()}; unset PROMTOOL_BIN or point it at a newer one, or "
+                f"{HOW_TO_BUILD}"
+            )
+        return PrometheusBinary(explicit, version, "$PROMTOOL_BIN")
+    try:
+        built: Path | None = built_binary().parent / "promtool"
+        problem = f"promtool {pinned_version()} not built: no {built}; {HOW_TO_BUILD}"
+    except PrometheusMissing as exc:
+        built, problem = None, str(exc)
+    if built is not None and os.access(built, os.X_OK):
+        return PrometheusBinary(
+            str(built), reported_version(str(built)), "built by make prometheus"
+        )
+    on_path = shutil.which("promtool")
+    if on_path:
+        try:
+            version = reported_version(on_path)
+        except PrometheusMissing as exc:
+            problem += f" (the promtool on PATH does not run: {exc})"
+        else:
+            if is_recent_enough(version):
+                return PrometheusBinary(on_path, version, "PATH")
+            problem += (
+                f" (the one on PATH will not do: {on_path} is promtool {version}, older "
+                f"than the pinned {pinned_version()})"
+            )
     raise PrometheusMissing(problem)

@@ -4,5 +4,5 @@
 PROMETHEUS_DIR := tests/prometheus
 
 .PHONY: prometheus
-prometheus: ## Build (or reuse) Prometheus from its pinned Go module, for the tests
+prometheus: ## Build (or reuse) Prometheus and promtool from their pinned Go module, for the tests
 	bash $(PROMETHEUS_DIR)/build.sh

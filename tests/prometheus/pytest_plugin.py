@@ -6,10 +6,12 @@ Wire in from a conftest:
         prometheus_binary, prometheus_factory, pytest_report_header, pytest_terminal_summary,
     )
 
-`prometheus_factory(targets, scrape_interval_s=0.2, labels=..., proxy_url=None)` starts a
-server scraping `targets` (host:port) and returns it once ready and once every
+`prometheus_factory(targets, scrape_interval_s=0.2, labels=..., proxy_url=None,
+honor_labels=False, rule_files=(), evaluation_interval_s=10)` starts a server scraping
+`targets` (host:port) and returns it once ready and once every
 target was scraped; every server it started is stopped at the end of the test.
-`prometheus_binary` is the `PrometheusBinary` used (path, version, why that one).
+`prometheus_binary` is the `PrometheusBinary` used (path, version, why that one);
+`promtool_binary` the `promtool` built beside it (tests/prometheus/binary.py).
 A missing binary FAILS the test (never skips), naming `make prometheus`.
 
 The binary and version are printed in the report header (when this conftest is
@@ -24,7 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from prometheus.binary import PrometheusBinary, PrometheusMissing, find_prometheus
+from prometheus.binary import (
+    PrometheusBinary,
+    PrometheusMissing,
+    find_prometheus,
+    find_promtool,
+)
 from prometheus.server import PrometheusServer
 
 PrometheusFactory = Callable[..., PrometheusServer]
@@ -57,6 +64,16 @@ def prometheus_binary(pytestconfig: pytest.Config) -> PrometheusBinary:
     pytest.fail(message, pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def promtool_binary() -> PrometheusBinary:
+    """promtool from the pinned module; a missing one fails naming `make prometheus`."""
+    try:
+        return find_promtool()
+    except PrometheusMissing as exc:
+        message = str(exc)
+    pytest.fail(message, pytrace=False)
+
+
 @pytest.fixture
 def prometheus_factory(
     prometheus_binary: PrometheusBinary, tmp_path: Path
@@ -71,6 +88,9 @@ def prometheus_factory(
         job: str = "mcp-host",
         wait_for_targets: bool = True,
         proxy_url: str | None = None,
+        honor_labels: bool = False,
+        rule_files: Sequence[str] = (),
+        evaluation_interval_s: float = 10.0,
     ) -> PrometheusServer:
         server = PrometheusServer(
             tmp_path / f"prometheus-{len(started)}",
@@ -80,6 +100,9 @@ def prometheus_factory(
             job=job,
             binary=prometheus_binary.path,
             proxy_url=proxy_url,
+            honor_labels=honor_labels,
+            rule_files=rule_files,
+            evaluation_interval_s=evaluation_interval_s,
         )
         started.append(server)
         server.start()

@@ -58,10 +58,17 @@ def render_config(
     job: str = "mcp-host",
     labels: Mapping[str, str] | None = None,
     proxy_url: str | None = None,
+    honor_labels: bool = False,
+    rule_files: Sequence[str] = (),
+    evaluation_interval_s: float = 10.0,
 ) -> str:
     """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval
     (through the HTTP proxy `proxy_url` when given: the targets' addresses are then what
     the proxy is asked for, as for pods only the cluster's network reaches).
+
+    `honor_labels`: a scraped series' own label wins over a target label of the same
+    name (as a PodMonitor's `honorLabels: true`). `rule_files` are loaded and evaluated
+    every `evaluation_interval_s`.
 
     Retention and log level are set here, not by flag: Prometheus 3 deprecates
     `--storage.tsdb.retention.time` and `--log.level` for these config fields.
@@ -76,16 +83,20 @@ def render_config(
     }
     if proxy_url is not None:
         scrape["proxy_url"] = proxy_url
-    config = {
+    if honor_labels:
+        scrape["honor_labels"] = True
+    config: dict[str, object] = {
         "global": {
             "scrape_interval": interval,
             "scrape_timeout": interval,
-            "evaluation_interval": "10s",
+            "evaluation_interval": _duration(evaluation_interval_s),
         },
         "runtime": {"log_level": "warn"},
         "storage": {"tsdb": {"retention": {"time": "1h"}}},
         "scrape_configs": [scrape],
     }
+    if rule_files:
+        config["rule_files"] = [str(f) for f in rule_files]
     return json.dumps(config, indent=2) + "\n"
 
 
@@ -103,6 +114,9 @@ class PrometheusServer:
         binary: str | None = None,
         port: int | None = None,
         proxy_url: str | None = None,
+        honor_labels: bool = False,
+        rule_files: Sequence[str] = (),
+        evaluation_interval_s: float = 10.0,
     ) -> None:
         self.workdir = Path(workdir)
         self.targets = list(targets)
@@ -110,6 +124,9 @@ class PrometheusServer:
         self.job = job
         self.labels = dict(labels or {})
         self.proxy_url = proxy_url
+        self.honor_labels = honor_labels
+        self.rule_files = [str(f) for f in rule_files]
+        self.evaluation_interval_s = evaluation_interval_s
         self.binary = binary or find_prometheus().path
         self.port = port or free_port()
         self._chosen_port = port is None
@@ -162,6 +179,9 @@ class PrometheusServer:
                 job=self.job,
                 labels=self.labels,
                 proxy_url=self.proxy_url,
+                honor_labels=self.honor_labels,
+                rule_files=self.rule_files,
+                evaluation_interval_s=self.evaluation_interval_s,
             ),
             encoding="utf-8",
         )

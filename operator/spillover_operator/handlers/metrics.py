@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 
 _OK = {Outcome.APPLIED, Outcome.DRIFT_CORRECTED, Outcome.IN_SYNC}
 
+# Why a reconciliation raised instead of returning an outcome (record_failure).
+ERROR_APPLY_FAILED = "apply_failed"  # the API refused the change to the Deployment
+ERROR_API_UNAVAILABLE = "api_unavailable"  # the API server could not be reached
+ERROR_UNEXPECTED = "unexpected"  # anything else: a bug, or an answer not understood
+ERROR_REASONS = (ERROR_APPLY_FAILED, ERROR_API_UNAVAILABLE, ERROR_UNEXPECTED)
+
 
 class Metrics:
     """The operator's series, registered in `registry`."""
@@ -65,6 +71,24 @@ class Metrics:
             "spillover_operator_last_successful_reconcile_timestamp_seconds",
             "Unix time the policy's Deployment was last found or made to match the policy.",
             ["namespace", "policy"],
+            registry=registry,
+        )
+        self.reconcile_errors = Counter(
+            "spillover_operator_reconcile_errors",
+            "Reconciliations that failed with an error (retried), by reason: "
+            "apply_failed, api_unavailable, unexpected.",
+            ["reason"],
+            registry=registry,
+        )
+        # Every reason at 0 from the start: rate() and increase() see the first error
+        # only if the series existed before it.
+        for reason in ERROR_REASONS:
+            self.reconcile_errors.labels(reason)
+        self.reconciles.labels("error")
+        self.heartbeat = Gauge(
+            "spillover_operator_heartbeat_timestamp_seconds",
+            "Unix time the operator last renewed its heartbeat Lease in the namespace.",
+            ["namespace"],
             registry=registry,
         )
 
@@ -117,8 +141,16 @@ class Metrics:
                     result.recipe.converged_seconds
                 )
 
-    def record_failure(self) -> None:
+    def record_failure(self, reason: str) -> None:
+        """A reconciliation raised; `reason` is one of ERROR_REASONS."""
+        if reason not in ERROR_REASONS:
+            raise ValueError(f"unknown reconcile error reason {reason!r}")
         self.reconciles.labels("error").inc()
+        self.reconcile_errors.labels(reason).inc()
+
+    def beat(self, namespace: str) -> None:
+        """The heartbeat Lease in `namespace` was renewed just now."""
+        self.heartbeat.labels(namespace).set(time.time())
 
     def forget(self, namespace: str, policy: str) -> None:
         for gauge in (self.policy_enabled, self.policy_ready, self.last_apply, self.last_success):

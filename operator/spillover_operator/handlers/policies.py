@@ -14,6 +14,11 @@ import kopf
 
 from spillover_operator import reconcile as domain
 from spillover_operator.client import ApiUnavailable
+from spillover_operator.handlers.metrics import (
+    ERROR_API_UNAVAILABLE,
+    ERROR_APPLY_FAILED,
+    ERROR_UNEXPECTED,
+)
 from spillover_operator.handlers.runtime import OperatorRuntime
 from spillover_operator.handlers.views import IndexReader, target_entry
 from spillover_operator.policy import target_of
@@ -68,17 +73,17 @@ def _reconcile_locked(
     try:
         result = domain.reconcile_policy(rt.cluster, namespace, name, reader, early=early)
     except domain.ApplyFailedError as exc:
-        rt.metrics.record_failure()
+        rt.metrics.record_failure(ERROR_APPLY_FAILED)
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
     except ApiUnavailable as exc:
-        rt.metrics.record_failure()
+        rt.metrics.record_failure(ERROR_API_UNAVAILABLE)
         raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
     except domain.StaleCopyError as exc:
         raise kopf.TemporaryError(
             f"{exc}; the policy keeps changing, trying again", delay=STALE_RETRY_DELAY
         ) from exc
     except Exception:
-        rt.metrics.record_failure()
+        rt.metrics.record_failure(ERROR_UNEXPECTED)
         raise
     if result.deployment is not None and result.spec is not None:
         generation = (result.deployment.get("metadata") or {}).get("generation")
@@ -232,10 +237,10 @@ def finalize(
         try:
             result = domain.finalize_policy(rt.cluster, body, reader)
         except domain.ApplyFailedError as exc:
-            rt.metrics.record_failure()
+            rt.metrics.record_failure(ERROR_APPLY_FAILED)
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
         except ApiUnavailable as exc:
-            rt.metrics.record_failure()
+            rt.metrics.record_failure(ERROR_API_UNAVAILABLE)
             raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
     rt.metrics.forget(namespace, name)
     rt.written.pop((namespace, name), None)

@@ -263,6 +263,7 @@ def _heartbeat(rt: OperatorRuntime) -> None:
                     heartbeat.DURATION_SECONDS,
                     datetime.datetime.now(datetime.UTC),
                 )
+                rt.metrics.beat(namespace)
                 failing.discard(namespace)
             except Exception as exc:
                 if namespace not in failing:  # once per failure streak
