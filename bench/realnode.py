@@ -17,6 +17,7 @@ One `name=value` per line on stdout; asserts nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -104,9 +105,9 @@ def main() -> int:
 
             def direct() -> float:
                 def once(value: str) -> None:
-                    patch = (
-                        '{"spec":{"template":{"spec":{"containers":[{"name":"wrc","env":'
-                        f'[{{"name":"{ENABLED}","value":"{value}"}}]}}]}}}}}}'
+                    container = {"name": "wrc", "env": [{"name": ENABLED, "value": value}]}
+                    patch = json.dumps(
+                        {"spec": {"template": {"spec": {"containers": [container]}}}}
                     )
                     run([*kubectl, "patch", "deployment", WRC, "-p", patch], env)
                     run([*kubectl, "rollout", "status", f"deployment/{WRC}", "--timeout=300s"], env)
