@@ -189,11 +189,14 @@ def competing_policies(
     policies: Iterable[Mapping[str, Any]], deployment: str, *, include: str | None = None
 ) -> list[str]:
     """Names of the valid, live policies targeting `deployment`, oldest first (by
-    creationTimestamp, then name). The first one owns the Deployment.
+    creationTimestamp; within one second, which is all creationTimestamp tells, one the
+    operator has already applied first; then by name). The first one owns the
+    Deployment: a policy created in the same second as the one already applied does
+    not take its Deployment over.
 
     Policies being deleted are left out, except `include` (the caller itself).
     """
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, int, str]] = []
     for policy in policies:
         meta = _meta(policy)
         name = str(meta.get("name", ""))
@@ -202,8 +205,9 @@ def competing_policies(
         target = target_of(policy.get("spec"))
         if target is None or target.deployment != deployment or not _valid(policy):
             continue
-        found.append((str(meta.get("creationTimestamp") or ""), name))
-    return [name for _, name in sorted(found)]
+        applied = bool((policy.get("status") or {}).get("lastAppliedTime"))
+        found.append((str(meta.get("creationTimestamp") or ""), 0 if applied else 1, name))
+    return [name for _, _, name in sorted(found)]
 
 
 def ownership_refusal(

@@ -559,7 +559,12 @@ def test_rbac_refresh_is_opt_in_and_reaches_only_the_named_recipe_workloads(
     rbac.create_namespaced_role(deputy.namespace, model(client.V1Role, refresh_role))
     rbac.create_namespaced_role_binding(deputy.namespace, model(client.V1RoleBinding, binding))
 
-    assert deputy.operator_may("patch", "deployments", RECIPE, apps)
+    # The RBAC authorizer learns of a new binding from its informers a moment later.
+    wait_for(
+        "the opted-in Role to reach the authorizer",
+        lambda: deputy.operator_may("patch", "deployments", RECIPE, apps),
+        timeout=10,
+    )
     for verb, resource, name in [
         ("patch", "deployments", LEDGER),
         ("patch", "deployments", VICTIM),

@@ -218,3 +218,14 @@ def test_settle_reports_effective_values_their_source_and_envfrom_notes() -> Non
     assert "envFrom configMap tuning sets" in done.events[0][3]
     applied = next(c for c in done.status["conditions"] if c["type"] == "Applied")
     assert "writes" in applied["message"] and "131072" in applied["message"]
+
+
+def test_within_one_creation_second_the_policy_already_applied_keeps_its_deployment() -> None:
+    """creationTimestamp has one-second resolution: a policy created in the same second
+    as the applied one (and named before it) does not take the Deployment over."""
+    applied = _policy("spillover", "2026-01-02T00:00:00Z")
+    applied["status"] = {"lastAppliedTime": "2026-01-02T00:00:00.300Z"}
+    newcomer = _policy("second", "2026-01-02T00:00:00Z")
+    assert competing_policies([newcomer, applied], "wrc") == ["spillover", "second"]
+    # An older policy still wins, applied or not.
+    assert competing_policies([applied, _policy("old", "2026-01-01T00:00:00Z")], "wrc")[0] == "old"
