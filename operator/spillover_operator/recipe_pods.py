@@ -446,10 +446,11 @@ def next_refresh(
     a refreshed owner still has stale pods created before its refresh, or fewer pods
     created since than it had stale ones, wait. A refreshed owner with a stale pod
     created after its refresh is StaleAfterRefresh: the refresh stops there (no other
-    owner is restarted in this round), unless every such pod is stale only because it
-    started before the value reached the ConfigMap it reads (`predates_change`): that
-    owner is restarted again, up to MAX_RESTARTS_PER_ROUND times (`times`: how often
-    it was); while the ConfigMap still holds the old value (`from_config_map`), wait.
+    owner is restarted in this round), once that owner was restarted
+    MAX_RESTARTS_PER_ROUND times (`times`: how often it was): before that it is
+    restarted again (its new pods may have started before the WRC passed the value on,
+    which the operator cannot always tell), and while the ConfigMap they read still
+    holds the old value (`from_config_map`) the refresh waits for it.
     `may_refresh` (None: every owner): the owners the caller may restart or delete pods
     of; the others are `refused`, skipped."""
     expected = expected or {}
@@ -472,20 +473,20 @@ def next_refresh(
         stale = by_owner.get(owner, [])
         replaced = sum(1 for v in pods.pods if v.owner == owner and _after(v.created, at))
         new_stale = [v for v in stale if _after(v.created, at)]
+        spent = times.get(owner, 1) >= MAX_RESTARTS_PER_ROUND
         if (
             new_stale
-            and all(v.predates_change for v in new_stale)
-            and (times.get(owner, 1) < MAX_RESTARTS_PER_ROUND)
-        ):
-            again = again or owner
-        elif (
-            new_stale
-            and all(v.from_config_map or v.predates_change for v in new_stale)
-            and times.get(owner, 1) < MAX_RESTARTS_PER_ROUND
+            and not spent
+            and all(v.from_config_map and not v.predates_change for v in new_stale)
         ):
             # The ConfigMap they read still holds the old value: wait for the WRC to pass
-            # the new one on (they are then restarted again, above).
+            # the new one on (they are then restarted again, below).
             waiting = waiting or owner
+        elif new_stale and not spent:
+            # Started before the value reached them, or the WRC had not re-rendered yet:
+            # the operator cannot always tell, so it restarts again before it blames the
+            # template.
+            again = again or owner
         elif new_stale:
             after_refresh.append(owner)
         elif stale or replaced < expected.get(owner, 0):

@@ -10,6 +10,7 @@ from spillover_operator.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.envplan import render_env
 from spillover_operator.policy import InvalidSpecError, parse_spec, spec_to_json
 from spillover_operator.recipe_pods import (
+    MAX_RESTARTS_PER_ROUND,
     NO_OWNER,
     Owner,
     PodVerdict,
@@ -180,11 +181,14 @@ def test_refresh_one_owner_at_a_time_then_stale_after_refresh() -> None:
     # ...but not before d1 has as many new pods as it had stale ones.
     gone = RecipePods("s", [verdict("b", D2, "2026-01-01T00:00:00Z")])
     assert next_refresh(gone, {D1: "2026-01-01T01:00:00Z"}, {D1: 1}).action == "wait"
-    # d1's new pod (created after) still stale: StaleAfterRefresh, and the refresh stops.
+    # d1's new pod (created after) still stale: restarted again, and once d1 was
+    # restarted MAX_RESTARTS_PER_ROUND times, StaleAfterRefresh, and the refresh stops.
     again = RecipePods(
         "s", [verdict("a2", D1, "2026-01-01T01:00:05Z"), verdict("b", D2, "2026-01-01T00:00:00Z")]
     )
-    step = next_refresh(again, {D1: "2026-01-01T01:00:00Z"})
+    retry = next_refresh(again, {D1: "2026-01-01T01:00:00Z"})
+    assert (retry.action, retry.owner, retry.stale_after_refresh) == ("restart", D1, ())
+    step = next_refresh(again, {D1: "2026-01-01T01:00:00Z"}, times={D1: MAX_RESTARTS_PER_ROUND})
     assert step.stale_after_refresh == (D1,)
     assert step.action == "none"
     done = next_refresh(RecipePods("s", []), {D1: "x"})
@@ -327,8 +331,6 @@ def test_an_owner_whose_new_pods_started_before_the_value_reached_them_is_restar
     """Not StaleAfterRefresh: their spec is right, only the ConfigMap they read changed
     after they started (the WRC passed the value on after the refresh). Restarted again,
     up to MAX_RESTARTS_PER_ROUND times, then StaleAfterRefresh."""
-    from spillover_operator.recipe_pods import MAX_RESTARTS_PER_ROUND
-
     at = "2026-01-01T01:00:00Z"
     late = PodVerdict(
         "p-new",
@@ -346,7 +348,12 @@ def test_an_owner_whose_new_pods_started_before_the_value_reached_them_is_restar
     spent = next_refresh(pods, {D1: at}, {D1: 1}, times={D1: MAX_RESTARTS_PER_ROUND})
     assert spent.stale_after_refresh == (D1,)
     baked = PodVerdict("p-new", D1, "2026-01-01T01:00:05Z", "mcp-host", {}, "stale", "runs x")
-    assert next_refresh(RecipePods("s", [baked]), {D1: at}, {D1: 1}).stale_after_refresh == (D1,)
+    again = next_refresh(RecipePods("s", [baked]), {D1: at}, {D1: 1}, times={D1: 1})
+    assert (again.action, again.stale_after_refresh) == ("restart", ())
+    blamed = next_refresh(
+        RecipePods("s", [baked]), {D1: at}, {D1: 1}, times={D1: MAX_RESTARTS_PER_ROUND}
+    )
+    assert blamed.stale_after_refresh == (D1,)
 
 
 def test_new_pods_reading_a_config_map_that_still_holds_the_old_value_are_waited_for() -> None:

@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -397,6 +398,10 @@ def serve(
     return server, thread
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m spillover_harness.sim.server",
@@ -463,6 +468,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         process_env=args.env_from_process,
     )
     print(f"spillover simulator listening on {server.url}", flush=True)
+    # As PID 1 in a pod, SIGTERM does nothing unless handled: the kubelet would wait the
+    # whole grace period and SIGKILL it, keeping a pod with old values around longer.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import os
+import signal
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -197,7 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrc: {exc}", file=sys.stderr)
         return 1
     _serve_health(args.health_port)
-    threading.Event().wait()
+    # PID 1 in its pod: stop at once on SIGTERM (otherwise the kubelet waits the grace
+    # period out, and the WRC rollout with it).
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
     return 0
 
 
