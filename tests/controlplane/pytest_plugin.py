@@ -52,15 +52,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     bin_dir = _bin_dir()
     workdir = tmp_path_factory.mktemp("controlplane")
     nodes = int(os.environ.get("SPILLOVER_CONTROLPLANE_NODES", "1"))
-    cluster = LocalCluster(workdir, bin_dir, nodes=nodes)
-    try:
-        cluster.start()
-    except ControlPlaneError as exc:
-        pytest.fail(f"local control plane failed to start: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _running(LocalCluster(workdir, bin_dir, nodes=nodes), "local control plane")
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +75,15 @@ def real_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loca
             "the real node needs root (CI runs as root): run the tests as root", pytrace=False
         )
     cluster = LocalCluster(tmp_path_factory.mktemp("realnode"), bin_dir, real_node=True)
+    yield from _running(cluster, "the local cluster with a real node")
+
+
+def _running(cluster: LocalCluster, what: str) -> Iterator[LocalCluster]:
+    """Start `cluster` (a failure names `what`), yield it, stop it."""
     try:
         cluster.start()
     except ControlPlaneError as exc:
-        pytest.fail(f"the local cluster with a real node failed to start: {exc}", pytrace=False)
+        pytest.fail(f"{what} failed to start: {exc}", pytrace=False)
     try:
         yield cluster
     finally:
