@@ -194,6 +194,19 @@ platform-local: $(STAMP) image-platform ## The WRC stand-in and its mcp-host pod
 	  $(foreach r,$(or $(RECIPES),r1=2),--recipe $(r)) \
 	  | KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) apply -f -
 
+# Stage 1 rehearsal without Minikube (docs/harness.md): the recipes of the default matrix.
+LOCAL_RECIPES ?= code-review=1 summarize=1
+LOCAL_KUBECTL = KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL)
+
+.PHONY: validate-local
+validate-local: $(STAMP) prometheus deploy-local ## Stage 1 rehearsal without Minikube: the reduced matrix through the operator pod on real mcp-host processes, decision + report in $(RESULTS)/local (make cluster-up REAL_NODE=1 first; root)
+	$(MAKE) --no-print-directory platform-local RECIPES="$(LOCAL_RECIPES)"
+	$(LOCAL_KUBECTL) apply -n $(NAMESPACE) -f manifests/samples/default.yaml
+	$(LOCAL_KUBECTL) -n $(NAMESPACE) rollout status deployment/workflow-recipe-controller --timeout=$(TIMEOUT)s
+	$(foreach r,$(LOCAL_RECIPES),$(LOCAL_KUBECTL) -n $(NAMESPACE) rollout status deployment/mcp-host-$(firstword $(subst =, ,$(subst :, ,$(r)))) --timeout=$(TIMEOUT)s &&) true
+	$(PYTHON) tests/controlplane/validate_local.py --workdir $(SPILLOVER_CLUSTER_DIR) \
+	  --namespace $(NAMESPACE) --out $(RESULTS)/local $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
+
 .PHONY: deploy-local
 deploy-local: $(STAMP) image ## The operator as users deploy it, on the local cluster's real node (make cluster-up REAL_NODE=1 first): image loaded into its containerd, manifests/overlays/local applied
 	$(PYTHON) tests/controlplane/localcluster.py load-image $(IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)

@@ -37,12 +37,23 @@ from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
+from spillover_harness.results_dir import ResultsDirError, read_stage_file, simulated_platform
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
     "They show what the thresholds would do under the simulator's model of spillover; "
     "they do not show that the platform passed. Only the `minikube` and `dev` stages "
     "validate the real mcp-host."
+)
+
+SIMULATED_PLATFORM_DISCLAIMER = (
+    "**This cluster stage ran on a simulated platform: the mcp-host processes are the "
+    "embedded simulator** (profile `simulated_platform: true`, e.g. `local`, the local "
+    "test cluster's real node). The operator, the policy, the WRC pass-through, the pods "
+    "and every collector are real; the agent, its LLM and the spillover itself are the "
+    "simulator's model. The decision is the simulator's: it does not validate the "
+    "platform, and `apply-decision` and the Stage 2 gate refuse it as they refuse stage "
+    "`sim`'s."
 )
 
 # Where a reader of a simulated verdict sees how robust it is (docs/simulator.md §7):
@@ -474,11 +485,13 @@ def render_markdown(
     plot_links: Sequence[str] = (),
     stage_notes: Sequence[str] = (),
     apply_hint: str | None = None,
+    simulated_platform: bool = False,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
     version validated, a Stage 1 override); `apply_hint` is the command that applies
-    a decision (shown only when the verdict decided)."""
+    a decision (shown only when the verdict decided); `simulated_platform`: a cluster
+    stage whose mcp-host was the simulator (profile `local`), disclaimed like sim."""
     base = verdict.baseline
     stage = verdict.stage
     lines: list[str] = [
@@ -506,6 +519,8 @@ def render_markdown(
         lines.append("")
     if stage == "sim":
         lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
+    elif simulated_platform:
+        lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [
@@ -612,9 +627,19 @@ def write_report(
         verdict_json,
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
-    hint = apply_command(out_dir, simulated=verdict.stage == "sim")
+    try:
+        on_simulator = simulated_platform(read_stage_file(out_dir))
+    except ResultsDirError:
+        on_simulator = False  # the stage file is checked where it is used; no claim here
+    hint = apply_command(out_dir, simulated=verdict.stage == "sim" or on_simulator)
     text = render_markdown(
-        verdict, records, matrix, plot_links=links, stage_notes=stage_notes, apply_hint=hint
+        verdict,
+        records,
+        matrix,
+        plot_links=links,
+        stage_notes=stage_notes,
+        apply_hint=hint,
+        simulated_platform=on_simulator,
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

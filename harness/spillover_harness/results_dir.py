@@ -273,6 +273,14 @@ def read_stage_file(out_dir: Path) -> dict[str, Any] | None:
     return data
 
 
+def simulated_platform(stage_file: Mapping[str, Any] | None) -> bool:
+    """Whether a cluster stage ran on a simulated platform (a profile with
+    `simulated_platform: true`, e.g. `local`: real pods, the simulator as mcp-host):
+    its verdict is the simulator's, like stage sim's."""
+    driver = (stage_file or {}).get("driver")
+    return isinstance(driver, Mapping) and driver.get("simulated_platform") is True
+
+
 def stored_matrix(stage_file: Mapping[str, Any], *, source: str) -> Matrix | None:
     """The matrix a stage.json holds (None for a stage.json written before it did)."""
     data = stage_file.get("matrix")

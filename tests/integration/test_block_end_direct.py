@@ -21,9 +21,16 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from prometheus.server import PrometheusServer, free_port
+from prometheus.server import PrometheusServer, file_targets, free_port, write_file_targets
 from spillover_harness.checks.consistency import FIRST_PARTY
-from spillover_harness.cluster.blocks import COUNTERS, Block, BlockChecks, _sums_at, check_blocks
+from spillover_harness.cluster.blocks import (
+    COUNTERS,
+    Block,
+    BlockChecks,
+    _sums_at,
+    capture_end,
+    check_blocks,
+)
 from spillover_harness.collectors.prometheus import PERSISTED, READS, PrometheusCollector
 from spillover_harness.collectors.targets import read_direct
 from spillover_harness.sim.server import serve
@@ -239,3 +246,60 @@ def test_a_target_the_harness_cannot_reach_falls_back_to_the_scrape_wait(
             for line in _judged(checks)
         ), (block.config, checks.lines)
     assert set(checks.problems) == set(blocks[1].runs), checks.problems
+
+
+def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_series(
+    tmp_path: Any,
+    prometheus_factory: Callable[..., PrometheusServer],
+) -> None:
+    """As on a platform whose WRC re-renders the mcp-host at every configuration change:
+    each block is served by a new mcp-host (here a new simulator), the old one is gone
+    at once, before Prometheus may have scraped its last increments. The driver captures
+    each block's end at the switch (`capture_end`), so every block agrees with its runs."""
+    targets = tmp_path / "targets.json"
+    write_file_targets(targets, [])
+    prom = prometheus_factory(
+        [], scrape_interval_s=2.0, labels=LABELS, discovery=file_targets(targets),
+        wait_for_targets=False,
+    )  # fmt: skip
+    collector = PrometheusCollector(prom.url, selectors='namespace="clerum"', scrape_interval_s=2.0)
+    large = ("code-review", "large", T32)
+    plan = [("32KiB", [large, large]), ("32KiB-new-pod", [large]), ("off", [("summarize",
+            "document", OFF)])]  # fmt: skip
+    blocks: list[Block] = []
+    stop: list[Callable[[], None]] = []
+    try:
+        for n, (config, runs) in enumerate(plan):
+            server, thread = serve(host="127.0.0.1", port=0)
+            stop.append(lambda s=server, t=thread: (s.shutdown(), s.server_close(), t.join(10)))
+            sim = Sim(server)
+            group = {"targets": [sim.target], "labels": {"namespace": "clerum",
+                                                          "pod": f"mcp-host-{n}"}}  # fmt: skip
+            write_file_targets(targets, [group])
+            prom.wait_for_targets_up(timeout_s=30, expected=1)
+            block = Block(config, time.time())
+            for k, (recipe, input_name, env) in enumerate(runs):
+                status = sim.run(recipe, input_name, env)
+                block.runs.append(f"{config}-{k}")
+                block.persisted += status["spilloverPersisted"]
+                block.reads += status["spilloverReads"]
+                block.last_end = time.time()
+            blocks.append(block)
+            if n < len(plan) - 1:
+                capture_end(collector, block)  # the driver, before it applies the next one
+                assert block.end_series is not None, block.end_notes
+                stop.pop()()  # the switch replaces the pod at once: its series end here
+        assert blocks[0].persisted > 0 and blocks[1].persisted > 0, "nothing spilled"
+
+        checks = check_blocks(collector, blocks)  # the last pod is still up, as after a stage
+    finally:
+        for fn in stop:
+            fn()
+
+    for block in blocks:
+        assert any(
+            line.startswith(f"block {block.config} (")
+            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
+            for line in _judged(checks)
+        ), (block.config, checks.lines)
+    assert any("judged per series" in n for n in _notes(checks)), checks.lines

@@ -91,6 +91,7 @@ def prometheus_factory(
         honor_labels: bool = False,
         rule_files: Sequence[str] = (),
         evaluation_interval_s: float = 10.0,
+        discovery: Mapping[str, object] | None = None,
     ) -> PrometheusServer:
         server = PrometheusServer(
             tmp_path / f"prometheus-{len(started)}",
@@ -103,6 +104,7 @@ def prometheus_factory(
             honor_labels=honor_labels,
             rule_files=rule_files,
             evaluation_interval_s=evaluation_interval_s,
+            discovery=discovery,
         )
         started.append(server)
         server.start()

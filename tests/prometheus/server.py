@@ -30,9 +30,11 @@ __all__ = [
     "PrometheusMissing",
     "PrometheusServer",
     "PrometheusStartError",
+    "file_targets",
     "find_prometheus",
     "free_port",
     "render_config",
+    "write_file_targets",
 ]
 
 
@@ -61,6 +63,7 @@ def render_config(
     honor_labels: bool = False,
     rule_files: Sequence[str] = (),
     evaluation_interval_s: float = 10.0,
+    discovery: Mapping[str, object] | None = None,
 ) -> str:
     """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval
     (through the HTTP proxy `proxy_url` when given: the targets' addresses are then what
@@ -68,7 +71,8 @@ def render_config(
 
     `honor_labels`: a scraped series' own label wins over a target label of the same
     name (as a PodMonitor's `honorLabels: true`). `rule_files` are loaded and evaluated
-    every `evaluation_interval_s`.
+    every `evaluation_interval_s`. `discovery`: scrape-config fields that find the targets
+    instead of the static list (`file_targets`).
 
     Retention and log level are set here, not by flag: Prometheus 3 deprecates
     `--storage.tsdb.retention.time` and `--log.level` for these config fields.
@@ -81,6 +85,9 @@ def render_config(
         "metrics_path": "/metrics",
         "static_configs": [{"targets": list(targets), "labels": dict(labels or {})}],
     }
+    if discovery is not None:
+        del scrape["static_configs"]
+        scrape.update(discovery)
     if proxy_url is not None:
         scrape["proxy_url"] = proxy_url
     if honor_labels:
@@ -100,6 +107,21 @@ def render_config(
     return json.dumps(config, indent=2) + "\n"
 
 
+def file_targets(path: Path) -> dict[str, object]:
+    """Scrape-config fields that take the targets from `path` (file_sd: a JSON list of
+    `{"targets": [...], "labels": {...}}`), re-read when it changes. For targets that
+    come and go (pods replaced by every rollout), written by whoever follows them; the
+    binary is built without the Kubernetes discovery (`remove_all_sd`, build.sh)."""
+    return {"file_sd_configs": [{"files": [str(path)], "refresh_interval": "1s"}]}
+
+
+def write_file_targets(path: Path, groups: Sequence[Mapping[str, object]]) -> None:
+    """Replace `path`'s target groups atomically (Prometheus never reads half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(list(groups), indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class PrometheusServer:
     """One Prometheus process. Use as a context manager, or start()/stop()."""
 
@@ -117,6 +139,7 @@ class PrometheusServer:
         honor_labels: bool = False,
         rule_files: Sequence[str] = (),
         evaluation_interval_s: float = 10.0,
+        discovery: Mapping[str, object] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.targets = list(targets)
@@ -127,6 +150,7 @@ class PrometheusServer:
         self.honor_labels = honor_labels
         self.rule_files = [str(f) for f in rule_files]
         self.evaluation_interval_s = evaluation_interval_s
+        self.discovery = dict(discovery) if discovery is not None else None
         self.binary = binary or find_prometheus().path
         self.port = port or free_port()
         self._chosen_port = port is None
@@ -182,6 +206,7 @@ class PrometheusServer:
                 honor_labels=self.honor_labels,
                 rule_files=self.rule_files,
                 evaluation_interval_s=self.evaluation_interval_s,
+                discovery=self.discovery,
             ),
             encoding="utf-8",
         )
@@ -259,8 +284,10 @@ class PrometheusServer:
             raise RuntimeError(f"{url}: {body}")
         return body["data"]
 
-    def wait_for_targets_up(self, timeout_s: float = 30.0) -> None:
-        """Until every configured target has been scraped successfully at least once."""
+    def wait_for_targets_up(self, timeout_s: float = 30.0, expected: int | None = None) -> None:
+        """Until every configured target (`expected` of them: discovered targets) has been
+        scraped successfully at least once."""
+        want = len(self.targets) if expected is None else expected
         deadline = time.monotonic() + timeout_s
         last: object = None
         while time.monotonic() < deadline:
@@ -272,9 +299,7 @@ class PrometheusServer:
                 assert isinstance(data, dict)
                 active = data.get("activeTargets", [])
                 last = [(t.get("scrapeUrl"), t.get("health"), t.get("lastError")) for t in active]
-                if len(active) == len(self.targets) and all(
-                    t.get("health") == "up" for t in active
-                ):
+                if len(active) == want and all(t.get("health") == "up" for t in active):
                     return
             time.sleep(self.scrape_interval_s / 2)
         raise PrometheusStartError(f"targets not up after {timeout_s}s: {last}")

@@ -25,6 +25,7 @@ from typing import Any
 from spillover_operator.constants import BUDGET_VAR, THRESHOLD_DEFAULT
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
+from spillover_harness.results_dir import ResultsDirError, read_stage_file, simulated_platform
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -114,6 +115,19 @@ def read_decision(
             f"{path}: this verdict comes from the simulator (stage sim), not from the "
             "platform; apply a cluster stage's verdict, or pass --allow-simulated to apply "
             "it knowingly",
+        )
+    try:
+        stage_file = read_stage_file(results)
+    except ResultsDirError as exc:
+        raise DecisionRefused("unreadable", str(exc)) from None
+    if simulated_platform(stage_file) and not allow_simulated:
+        profile = ((stage_file or {}).get("driver") or {}).get("profile")
+        raise DecisionRefused(
+            "simulated",
+            f"{path}: this verdict comes from a simulated platform (stage {stage}, profile "
+            f"{profile!r}: the simulator served as the mcp-host), not from the platform; "
+            "apply a verdict of the platform's own Minikube or dev stage, or pass "
+            "--allow-simulated to apply it knowingly",
         )
     return StageDecision(decision, stage, str(data.get("matrix", "")), path)
 

@@ -34,7 +34,7 @@ from spillover_harness.collectors.prometheus import (
     PrometheusCollector,
     _selector,
 )
-from spillover_harness.collectors.targets import read_direct
+from spillover_harness.collectors.targets import SeriesKey, read_direct
 
 COUNTERS = (PERSISTED, READS, *FIRST_PARTY)
 # The end is read this long after the last run's end (the scrape wait's margin too).
@@ -54,6 +54,10 @@ class Block:
     persisted: int = 0
     reads: int = 0
     complete: bool = True  # every run's own counts are known
+    # The counters per series at the block's end, captured before the next configuration
+    # replaced the pods that held them (`capture_end`); None: not captured.
+    end_series: dict[SeriesKey, float] | None = None
+    end_notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +86,104 @@ def _oldest_scrape_at(collector: PrometheusCollector, prom: Any, at: float) -> f
 def _vector_at(prom: Any, query: str, at: float) -> list[dict[str, Any]]:
     result = prom.custom_query(query, params={"time": f"{at:.3f}"})
     return list(result) if isinstance(result, list) else []
+
+
+def _series_at(collector: PrometheusCollector, prom: Any, at: float) -> dict[SeriesKey, float]:
+    """The counters per series (name, labels as Prometheus stores them) at `at`."""
+    query = _selector(f'__name__=~"{"|".join(COUNTERS)}"', collector.selectors)
+    out: dict[SeriesKey, float] = {}
+    for sample in prom.custom_query(query, params={"time": f"{at:.3f}"}):
+        labels = dict(sample["metric"])
+        name = labels.pop("__name__", "")
+        if name in COUNTERS:
+            out[(name, frozenset(labels.items()))] = float(sample["value"][1])
+    return out
+
+
+def _end_series(
+    collector: PrometheusCollector,
+    prom: Any,
+    block: Block,
+    notes: list[str],
+    direct: bool,
+) -> dict[SeriesKey, float]:
+    """The counters per series at a block's end: read from the matched targets
+    themselves once Prometheus has scraped each of them since the block began (after a
+    switch it finds new pods, and drops old ones, seconds late: the read is tried again
+    until `catch_up_s`), else from Prometheus after its next scrape of them."""
+    why = "the stage asked for the scrape wait"
+    if direct:
+        wait = block.last_end + END_MARGIN_S - collector._clock()
+        if wait > 0:
+            collector._sleep(wait)
+        give_up = collector._clock() + catch_up_s(collector)
+        while True:
+            try:
+                read = read_direct(
+                    prom,
+                    COUNTERS,
+                    collector.selectors,
+                    timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
+                    scraped_since=block.first_start,
+                )
+            except Exception as exc:  # any failure: try again, then the scrape wait
+                why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+                if collector._clock() >= give_up:
+                    break
+                collector._sleep(min(1.0, collector.scrape_interval_s / 2))
+            else:
+                notes.append(f"read directly from {len(read.targets)} target(s)")
+                return dict(read.series)
+    deadline = collector._wait_for_scrapes(prom, block.last_end, notes, 0)
+    notes.append(f"read from Prometheus after a scrape past its last run ({why})")
+    return _series_at(collector, prom, max(deadline, block.last_end) + 0.001)
+
+
+def catch_up_s(collector: PrometheusCollector) -> float:
+    """How long a block's end read waits for Prometheus to catch up with the targets:
+    its discovery applies changes every 5 s (`--scrape.discovery-reload-interval`),
+    then the first scrape comes within an interval; twice that, at least 15 s."""
+    return max(15.0, 2 * (5.0 + collector.scrape_interval_s))
+
+
+def capture_end(collector: PrometheusCollector, block: Block) -> None:
+    """Capture the block's end values before the next configuration is applied: on a
+    platform whose WRC replaces the mcp-host pods when the configuration changes, the
+    pods that counted the block's runs (and their series) are gone after the switch,
+    and a scrape may never have seen their last increments. Never raises: a failure
+    leaves `end_series` None (the block is then judged from Prometheus after the stage)."""
+    if not block.runs:
+        return
+    try:
+        with collector.connect() as prom:
+            block.end_series = _end_series(collector, prom, block, block.end_notes, True)
+    except Exception as exc:  # never stop a stage over a metrics source
+        block.end_notes.append(f"not captured at the switch ({collector._unreachable(exc)})")
+        block.end_series = None
+
+
+def _sums(series: Mapping[SeriesKey, float]) -> dict[str, float]:
+    out = dict.fromkeys(COUNTERS, 0.0)
+    for (name, _), value in series.items():
+        if name in out:
+            out[name] += value
+    return out
+
+
+def series_deltas(
+    start: Mapping[SeriesKey, float], end: Mapping[SeriesKey, float]
+) -> dict[str, float]:
+    """Per counter, the sum over the series present at the end of (end - start), a
+    series absent at the start counting from 0 (a pod started in the block) and one
+    that went down counting from its restart (its end value)."""
+    out = dict.fromkeys(COUNTERS, 0.0)
+    for key, after in end.items():
+        name = key[0]
+        if name not in out:
+            continue
+        before = start.get(key, 0.0)
+        out[name] += after - before if after >= before else after
+    return out
 
 
 def _end_values(
@@ -130,6 +232,10 @@ def check_blocks(
     if not blocks:
         return out
     notes: list[str] = []
+    if all(b.end_series is not None for b in blocks[:-1]):
+        per_series = _check_per_series(collector, blocks, direct, out)
+        if per_series:
+            return out
     try:
         with collector.connect() as prom:
             end = max(b.last_end for b in blocks)
@@ -154,28 +260,62 @@ def check_blocks(
     for group in groups:
         first, last = group[0], group[-1]
         delta = _deltas(values[first], values[last + 1])
-        members = [blocks[k] for k in group]
-        names = " + ".join(b.config for b in members)
-        runs = [r for b in members for r in b.runs]
-        line = f"block {names} ({len(runs)} run(s)): Prometheus persisted +{delta[PERSISTED]:g}"
-        line += f", reads +{delta[READS]:g}"
-        if all(b.complete for b in members):
-            own_p = sum(b.persisted for b in members)
-            own_r = sum(b.reads for b in members)
-            agree = delta[PERSISTED] == own_p and delta[READS] == own_r
-            line += f"; the runs' own counts sum to persisted {own_p}, reads {own_r}: " + (
-                "agree" if agree else "differ (other runs overlapped?)"
-            )
-        if len(group) > 1:
-            line += " (no scrape between these blocks: judged together)"
-        out.lines.append(line)
-        moved = first_party_moved({k: delta[k] for k in FIRST_PARTY})
-        if moved:
-            out.lines.append(f"block {names}: " + "; ".join(moved))
-            for run in runs:
-                out.problems.setdefault(run, []).extend(f"{m} (block {names})" for m in moved)
+        _judge(out, [blocks[k] for k in group], delta)
     out.lines += [f"counters: {n}" for n in notes]
     return out
+
+
+def _check_per_series(
+    collector: PrometheusCollector, blocks: list[Block], direct: bool, out: BlockChecks
+) -> bool:
+    """Judge each block on its own series: its end captured at the switch (the last
+    block's now); its start is the block before's end (a pod kept across the switch
+    counts on from there, a pod started by it from 0), the first block's is Prometheus
+    at its first run. False when Prometheus cannot be read (the caller's path then
+    says so)."""
+    notes: list[str] = []
+    try:
+        with collector.connect() as prom:
+            last = blocks[-1]
+            if last.end_series is None:
+                last.end_series = _end_series(collector, prom, last, notes, direct)
+                last.end_notes += notes
+            first = _series_at(collector, prom, blocks[0].first_start)
+    except Exception:
+        return False
+    starts = [first] + [b.end_series or {} for b in blocks[:-1]]
+    for block, start in zip(blocks, starts, strict=True):
+        assert block.end_series is not None
+        _judge(out, [block], series_deltas(start, block.end_series))
+    how = sorted({n for b in blocks for n in b.end_notes})
+    out.lines.append(
+        "counters: each block's end was captured before the next configuration was "
+        "applied (its pods may be replaced by the switch), and judged per series: " + "; ".join(how)
+    )
+    return True
+
+
+def _judge(out: BlockChecks, members: list[Block], delta: Mapping[str, float]) -> None:
+    """The report line and the first-party problems of a group of blocks."""
+    names = " + ".join(b.config for b in members)
+    runs = [r for b in members for r in b.runs]
+    line = f"block {names} ({len(runs)} run(s)): Prometheus persisted +{delta[PERSISTED]:g}"
+    line += f", reads +{delta[READS]:g}"
+    if all(b.complete for b in members):
+        own_p = sum(b.persisted for b in members)
+        own_r = sum(b.reads for b in members)
+        agree = delta[PERSISTED] == own_p and delta[READS] == own_r
+        line += f"; the runs' own counts sum to persisted {own_p}, reads {own_r}: " + (
+            "agree" if agree else "differ (other runs overlapped?)"
+        )
+    if len(members) > 1:
+        line += " (no scrape between these blocks: judged together)"
+    out.lines.append(line)
+    moved = first_party_moved({k: delta[k] for k in FIRST_PARTY})
+    if moved:
+        out.lines.append(f"block {names}: " + "; ".join(moved))
+        for run in runs:
+            out.problems.setdefault(run, []).extend(f"{m} (block {names})" for m in moved)
 
 
 def _deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:

@@ -32,7 +32,7 @@ from spillover_operator.client import ClientError
 
 from spillover_harness.checks import judge_output, scan_logs_for_canaries
 from spillover_harness.checks.consistency import check_run
-from spillover_harness.cluster.blocks import Block
+from spillover_harness.cluster.blocks import Block, capture_end
 from spillover_harness.cluster.configs import (
     ConfigApplyError,
     Interrupted,
@@ -203,6 +203,7 @@ class ClusterDriver:
             active = self.applier.active
             if active is not None and active.config == job.config.name:
                 return
+            self._capture_block_end()
             try:
                 self.applier.apply(job.config, cancel)
             except Interrupted:
@@ -439,6 +440,14 @@ class ClusterDriver:
         return pods[0].name, container
 
     # -- the blocks (their counters are read after the stage: cluster/blocks.py) ------
+
+    def _capture_block_end(self) -> None:
+        """Before a switch: the finished block's counters, while its pods still exist
+        (the switch may replace them; blocks.capture_end)."""
+        with self._block_lock:
+            block = self.blocks[-1] if self.blocks else None
+        if block is not None and block.end_series is None:
+            capture_end(self.prometheus, block)
 
     def _block_begin(self, job: RunJob) -> None:
         with self._block_lock:

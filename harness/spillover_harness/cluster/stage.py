@@ -42,6 +42,7 @@ from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
 from spillover_harness.records import RunRecord, read_records
+from spillover_harness.results_dir import simulated_platform
 from spillover_harness.runner import StageOptions, StageResult, run_stage
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
@@ -94,6 +95,12 @@ def check_stage1(results: Path, version: str, matrix: Matrix) -> str:
     if stage.get("stage") != "minikube":
         raise Stage1GateError(
             f"{stage_path} is a stage '{stage.get('stage')}' result, not minikube; {fix}"
+        )
+    if simulated_platform(stage):
+        raise Stage1GateError(
+            f"{stage_path}: that Stage 1 ran on a simulated platform (profile "
+            f"{(stage.get('driver') or {}).get('profile')!r}: the simulator as mcp-host), "
+            f"which validates no mcp-host; {fix}"
         )
     theirs = (stage.get("driver") or {}).get("mcp_host_version")
     if theirs != version:
@@ -160,6 +167,8 @@ def run_cluster(
     core = client.CoreV1Api(cluster.api_client)
     version = mcp_host_version(profile, core)
     notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
+    if profile.simulated_platform:
+        notes[0] = f"mcp-host version: `{version}` (the simulator's image: nothing is validated)"
     if lane is not None:
         notes.append(lane.line())
     if options.concurrency > 1:
@@ -191,6 +200,7 @@ def run_cluster(
                     "kind": "cluster",
                     "profile": profile.name,
                     "mcp_host_version": version,
+                    **({"simulated_platform": True} if profile.simulated_platform else {}),
                     **({"t2": lane.identity()} if lane is not None else {}),
                 },
                 matrix_source=options.matrix_source,

@@ -168,23 +168,25 @@ class HttpStarter:
             return resp.status_code, resp.content
         prefix = self.run.service_proxy_prefix(self.profile.namespace)
         api: Any = self.cluster.api_client
+        headers = {"Accept": "*/*"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         try:
-            resp = api.call_api(
-                prefix + path,
-                method,
-                header_params={"Content-Type": "application/json", "Accept": "*/*"},
+            # The kubernetes package's own request path (as the client library's
+            # transport uses it): the answer's status is the Service's, errors included.
+            verb, url, headers, data, _ = api.param_serialize(
+                method=method,
+                resource_path=prefix + path,
+                header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT_S,
             )
-        except Exception as exc:  # ApiException, urllib3 errors
-            status = getattr(exc, "status", None)
-            if isinstance(status, int) and status:
-                return status, b""
+            resp = api.call_api(
+                verb, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT_S
+            )
+            return int(resp.status), bytes(resp.read())
+        except Exception as exc:  # urllib3 errors: the API server cannot be reached
             raise StartError(f"{method} {path} through the service proxy: {_short(exc)}") from None
-        raw: Any = resp[0] if isinstance(resp, tuple) else resp
-        return int(raw.status), bytes(raw.data)
 
     def _json(self, method: str, path: str, body: object | None = None) -> Any:
         status, data = self._request(method, path, body)

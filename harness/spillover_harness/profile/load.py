@@ -13,7 +13,7 @@ from spillover_harness.profile.model import Profile
 
 __all__ = ["DEFAULT_PROFILES", "ProfileError", "load_profile", "parse_profile"]
 
-DEFAULT_PROFILES = ("minikube", "dev")
+DEFAULT_PROFILES = ("minikube", "dev", "local")
 
 
 class ProfileError(ValueError):

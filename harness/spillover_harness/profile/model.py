@@ -471,6 +471,10 @@ class Profile(_Strict):
     mcp_host_version_source: VersionSource | None = None
     # Stage minikube: the platform's own T2 preflight/lane commands, run first.
     stage1_lane: Stage1Lane | None = None
+    # The mcp-host is the simulator (the local real-node cluster's stand-ins): the stage's
+    # verdict is the simulator's, so the report says so and apply-decision and the Stage 2
+    # gate refuse it as they refuse stage sim's (stage.json: driver.simulated_platform).
+    simulated_platform: bool = False
     # A kubectl binary for port-forward (run.access: port-forward).
     kubectl: str = "kubectl"
 

@@ -1,6 +1,7 @@
 """The platform stand-ins for the local real-node cluster, as manifests: the WRC stand-in
 (`sim.wrc`) as Deployment ``workflow-recipe-controller`` with a ServiceAccount that may
-render Deployments in its namespace. Its pods and the mcp-host pods it renders run on
+render Deployments and list pods in its namespace, and a Service of the same name for
+its run API. Its pods and the mcp-host pods it renders run on
 the real node; the operator (`make deploy-local`) targets it like the platform's WRC.
 
     python3 -m spillover_harness.sim.platform --image IMG --recipe r1=2 | kubectl apply -f -
@@ -19,20 +20,22 @@ from spillover_operator.constants import PASSTHROUGH_VAR
 from spillover_harness.sim.wrc import MAX_RECIPES, RecipeSpecError, parse_recipe
 
 WRC_NAME = "workflow-recipe-controller"
+WRC_PORT = 8080
 REAL_NODE_LABEL = "spillover.clerum.io/real-node"
 
 
 def render_platform(
     namespace: str, image: str, recipes: Sequence[str], *, real_node: bool = True
 ) -> list[dict[str, Any]]:
-    """ServiceAccount, Role, RoleBinding and the WRC stand-in Deployment."""
+    """ServiceAccount, Role, RoleBinding, the WRC stand-in Deployment and its Service
+    (the platform's run API, `run.service` of the `local` profile)."""
     if not recipes or len(recipes) > MAX_RECIPES:
         raise RecipeSpecError(f"give 1..{MAX_RECIPES} recipes")
     for recipe in recipes:
         parse_recipe(recipe)
     meta = {"name": WRC_NAME, "namespace": namespace}
     placement: dict[str, Any] = {}
-    wrc_args = ["-m", "spillover_harness.sim.wrc", "--image", image]
+    wrc_args = ["-m", "spillover_harness.sim.wrc", "--image", image, "--serve-runs"]
     wrc_args += [f"--recipe={r}" for r in recipes]
     if real_node:
         placement = {
@@ -51,6 +54,14 @@ def render_platform(
                 {
                     "apiGroups": ["apps"],
                     "resources": ["deployments"],
+                    "verbs": ["get", "create", "patch"],
+                },
+                # The run API sends each run to a Ready mcp-host pod of its recipe.
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+                # `configmap` recipes: the variables passed on in mcp-host-<recipe>-env.
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
                     "verbs": ["get", "create", "patch"],
                 },
             ],
@@ -85,6 +96,7 @@ def render_platform(
                                 "args": wrc_args,
                                 # The operator appends the spillover variables' names.
                                 "env": [{"name": PASSTHROUGH_VAR, "value": ""}],
+                                "ports": [{"name": "http", "containerPort": WRC_PORT}],
                                 "readinessProbe": {
                                     "httpGet": {"path": "/healthz", "port": 8080},
                                     "periodSeconds": 1,
@@ -98,6 +110,15 @@ def render_platform(
                         ],
                     },
                 },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": dict(meta),
+            "spec": {
+                "selector": dict(labels),
+                "ports": [{"name": "http", "port": WRC_PORT, "targetPort": "http"}],
             },
         },
     ]

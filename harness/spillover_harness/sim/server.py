@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from spillover_operator.constants import SPILLOVER_VARS
@@ -115,6 +115,27 @@ class _RunState:
         }
 
 
+class _Tee:
+    """Writes each whole line to a run's log file and to a shared stream (one lock for
+    the shared stream, so that concurrent runs never interleave inside a line)."""
+
+    _shared_lock = threading.Lock()
+
+    def __init__(self, file: IO[str], shared: IO[str]) -> None:
+        self.file, self.shared = file, shared
+
+    def write(self, text: str) -> int:
+        self.file.write(text)
+        with self._shared_lock:
+            self.shared.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+        with self._shared_lock:
+            self.shared.flush()
+
+
 class BadRequestError(ValueError):
     pass
 
@@ -137,6 +158,7 @@ class SimServer(ThreadingHTTPServer):
         workers: int = 4,
         env_source: Callable[[str], Mapping[str, str]] | None = None,
         process_env: bool = False,
+        log_to: IO[str] | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -151,6 +173,9 @@ class SimServer(ThreadingHTTPServer):
         # callable given the recipe), as on the platform; None: the request's `env`.
         self.env_source = env_source
         self.process_env = process_env
+        # Where step log lines also go as they are written (`--log-stdout`: the
+        # container's stdout, so that `kubectl logs` shows them as an mcp-host's would).
+        self.log_to = log_to
         self.metrics = SpilloverMetrics()
         self.restarts = 0
         self._fixtures = fixtures
@@ -229,7 +254,8 @@ class SimServer(ThreadingHTTPServer):
                 elif self.env_source is not None:
                     run_env = dict(self.env_source(recipe))
                 state.run_dir.mkdir(parents=True, exist_ok=True)
-                with state.logs_path.open("w", encoding="utf-8") as stream:
+                with state.logs_path.open("w", encoding="utf-8") as file:
+                    stream = file if self.log_to is None else cast(IO[str], _Tee(file, self.log_to))
                     state.result = run_step(
                         fixture=fixture,
                         env=dict(run_env),
@@ -429,6 +455,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve as an mcp-host: run every step with this process's own spillover "
         "variables (reported on GET /spillover), not the request's",
     )
+    parser.add_argument(
+        "--export-fixtures",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the inputs this server serves under DIR at start (as `spillover-harness "
+        "fixtures export` does), where the harness's preflight checks them",
+    )
+    parser.add_argument(
+        "--log-stdout",
+        action="store_true",
+        help="also print every step log line on stdout (an mcp-host in a pod logs there)",
+    )
     parser.add_argument("--max-iterations", type=int, default=StepLimits().max_iterations)
     parser.add_argument(
         "--fault-write-spill", action="store_true", help="FAULT: write spills to <output>/.spill"
@@ -466,7 +505,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         pace=args.pace,
         workers=args.workers,
         process_env=args.env_from_process,
+        log_to=sys.stdout if args.log_stdout else None,
     )
+    if args.export_fixtures is not None:
+        from spillover_harness.fixtures import export_fixtures
+
+        export_fixtures(server.fixtures, args.export_fixtures)
     print(f"spillover simulator listening on {server.url}", flush=True)
     # As PID 1 in a pod, SIGTERM does nothing unless handled: the kubelet would wait the
     # whole grace period and SIGKILL it, keeping a pod with old values around longer.

@@ -12,7 +12,8 @@
 - `observing` / `waiting`: the status report of a policy (`observe`; the module is not
   named after it, so that importing it never hides the function), and waiting until it
   is in effect (progress through a callback);
-- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`), and when a
+- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`), applying a
+  whole ConfigMap (`apply_config_map`, the WRC stand-in), and when a
   ConfigMap last changed (`ConfigMapReader`: a pod read it when it started);
 - `pods`: list pods by label selector, and what a pod's container resolves the
   variables to (`pod_values`); ReplicaSets (a pod's owner), the rollout restart of a
@@ -33,7 +34,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from spillover_operator.client.configmaps import ChangedAt, ConfigMapReader, config_map_lookup
+    from spillover_operator.client.configmaps import (
+        ChangedAt,
+        ConfigMapReader,
+        apply_config_map,
+        config_map_lookup,
+    )
     from spillover_operator.client.connection import (
         DEFAULT_NAMESPACE,
         REQUEST_TIMEOUT,
@@ -136,6 +142,7 @@ _WHERE: dict[str, str] = {
     "delete_pod": "pods",
     "env_in_effect": "deployments",
     "event_body": "events",
+    "apply_config_map": "configmaps",
     "apply_deployment": "deployments",
     "find_deployment": "deployments",
     "find_lease": "leases",
@@ -189,6 +196,7 @@ __all__ = [
     "TimedOut",
     "Unauthorized",
     "WaitProgress",
+    "apply_config_map",
     "apply_deployment",
     "check_reachable",
     "config_map_lookup",

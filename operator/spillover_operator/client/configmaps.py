@@ -13,6 +13,7 @@ from spillover_operator.client.errors import ApiError, NotFound
 from spillover_operator.resolved_env import ConfigMapLookup, ConfigMapUnreadable
 
 RESOURCE = "configmaps"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply
 
 # name -> when the ConfigMap's data last changed (None: unknown or missing).
 ChangedAt = Callable[[str], datetime.datetime | None]
@@ -85,3 +86,21 @@ def _read(conn: Connection, name: str) -> dict[str, Any] | ConfigMapUnreadable |
     except ApiError as exc:
         return ConfigMapUnreadable(f"ConfigMap {name} not readable ({type(exc).__name__})")
     return body
+
+
+def apply_config_map(conn: Connection, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Server-side apply of a whole ConfigMap in the connection's namespace (create or
+    update, forcing fields another manager set): what a controller that passes values
+    to pods through a ConfigMap (the WRC stand-in's `configmap` recipes) does."""
+    name = str((body.get("metadata") or {}).get("name", ""))
+    return request(
+        conn,
+        "PATCH",
+        f"/api/v1/namespaces/{conn.namespace}/configmaps/{name}",
+        verb="patch",
+        resource=RESOURCE,
+        what=f"ConfigMap '{name}'",
+        query=[("fieldManager", conn.field_manager), ("force", "true")],
+        body=dict(body),
+        content_type=APPLY_PATCH,
+    )

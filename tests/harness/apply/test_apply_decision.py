@@ -99,6 +99,18 @@ def test_refusals(tmp_path: Path, fields: dict[str, Any], kind: str, code: int) 
     assert manifest.read_text() == before  # nothing applied
 
 
+def test_a_verdict_of_a_simulated_platform_is_refused_like_sim(tmp_path: Path) -> None:
+    results = verdict_dir(tmp_path, stage="minikube")
+    stage = {"stage": "minikube", "driver": {"kind": "cluster", "profile": "local",
+                                             "simulated_platform": True}}  # fmt: skip
+    (results / "stage.json").write_text(json.dumps(stage), encoding="utf-8")
+    with pytest.raises(DecisionRefused, match=r"simulated platform .* profile 'local'") as info:
+        read_decision(results)
+    assert info.value.kind == "simulated"
+    assert read_decision(results, allow_simulated=True).decision == "32768"
+    assert main(["apply-decision", "--results", str(results), "--dry-run"]) == BAD_INPUT
+
+
 def test_opt_ins(tmp_path: Path) -> None:
     judged = verdict_dir(tmp_path, incomplete={"missing": 3, "judged": True}, stage="sim")
     decision = read_decision(judged, allow_incomplete=True, allow_simulated=True)

@@ -100,5 +100,11 @@ def test_the_gate_refuses_another_version_stage_or_missing_results(tmp_path: Pat
         check_stage1(_stage1(tmp_path / "sim", "sim", VERSION, "131072"), VERSION, matrix)
     with pytest.raises(Stage1GateError, match="no Stage 1 results"):
         check_stage1(tmp_path / "missing", VERSION, matrix)
+    local = _stage1(tmp_path / "local", "minikube", VERSION, "131072")
+    stage = json.loads((local / "stage.json").read_text())
+    stage["driver"]["simulated_platform"] = True
+    (local / "stage.json").write_text(json.dumps(stage))
+    with pytest.raises(Stage1GateError, match="simulated platform"):
+        check_stage1(local, VERSION, matrix)
     with pytest.raises(Stage1GateError, match="--override-stage1"):
         check_stage1(tmp_path / "missing", VERSION, matrix)

@@ -80,6 +80,17 @@ def test_shipped_profiles_load_with_spec_defaults(name: str) -> None:
     assert p.prometheus.scrape_interval_s > 0
 
 
+def test_the_local_profile_is_a_simulated_platform_reached_through_the_api_server() -> None:
+    p = load_profile("local")
+    assert p.simulated_platform is True  # its verdict is refused like sim's
+    assert load_profile("minikube").simulated_platform is False
+    assert isinstance(p.run, HttpRun) and p.run.access == "service-proxy"
+    assert p.run.service == p.wrc.deployment == "workflow-recipe-controller"
+    assert p.fields.mcp_host_pod == "$.mcpHostPod"  # the WRC stand-in names the pod
+    assert p.pods.recipe_label == "spillover.clerum.io/recipe"
+    assert p.prometheus.url == "http://127.0.0.1:9391"  # make validate-local's Prometheus
+
+
 def test_shipped_profile_by_path(tmp_path: Path) -> None:
     shipped = PROFILES / "dev.yaml"
     assert load_profile(shipped).run.mode == "http"

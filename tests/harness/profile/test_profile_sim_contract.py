@@ -112,4 +112,5 @@ def test_the_limit_case_is_exercised(sim: SimServer) -> None:
 
 def test_shipped_profiles_ship_with_the_package() -> None:
     here = PROFILES
-    assert sorted(p.name for p in here.glob("*.yaml")) == ["dev.yaml", "minikube.yaml"]
+    shipped = sorted(p.name for p in here.glob("*.yaml"))
+    assert shipped == ["dev.yaml", "local.yaml", "minikube.yaml"]

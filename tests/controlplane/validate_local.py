@@ -1,0 +1,209 @@
+"""`make validate-local`: the Stage 1 rehearsal on the local test cluster's real node.
+
+Expects what the make target sets up first: the cluster (`make cluster-up
+REAL_NODE=1`), the operator as a pod (`make deploy-local`), the WRC stand-in with one
+mcp-host Deployment per recipe of the matrix (`make platform-local`) and the policy.
+Here: a real Prometheus on 127.0.0.1:PORT (the `local` profile's URL) scraping the
+mcp-host pods, whose addresses a thread here follows through the API server (every
+rollout replaces them) into Prometheus' file discovery, then `spillover-harness run --stage
+minikube --profile local` through the operator, then Prometheus is stopped whatever
+happened (Ctrl-C included). The harness's exit code is this script's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from prometheus.server import (  # noqa: E402
+    PrometheusMissing,
+    PrometheusServer,
+    PrometheusStartError,
+    file_targets,
+    write_file_targets,
+)
+
+from controlplane.localcluster import DEFAULT_WORKDIR  # noqa: E402
+
+MCP_HOST_SELECTOR = "app.kubernetes.io/name=mcp-host"
+MCP_HOST_PORT = 8080
+DEFAULT_PORT = 9391  # harness/spillover_harness/profiles/local.yaml: prometheus.url
+SCRAPE_INTERVAL_S = 2.0  # the profile's prometheus.scrape_interval_s
+
+
+def _current_context(kubeconfig: Path) -> str:
+    import yaml
+
+    return str(yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))["current-context"])
+
+
+def mcp_host_targets(pods: list[dict[str, Any]], namespace: str) -> list[dict[str, object]]:
+    """The file_sd target groups of the Running mcp-host pods not being deleted (one group
+    per pod, with the `namespace` and `pod` labels a Kubernetes discovery would give)."""
+    groups: list[dict[str, object]] = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") != "Running" or not status.get("podIP"):
+            continue
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        groups.append(
+            {
+                "targets": [f"{status['podIP']}:{MCP_HOST_PORT}"],
+                "labels": {"namespace": namespace, "pod": str(pod["metadata"]["name"])},
+            }
+        )
+    return sorted(groups, key=lambda g: str(g["labels"]))
+
+
+class TargetFollower:
+    """Keeps Prometheus' target file equal to the Running mcp-host pods (every second)."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, path: Path) -> None:
+        from spillover_operator.client import connect
+
+        self.conn = connect(str(kubeconfig), namespace=namespace, field_manager="validate-local")
+        self.namespace, self.path = namespace, path
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="targets", daemon=True)
+        self._last: list[dict[str, object]] | None = None
+
+    def refresh(self) -> int:
+        from spillover_operator.client import list_pods
+
+        groups = mcp_host_targets(list_pods(self.conn, MCP_HOST_SELECTOR), self.namespace)
+        if groups != self._last:
+            write_file_targets(self.path, groups)
+            self._last = groups
+        return len(groups)
+
+    def _loop(self) -> None:
+        from spillover_operator.client import ClientError
+
+        while not self.stop.wait(1.0):
+            try:
+                self.refresh()
+            except ClientError as exc:  # the API server restarting: keep the last list
+                print(f"validate-local: targets not refreshed: {exc}", file=sys.stderr)
+
+
+def _wait_scraped(prometheus: PrometheusServer, follower: TargetFollower) -> None:
+    """Until Prometheus scrapes exactly the pods the follower lists, each one up."""
+    deadline = time.monotonic() + 60
+    last: object = None
+    while time.monotonic() < deadline:
+        follower.refresh()
+        want = {t for g in follower._last or [] for t in g["targets"]}  # type: ignore[attr-defined]
+        try:
+            data = prometheus.api("/api/v1/targets")
+        except (OSError, RuntimeError) as exc:
+            last = exc
+        else:
+            assert isinstance(data, dict)
+            active = {t.get("labels", {}).get("instance"): t.get("health") for t in
+                      data.get("activeTargets", [])}  # fmt: skip
+            last = active
+            if set(active) == want and all(h == "up" for h in active.values()):
+                return
+        time.sleep(0.5)
+    raise PrometheusStartError(f"Prometheus does not scrape the mcp-host pods after 60 s: {last}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="validate_local.py",
+        description="Run the reduced matrix (stage minikube, profile local) on the local "
+        "real-node cluster with a Prometheus of its own; prints the decision and the report.",
+    )
+    parser.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR))
+    parser.add_argument("--namespace", default="clerum")
+    parser.add_argument("--out", type=Path, default=Path("results/local"))
+    parser.add_argument("--matrix", default=None, help="a matrix file (default: the packaged)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Prometheus' port")
+    args = parser.parse_args(argv)
+    from spillover_operator.client import ClientError
+
+    kubeconfig = args.workdir.resolve() / "kubeconfig"
+    if not kubeconfig.exists():
+        print(
+            f"validate-local: no local cluster in {args.workdir} (no kubeconfig): "
+            "make cluster-up REAL_NODE=1",
+            file=sys.stderr,
+        )
+        return 2
+
+    # Stop cleanly on SIGTERM and on Ctrl-C even when started with SIGINT ignored (a
+    # background job): Prometheus must not outlive us.
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    workdir = args.workdir.resolve() / "prometheus-local"
+    workdir.mkdir(parents=True, exist_ok=True)
+    targets = workdir / "mcp-host-targets.json"
+    prometheus = PrometheusServer(
+        workdir,
+        [],
+        scrape_interval_s=SCRAPE_INTERVAL_S,
+        port=args.port,
+        job="mcp-host",
+        discovery=file_targets(targets),
+    )
+    follower: TargetFollower | None = None
+    try:
+        follower = TargetFollower(kubeconfig, args.namespace, targets)
+        expected = follower.refresh()
+        follower.thread.start()
+        if expected == 0:
+            print(
+                f"validate-local: no running mcp-host pod in {args.namespace}: "
+                'make platform-local RECIPES="code-review=1 summarize=1"',
+                file=sys.stderr,
+            )
+            return 2
+        prometheus.start()
+        _wait_scraped(prometheus, follower)
+        print(
+            f"validate-local: Prometheus {prometheus.url} scrapes {expected} mcp-host pod(s)",
+            file=sys.stderr,
+        )
+        argv_run = [
+            sys.executable, "-m", "spillover_harness.cli", "run", "--stage", "minikube",
+            "--profile", "local", "--kubeconfig", str(kubeconfig),
+            "--context", _current_context(kubeconfig), "--out", str(args.out), "--resume",
+        ]  # fmt: skip
+        if args.matrix:
+            argv_run += ["--matrix", args.matrix]
+        harness = subprocess.Popen(argv_run)
+        try:
+            return harness.wait()
+        except KeyboardInterrupt:
+            # The harness stops its runs, restores the policy and says how to resume.
+            harness.send_signal(signal.SIGINT)
+            harness.wait()
+            raise
+    except (PrometheusMissing, PrometheusStartError, ClientError) as exc:
+        print(f"validate-local: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("validate-local: interrupted; run it again to resume", file=sys.stderr)
+        return 130
+    finally:
+        if follower is not None:
+            follower.stop.set()
+        prometheus.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""`make validate-local`, as a user without Minikube runs it: on the local cluster's real
+node, the operator pod from the shipped overlay, the WRC stand-in's run API sending each
+run pod to pod to a real mcp-host process of its recipe, a Prometheus of its own
+following those pods, and the reduced matrix (stage minikube, profile `local`) through
+the harness's own cluster stage. The decision is printed, the report says the platform
+was simulated, and every record is about the pod that served it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from controlplane.localcluster import LocalCluster
+from repo_paths import REPO_ROOT
+from spillover_harness.matrix import load_matrix
+from spillover_harness.records import read_records
+from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.exit_codes import BAD_INPUT
+
+pytestmark = pytest.mark.integration
+
+PROMETHEUS_PORT = 9391  # the `local` profile's prometheus.url
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_them(
+    real_node_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    assert not _listening(PROMETHEUS_PORT), f"127.0.0.1:{PROMETHEUS_PORT} is taken: stop it"
+    results = tmp_path / "results"
+    env = {**os.environ, "SPILLOVER_CLUSTER_DIR": str(real_node_cluster.workdir),
+           "KUBECONFIG": str(real_node_cluster.kubeconfig)}  # fmt: skip
+    run = subprocess.run(
+        ["make", "--no-print-directory", "validate-local", f"RESULTS={results}", "TIMEOUT=240"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, f"make validate-local failed:\n{run.stderr[-6000:]}"
+    out = results / "local"
+    decision = [line for line in run.stdout.splitlines() if line.startswith("decision: ")]
+    assert decision, run.stdout[-3000:]
+    assert f"report: {out / 'report.md'}" in run.stdout
+    assert not _listening(PROMETHEUS_PORT), "validate-local left its Prometheus running"
+
+    # Every planned run is recorded, none a harness error, each about the one mcp-host pod
+    # of its recipe that served it, whose process ran the configuration it claims.
+    matrix = load_matrix()
+    envs = {c.name: c.env for c in matrix.configurations}
+    records = read_records(out / "runs.jsonl")
+    planned = sum(len(r.inputs) for r in matrix.recipes) * len(envs)
+    assert len(records) == planned * matrix.repetitions.minikube
+    for record in records:
+        assert record.outcome != "harness_error", record.notes
+        served = record.mcp_host_pods or []
+        assert len(served) == 1, (record.run_id, record.notes)
+        pod = served[0]
+        assert pod.name.startswith(f"mcp-host-{record.recipe}-"), (record.run_id, pod.name)
+        want = envs[record.config]
+        assert pod.values[ENABLED_VAR] == want.get(ENABLED_VAR, "true"), (record.run_id, pod)
+        assert pod.values[THRESHOLD_VAR] == want.get(THRESHOLD_VAR), (record.run_id, pod)
+        assert record.disk_clean is True and record.logs_clean is True, record.notes
+
+    stage = json.loads((out / "stage.json").read_text())
+    assert stage["driver"]["profile"] == "local"
+    assert stage["driver"]["simulated_platform"] is True
+    report = (out / "report.md").read_text()
+    assert "ran on a simulated platform" in report
+    # The mcp-host pods are replaced at every switch: each block's counters are its own
+    # pods' and agree with its runs.
+    blocks = [line for line in report.splitlines() if line.startswith("- counters, block ")]
+    assert len(blocks) >= len(envs), report[:4000]
+    assert all(line.endswith(": agree") for line in blocks), "\n".join(blocks)
+    assert "judged per series" in report
+
+    # A decision of the simulator is not applied as the platform's.
+    refused = subprocess.run(
+        [str(Path(sys.executable).parent / "spillover-harness"), "apply-decision",
+         "--results", str(out), "--dry-run"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode == BAD_INPUT, refused.stderr
+    assert "simulated platform" in refused.stderr
