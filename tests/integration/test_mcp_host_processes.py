@@ -165,3 +165,61 @@ def test_the_operator_pod_read_every_report_with_its_own_rbac(platform: LocalClu
     assert recipe["matched"] == 3 and recipe["stale"] == 1, recipe
     assert " 403" not in log and "Forbidden" not in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_recipe_pods_that_keep_old_values_are_refreshed_by_the_operator_pod(
+    platform: LocalCluster,
+) -> None:
+    """A WRC that passes the variables in a ConfigMap its mcp-host pods read at start
+    (`RECIPES=r1=2:configmap`): a change never rolls those pods, so they keep running
+    the old values. With `refresh: OnKillSwitch` (the local overlay opts in for
+    mcp-host-r1 only, as users do), `kill --wait` exits 0 once the operator pod has
+    restarted mcp-host-r1 and each new process reports spillover off; no 403."""
+    restore = _ctl(platform, "restore", "--wait", "--timeout", "180")
+    assert restore.returncode == 0, restore.stdout + restore.stderr
+    with platform.api_client() as api:
+        apps = client.AppsV1Api(api)
+        apps.delete_namespaced_deployment("mcp-host-r2", NS)
+    _make(platform, "platform-local", "RECIPES=r1=2:configmap")
+    with platform.api_client() as api:
+        core = client.CoreV1Api(api)
+        apps = client.AppsV1Api(api)
+
+        def r1_from_config_map() -> bool:
+            pods = core.list_namespaced_pod(NS, label_selector=SELECTOR).items
+            live = [p for p in pods if p.metadata.deletion_timestamp is None]
+            reports = _reports(core)
+            return (
+                len(live) == 2
+                and all(p.spec.containers[0].env_from for p in live)
+                and len(reports) == 2
+                and all(_enabled_in_effect(r) == "true" for r in reports.values())
+            )
+
+        wait_for("two r1 processes reading a ConfigMap, spillover ON", r1_from_config_map,
+                 timeout=180, retry_on=(client.ApiException,))  # fmt: skip
+        before = set(_reports(core))
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            "spillover.clerum.io", "v1alpha1", NS, "spilloverpolicies", "spillover",
+            {"spec": {"recipePods": {"refresh": "OnKillSwitch"}}},
+        )  # fmt: skip
+        kill = _ctl(platform, "kill", "--wait", "--timeout", "180", "--reason", "refresh")
+        reports = _reports(core)
+        assert kill.returncode == 0, kill.stdout + kill.stderr
+        assert len(reports) == 2 and not set(reports) & before, (before, reports)
+        assert all(_enabled_in_effect(r) == "false" for r in reports.values()), reports
+        template = apps.read_namespaced_deployment("mcp-host-r1", NS).spec.template
+        assert "kubectl.kubernetes.io/restartedAt" in (template.metadata.annotations or {})
+        policy = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "spillover.clerum.io", "v1alpha1", NS, "spilloverpolicies", "spillover"
+        )
+        refreshed = (policy["status"].get("recipePods") or {}).get("refreshed") or []
+        assert any("mcp-host-r1" in json.dumps(r) for r in refreshed), policy["status"]
+        pods = core.list_namespaced_pod(
+            "spillover-system", label_selector="app.kubernetes.io/name=spillover-operator"
+        ).items
+        log = "\n".join(
+            core.read_namespaced_pod_log(p.metadata.name, "spillover-system") for p in pods
+        )
+    assert " 403" not in log and "Forbidden" not in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]

@@ -56,7 +56,12 @@ def refresh_docs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [d for d in docs if d["metadata"].get("name") == REFRESH]
 
 
-@pytest.mark.parametrize("overlay", overlay_names())
+# The local test cluster's overlay opts in (its scenario refreshes mcp-host-r1), as the
+# README shows users; every overlay users run ships without refresh.
+LOCAL = "local"
+
+
+@pytest.mark.parametrize("overlay", [o for o in overlay_names() if o != LOCAL])
 def test_overlays_read_pods_and_grant_no_refresh(overlay: str) -> None:
     docs = build(MANIFESTS / "overlays" / overlay)
     check_recipe_rbac(docs)
@@ -142,3 +147,17 @@ def test_the_refresh_request_needs_the_refresh_verb() -> None:
             "verbs": ["refresh"],
         }
     ]
+
+
+def test_the_local_overlay_opts_in_to_refreshing_only_its_recipe_deployment() -> None:
+    docs = build(MANIFESTS / "overlays" / LOCAL)
+    check_recipe_rbac(docs)
+    role = find(docs, "Role", REFRESH)
+    assert _grants(role) == set()
+    assert [(r["resources"], r["verbs"], r["resourceNames"]) for r in role["rules"]] == [
+        (["deployments"], ["patch"], ["mcp-host-r1"]),
+        (["statefulsets"], ["patch"], [""]),
+    ]
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert refresh_allow_list(env).owners == frozenset({Owner("Deployment", "mcp-host-r1")})
+    assert find(docs, "ConfigMap", ALLOWED_CM)["data"]["recipeRefresh"] == "OnKillSwitch"
