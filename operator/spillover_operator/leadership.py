@@ -13,12 +13,14 @@ wait, passive (a standby: Ready, no watches, no writes), and read the Lease ever
   (`client.WriteRefused`, retried), until a renewal succeeds again. Should it find the
   Lease held by another, it exits at once (the kubelet restarts it, as a standby).
 - A standby takes the Lease when it has seen the same record (holder, renewTime) for
-  `DURATION_SECONDS` by its own clock (no clock sync needed; the leader stopped trusting
-  itself `DURATION_SECONDS - RENEW_DEADLINE_SECONDS` before), when the record's
-  renewTime is older than `DURATION_SECONDS + CLOCK_SKEW_SECONDS` by the wall clock
-  (a leader long dead: no wait at start), or at once when the holder released it (a
-  leader stopped with SIGTERM releases it) or has the standby's own identity (its own
-  container, restarted).
+  `DURATION_SECONDS` by its own clock, over reads that all succeeded (no clock sync
+  needed: the leader stopped trusting itself `DURATION_SECONDS - RENEW_DEADLINE_SECONDS`
+  before; a read that fails starts the count again, so after an API outage the leader,
+  cut off like the standby, gets a whole duration to renew and is not replaced), or at
+  once when the holder released it (a leader stopped with SIGTERM releases it) or has
+  the standby's own identity (its own container, restarted). The wall clock's
+  renewTime is never believed: a standby started beside a Lease of a leader long gone
+  waits `DURATION_SECONDS` too.
 - Every write of the Lease carries the resourceVersion it was read at: of two standbys
   taking it at once, one gets a 409 and stays standby.
 
@@ -47,8 +49,6 @@ RENEW_DEADLINE_SECONDS = 10.0
 # A standby reads the Lease this often; a leader whose renewal failed tries again this
 # often (an API outage ends: trusted again within this).
 RETRY_SECONDS = 1.0
-# How far the clocks of two nodes may disagree before a record's renewTime is believed.
-CLOCK_SKEW_SECONDS = 15
 # The identity in holderIdentity (default: the host name, in a pod the pod's name).
 ID_VAR = "SPILLOVER_LEADER_ID"
 # Exit status of a leader that found another holder of its Lease.
@@ -78,15 +78,6 @@ class Decision:
     seen: Seen | None  # what to remember for the next read
 
 
-def _parse(stamp: Any) -> datetime.datetime | None:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def holder_of(lease: Mapping[str, Any] | None) -> str:
     """The Lease's holderIdentity ("" when none or released)."""
     spec = (lease or {}).get("spec") or {}
@@ -104,10 +95,9 @@ def decide(
     me: str,
     seen: Seen | None,
     now: float,
-    wall: datetime.datetime,
 ) -> Decision:
     """What to do with the leader Lease read just now (`lease`, None: there is none):
-    `now` our monotonic clock, `wall` the wall clock, `seen` what the last read saw."""
+    `now` our monotonic clock, `seen` what the last read saw (None after a failed read)."""
     if lease is None:
         return Decision(Action.CREATE, "there is no leader Lease", None)
     holder = holder_of(lease)
@@ -120,13 +110,6 @@ def decide(
     duration = duration_of(lease)
     if seen is None or (seen.holder, seen.renew_time) != (holder, renew_time):
         seen = Seen(holder, renew_time, now)
-        renewed = _parse(renew_time)
-        if renewed is not None:
-            age = (wall - renewed).total_seconds()
-            if age > duration + CLOCK_SKEW_SECONDS:
-                return Decision(
-                    Action.TAKE, f"{holder} last renewed the Lease {age:.0f} s ago", seen
-                )
         return Decision(Action.WAIT, f"{holder} leads (renewed at {renew_time})", seen)
     unchanged = now - seen.at
     if unchanged >= duration:

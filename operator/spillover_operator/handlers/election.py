@@ -92,6 +92,7 @@ class Elector:
         self.last_read: float | None = None  # when a read of the Lease last succeeded
         self.last_problem = ""
         self.standby_reason = ""
+        self.standby_holder: dict[str, str] = {}  # namespace -> the leader a standby saw
         for namespace in self.namespaces:
             self._gauge(namespace, 0)
 
@@ -117,15 +118,20 @@ class Elector:
         try:
             lease = find_lease(conn, leadership.LEASE_NAME)
         except Exception as exc:
+            # Count a whole duration again from the next read: the leader may have been
+            # cut off as we were (an API outage), and renews as soon as it is back.
+            self.seen[namespace] = None
             self._problem(f"cannot read the leader Lease in {namespace}: {exc}")
             return False
         self.last_read = self.clock()
         wall = self.wall()
-        decision = leadership.decide(lease, self.me, self.seen.get(namespace), self.clock(), wall)
+        decision = leadership.decide(lease, self.me, self.seen.get(namespace), self.clock())
         self.seen[namespace] = decision.seen
         if decision.action is leadership.Action.WAIT:
-            if decision.reason != self.standby_reason:
-                log.info("standby in namespace %s: %s", namespace, decision.reason)
+            holder = leadership.holder_of(lease)
+            if self.standby_holder.get(namespace) != holder:  # once per leader
+                log.info("standby (passive) in namespace %s: %s", namespace, decision.reason)
+            self.standby_holder[namespace] = holder
             self.standby_reason = decision.reason
             return False
         spec = leadership.lease_spec(self.me, wall, lease=lease, duration=self.duration)
