@@ -25,8 +25,8 @@ wait, passive (a standby: Ready, no watches, no writes), and read the Lease ever
   taking it at once, one gets a 409 and stays standby.
 
 Failover: a leader that stops cleanly hands over within `RETRY_SECONDS` (plus kopf's
-start); one killed, within `DURATION_SECONDS` + `RETRY_SECONDS` (docs/operator.md gives
-the measured figures).
+start); one killed, `DURATION_SECONDS` after its last renewal (0-`RENEW_SECONDS` before
+its death) plus up to `RETRY_SECONDS` (docs/operator.md gives the measured figures).
 
 Pure: `decide` judges a Lease read elsewhere, `Term` is the leader's trust in itself,
 `kopf_run_options` reads the namespaces and the readiness endpoint from kopf's command
