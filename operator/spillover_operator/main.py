@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +18,7 @@ import kopf
 
 from spillover_operator import liveness
 from spillover_operator.constants import GROUP, PLURAL, VERSION
-from spillover_operator.handlers import policies, runtime, views
+from spillover_operator.handlers import election, policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -33,6 +34,19 @@ async def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any)
     memo["loop_ticker"] = asyncio.get_running_loop().create_task(
         _tick(rt.liveness), name="liveness ticker"
     )
+    # One operator acts per namespace: a standby waits here, passive and Ready, until it
+    # holds the leader Lease (`leadership`); kopf starts its watches only after this.
+    elector, readiness = runtime.elector_for(rt, sys.argv)
+    await election.lead(elector, readiness)
+    rt.started = time.monotonic()
+
+
+@kopf.on.cleanup()
+async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
+    # Stop writing, and hand the Lease over: a standby takes it at its next read.
+    elector = runtime.of(memo).elector
+    if elector is not None:
+        await asyncio.to_thread(elector.release)
 
 
 async def _tick(alive: liveness.Liveness) -> None:

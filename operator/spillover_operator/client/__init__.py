@@ -6,7 +6,8 @@
 - `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its env;
 - `retry`: the one conflict retry;
 - `events`: Events, one body for everyone;
-- `leases`: the operator's heartbeat Lease (read by `spilloverctl status`);
+- `leases`: the operator's heartbeat Lease (read by `spilloverctl status`) and its
+  leader-election Lease (created, and updated under a resourceVersion precondition);
 - `transport` / `watch`: how requests travel (plain HTTP or the kubernetes ApiClient),
   and following changes with watches;
 - `observing` / `waiting`: the status report of a policy (`observe`; the module is not
@@ -79,9 +80,15 @@ if TYPE_CHECKING:
         Rejected,
         TimedOut,
         Unauthorized,
+        WriteRefused,
     )
     from spillover_operator.client.events import event_body, post_event
-    from spillover_operator.client.leases import find_lease, renew_lease
+    from spillover_operator.client.leases import (
+        create_lease,
+        find_lease,
+        renew_lease,
+        update_lease,
+    )
     from spillover_operator.client.observing import observe
     from spillover_operator.client.pods import (
         SelectorError,
@@ -133,6 +140,7 @@ _WHERE: dict[str, str] = {
     "SelectorError": "pods",
     "TimedOut": "errors",
     "Unauthorized": "errors",
+    "WriteRefused": "errors",
     "WaitProgress": "waiting",
     "check_reachable": "discovery",
     "config_map_lookup": "configmaps",
@@ -146,6 +154,8 @@ _WHERE: dict[str, str] = {
     "apply_deployment": "deployments",
     "find_deployment": "deployments",
     "find_lease": "leases",
+    "create_lease": "leases",
+    "update_lease": "leases",
     "find_policy": "policies",
     "find_target": "deployments",
     "get_deployment": "deployments",
@@ -196,11 +206,13 @@ __all__ = [
     "TimedOut",
     "Unauthorized",
     "WaitProgress",
+    "WriteRefused",
     "apply_config_map",
     "apply_deployment",
     "check_reachable",
     "config_map_lookup",
     "connect",
+    "create_lease",
     "create_object",
     "delete_object",
     "delete_pod",
@@ -232,6 +244,7 @@ __all__ = [
     "retry_on_conflict",
     "selector_string",
     "server_version",
+    "update_lease",
     "wait_until_settled",
 ]
 

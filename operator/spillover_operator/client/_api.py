@@ -87,7 +87,10 @@ def request(
     body: Any = None,
     content_type: str | None = None,
 ) -> JsonDict:
-    """One request through the connection's transport; the JSON object answered."""
+    """One request through the connection's transport; the JSON object answered. A
+    write (any method but GET) passes the connection's write gate first."""
+    if conn.write_gate is not None and method.upper() != "GET":
+        conn.write_gate()
     with api_call(conn, verb, resource, what):
         data = conn.transport.request(
             method,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from spillover_operator.client.errors import ConfigError
@@ -40,6 +40,10 @@ class Connection:
 
     `field_manager` is recorded in managedFields of what we patch and as the source of
     the Events we post (spilloverctl, spillover-operator, spillover-harness).
+
+    `write_gate`, when set, is called before every write (any request but GET) and may
+    raise instead (`WriteRefused`): the operator's leader election closes it while this
+    process is not the confirmed leader (`spillover_operator.leadership`).
     """
 
     transport: Transport
@@ -49,6 +53,7 @@ class Connection:
     context: str = ""
     server: str = ""
     request_timeout: tuple[float, float] = REQUEST_TIMEOUT
+    write_gate: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.transport, HttpTransport | ApiClientTransport):

@@ -45,6 +45,12 @@ class ApiUnavailable(ApiError):
     """The API server could not be reached, or its answer was not JSON."""
 
 
+class WriteRefused(ApiUnavailable):
+    """The connection's write gate refused a write before it was sent: the operator is
+    not (or no longer confirmed as) the leader of its namespace. Retried like an API
+    server that cannot be reached."""
+
+
 class Unauthorized(ApiError):
     """The API server rejected the credentials (401)."""
 

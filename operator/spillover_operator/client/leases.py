@@ -71,3 +71,40 @@ def renew_lease(
             query=[("fieldManager", conn.field_manager)],
             body=body,
         )
+
+
+def create_lease(conn: Connection, name: str, spec: JsonDict) -> JsonDict:
+    """Create the Lease with `spec`; Conflict (409) when it exists already: someone
+    created it first."""
+    body = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": conn.namespace},
+        "spec": spec,
+    }
+    return request(
+        conn,
+        "POST",
+        _path(conn),
+        verb="create",
+        resource=RESOURCE,
+        what=f"Lease '{name}'",
+        query=[("fieldManager", conn.field_manager)],
+        body=body,
+    )
+
+
+def update_lease(conn: Connection, name: str, spec: JsonDict, resource_version: str) -> JsonDict:
+    """Merge `spec` into the Lease, only if it is still at `resource_version` (else
+    Conflict, 409: someone wrote it since it was read). The answer is the Lease written."""
+    return request(
+        conn,
+        "PATCH",
+        _path(conn, name),
+        verb="patch",
+        resource=RESOURCE,
+        what=f"Lease '{name}'",
+        query=[("fieldManager", conn.field_manager)],
+        body={"metadata": {"resourceVersion": resource_version}, "spec": spec},
+        content_type="application/merge-patch+json",
+    )

@@ -91,6 +91,13 @@ class Metrics:
             ["namespace"],
             registry=registry,
         )
+        self.leader = Gauge(
+            "spillover_operator_leader",
+            "1 while this operator holds the leader Lease of the namespace (it acts "
+            "there), 0 while it is a passive standby.",
+            ["namespace"],
+            registry=registry,
+        )
 
         self.recipe_pods = Gauge(
             "spillover_operator_recipe_pods",

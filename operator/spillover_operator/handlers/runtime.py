@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import logging
 import os
@@ -19,9 +20,10 @@ from typing import Any
 
 import kopf
 
-from spillover_operator import heartbeat, liveness
+from spillover_operator import heartbeat, leadership, liveness
 from spillover_operator.client import Connection, check_reachable, connect, renew_lease
 from spillover_operator.constants import FIELD_MANAGER, FINALIZER, GROUP
+from spillover_operator.handlers import election
 from spillover_operator.handlers.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,10 @@ class OperatorRuntime:
 
     cluster: Connection
     metrics: Metrics
+    # When the operator started (or, a standby, began to lead): the watches' grace.
     started: float = field(default_factory=time.monotonic)
+    # The leader election (`handlers.election`); None in tests that build a runtime.
+    elector: election.Elector | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards `locks`
     locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     # The namespaces the operator has seen objects in: it renews its heartbeat Lease
@@ -202,7 +207,8 @@ def liveness_port() -> int:
 def configure(settings: kopf.OperatorSettings) -> None:
     """kopf settings for running with only a namespaced Role."""
     # No peering objects (cluster-wide CRD), no namespace/CRD scanning (cluster-wide
-    # list): the operator runs as a single replica in one namespace.
+    # list): the operator watches one namespace. Of several replicas only the holder
+    # of the namespace's leader Lease starts kopf's watches (`leadership`).
     settings.peering.standalone = True
     settings.scanning.disabled = True
     # kopf's own state lives in annotations on the policy (patch verb, no status schema
@@ -245,6 +251,20 @@ def start(memo: Any) -> OperatorRuntime:
     memo[MEMO_KEY] = runtime
     threading.Thread(target=_heartbeat, args=(runtime,), daemon=True, name="heartbeat").start()
     return runtime
+
+
+def elector_for(
+    rt: OperatorRuntime, argv: list[str]
+) -> tuple[election.Elector, leadership.Endpoint | None]:
+    """The leader election of the namespaces `kopf run` watches (`argv`; none named:
+    the connection's namespace), with the operator's writes gated on it from now on;
+    and kopf's readiness endpoint (a standby answers it)."""
+    options = leadership.kopf_run_options(argv)
+    namespaces = options.namespaces or (rt.cluster.namespace,)
+    elector = election.Elector(rt.cluster, namespaces, election.identity(), rt.metrics)
+    rt.elector = elector
+    rt.cluster = dataclasses.replace(rt.cluster, write_gate=elector.gate)
+    return elector, options.liveness
 
 
 def _heartbeat(rt: OperatorRuntime) -> None:
