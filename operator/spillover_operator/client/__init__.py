@@ -6,6 +6,7 @@
 - `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its env;
 - `retry`: the one conflict retry;
 - `events`: Events, one body for everyone;
+- `identity`: who the API server says we are (`authenticated_user`, a SelfSubjectReview);
 - `leases`: the operator's heartbeat Lease (read by `spilloverctl status`);
 - `transport` / `watch`: how requests travel (plain HTTP or the kubernetes ApiClient),
   and following changes with watches;
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
         Unauthorized,
     )
     from spillover_operator.client.events import event_body, post_event
+    from spillover_operator.client.identity import authenticated_user
     from spillover_operator.client.leases import find_lease, renew_lease
     from spillover_operator.client.observing import observe
     from spillover_operator.client.pods import (
@@ -137,6 +139,7 @@ _WHERE: dict[str, str] = {
     "env_in_effect": "deployments",
     "event_body": "events",
     "apply_deployment": "deployments",
+    "authenticated_user": "identity",
     "find_deployment": "deployments",
     "find_lease": "leases",
     "find_policy": "policies",
@@ -190,6 +193,7 @@ __all__ = [
     "Unauthorized",
     "WaitProgress",
     "apply_deployment",
+    "authenticated_user",
     "check_reachable",
     "config_map_lookup",
     "connect",
