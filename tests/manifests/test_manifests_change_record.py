@@ -5,6 +5,8 @@ tests/integration/test_audit_trail.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kustomize_build import build, find, overlay_names
 from repo_paths import MANIFESTS
@@ -13,7 +15,7 @@ from spillover_operator.constants import CHANGE_RECORD_ANNOTATION
 VAP = "spillover-change-record"
 
 
-def check(docs: list[dict]) -> None:  # type: ignore[type-arg]
+def check(docs: list[dict[str, Any]]) -> None:
     vap = find(docs, "ValidatingAdmissionPolicy", VAP)
     binding = find(docs, "ValidatingAdmissionPolicyBinding", VAP)
     assert binding["spec"]["policyName"] == VAP
