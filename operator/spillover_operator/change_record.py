@@ -113,7 +113,7 @@ class LastChange:
         gen = f"generation {self.generation}" if self.generation is not None else "the policy"
         rec = self.record
         if rec is None:
-            return f"{gen} changed without a reason by an unknown user ({self.why_none})"
+            return f"{gen} changed without a reason by an unknown user; {self.why_none}"
         tool = f" with {rec.tool}" if rec.tool else ""
         when = f" at {rec.time}" if rec.time else ""
         reason = f": {rec.reason}" if rec.reason else " (no reason given)"

@@ -293,6 +293,22 @@ def test_admission_refuses_a_record_alice_did_not_earn(
         pol = policy(admin, namespace)
         assert pol["metadata"]["generation"] == 1
         assert CHANGE_RECORD_ANNOTATION not in (pol["metadata"].get("annotations") or {})
+        # At CREATE the generation is 1: her own record of it is admitted (dry run).
+        created = policy_manifest(namespace, {"target": {"deployment": WRC}}, "another")
+        mine = ChangeRecord("alice", 1, "t", "kubectl create", "new policy").encode()
+        created["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: mine}
+        custom = client.CustomObjectsApi(api)
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, created, dry_run="All"
+        )
+        created["metadata"]["annotations"] = {
+            CHANGE_RECORD_ANNOTATION: ChangeRecord("alice", 2, "t", "kubectl create").encode()
+        }
+        with pytest.raises(ApiException) as info:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, created, dry_run="All"
+            )
+        assert "must name the generation this change makes (1)" in str(info.value.body)
 
         # Through spilloverctl: admitted, then the record cannot be erased on its own.
         code, out, err = ctl(alice, namespace, "kill", "--reason", "INC-7")
