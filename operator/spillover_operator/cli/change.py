@@ -31,7 +31,8 @@ from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, 
 
 from .errors import BadInput
 
-# `kill` without --wait or --direct is one GET and one PATCH of the policy: the modules
+# `kill` without --wait or --direct is one GET of the policy, one SelfSubjectReview (who
+# the change record names) and one PATCH: the modules
 # for waiting, --direct and the recipe pods are imported where they are used, so that
 # the plain kill switch starts as fast as it can (docs/spilloverctl.md).
 if TYPE_CHECKING:
