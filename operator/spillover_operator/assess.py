@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from spillover_operator.change_record import LastChange, last_change
 from spillover_operator.constants import (
     BUDGET_VAR,
-    CHANGE_REASON_ANNOTATION,
     COND_READY,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
@@ -90,7 +90,9 @@ class StatusReport:
     # The recipe mcp-host pods (None: not looked at, see `with_recipe_pods`).
     recipe_pods: RecipePods | None = None
     recipe_pods_error: str | None = None
-    change_reason: str | None = None
+    # The change that made the current generation: who, when, why, with what
+    # (change_record.py), or that nobody recorded it.
+    last_change: LastChange | None = None
     # A `--refresh-recipe-pods` request on the policy, and the last one the operator
     # carried out.
     refresh_requested: str | None = None
@@ -366,7 +368,7 @@ def assess(
         findings=findings,
         resolved=resolved,
         env_notes=notes,
-        change_reason=_annotation(meta, CHANGE_REASON_ANNOTATION),
+        last_change=last_change(policy),
         refresh_requested=_annotation(meta, REFRESH_REQUEST_ANNOTATION),
         refresh_handled=_handled(status),
     )

@@ -47,8 +47,13 @@ REASON_TARGET_NOT_ALLOWED: Final = "TargetNotAllowed"
 # SPILLOVER_ALLOWED_TARGETS is unset (allowlist.py), and the manifests' default.
 DEFAULT_TARGET: Final = "workflow-recipe-controller"
 
-# Annotations spilloverctl writes on a policy: who changed it and why (`--reason`), and
-# a one-off request to refresh the recipe pods now (`--refresh-recipe-pods`; the value
-# is a unique token, the operator records the one it handled).
-CHANGE_REASON_ANNOTATION: Final = "spillover.clerum.io/change-reason"
+# Annotations spilloverctl writes on a policy: the record of the change it makes (who,
+# as the API server authenticated them, the generation, when, with what and `--reason`;
+# change_record.py), and a one-off request to refresh the recipe pods now
+# (`--refresh-recipe-pods`; the value is a unique token, the operator records the one it
+# handled).
+CHANGE_RECORD_ANNOTATION: Final = "spillover.clerum.io/change-record"
 REFRESH_REQUEST_ANNOTATION: Final = "spillover.clerum.io/refresh-recipe-pods"
+# What spilloverctl wrote before the change record: free text naming `$USER@host`, the
+# client's word. Nothing reads it any more; spilloverctl removes it with its next change.
+LEGACY_CHANGE_REASON_ANNOTATION: Final = "spillover.clerum.io/change-reason"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spillover_operator import allowlist
+from spillover_operator.change_record import last_change
 from spillover_operator.client import (
     ApiError,
     ClientError,
@@ -34,7 +35,6 @@ from spillover_operator.client import (
 )
 from spillover_operator.constants import (
     API_VERSION,
-    CHANGE_REASON_ANNOTATION,
     COND_APPLIED,
     COND_READY,
     KIND,
@@ -263,7 +263,10 @@ def _deployment_ref(deployment: Mapping[str, Any]) -> dict[str, Any]:
 
 def _was_applied(policy: Mapping[str, Any]) -> bool:
     """Whether the policy's current generation had already been applied (so a
-    difference now is drift, not a policy change)."""
+    difference now is drift, not a policy change). Judged on the status of the copy
+    read: a change the operator made early (`apply_change`) and reports later may find
+    the status already written for its generation by a reconcile that had nothing left
+    to change; `settle` is told about those (`policy_change`)."""
     status = policy.get("status") or {}
     if status.get("observedGeneration") != _meta(policy).get("generation"):
         return False
@@ -288,6 +291,7 @@ def failed_status(
         generation=_meta(policy).get("generation"),
         ready=Condition(COND_READY, False, reason, message),
         applied=Condition(COND_APPLIED, False, reason, message),
+        extra={"lastChange": last_change(policy).to_status()},
         **extra,
     )
 
@@ -313,10 +317,18 @@ def settle(
     now: str,
     config_maps: ConfigMapLookup = no_config_maps,
     applied_at: str | None = None,
+    policy_change: bool = False,
 ) -> Settlement:
     """The status and Events once the Deployment is `after` (the plan applied, or found
     empty). `config_maps` resolves the container's ConfigMap references (the values in
-    effect, `resolved_env`). Pure: reconcile_policy writes what it returns."""
+    effect, `resolved_env`). `policy_change`: the plan was made for a change of the
+    policy (`apply_change`), never drift whatever the status says by now.
+
+    An applied policy change is reported with its change record (who, with what, when,
+    why) when one describes the policy's current generation, else as changed without a
+    reason by an unknown user (`change_record.last_change`); drift is the Deployment's
+    change, not the policy's, and carries no record. Pure: reconcile_policy writes what
+    it returns."""
     meta = _meta(policy)
     namespace, name = meta.get("namespace"), meta.get("name")
     container = str(select_container(after, spec.container).get("name"))
@@ -324,8 +336,9 @@ def settle(
     current_status = dict(policy.get("status") or {})
     events: list[Event] = []
     notes = shadow_notes(spec, envfrom_shadowed(after, container, config_maps))
+    change = last_change(policy)
     if plan.patch is not None:
-        drift = _was_applied(policy)
+        drift = not policy_change and _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
         reason = "DriftCorrected" if drift else "Applied"
         lead = (
@@ -339,6 +352,8 @@ def settle(
         )
         if notes:
             note += " (" + "; ".join(notes) + ")"
+        if not drift:
+            note += f" ({change.describe()})"
         events.append((_policy_ref(policy), "Normal", reason, note))
         events.append(
             (_deployment_ref(after), "Normal", reason, f"{note} (SpilloverPolicy {name})")
@@ -367,7 +382,11 @@ def settle(
         rollout=rollout,
         kill_switch_engaged=not spec.enabled,
         now=now,
-        extra={"effectiveSource": sources or None, "envFromNotes": notes or None},
+        extra={
+            "effectiveSource": sources or None,
+            "envFromNotes": notes or None,
+            "lastChange": change.to_status(),
+        },
     )
     return Settlement(outcome, status, events, container, rollout.complete)
 
@@ -679,11 +698,11 @@ def _reconcile_once(
     done = settle(
         policy, spec, after, plan, now=now, config_maps=config_maps,
         applied_at=now_rfc3339(millis=True),
+        policy_change=early is not None and plan is early.plan,
     )  # fmt: skip
-    why = change_reason(policy)
     if early is None or not early.announced:
         for obj, type_, reason, message in done.events:
-            _record(cluster, obj, type_, reason, f"{message}{why}")
+            _record(cluster, obj, type_, reason, message)
     if early is not None and plan is early.plan:
         early.announced = True
     status = done.status
@@ -735,14 +754,6 @@ def _reconcile_once(
         ready=done.ready,
         recipe=recipe,
     )
-
-
-def change_reason(policy: Mapping[str, Any]) -> str:
-    """` (reason: ...)` from the policy's change-reason annotation (spilloverctl
-    `--reason`), for Events; "" when there is none."""
-    annotations = _meta(policy).get("annotations") or {}
-    text = annotations.get(CHANGE_REASON_ANNOTATION)
-    return f" (reason: {text})" if isinstance(text, str) and text else ""
 
 
 def _record(

@@ -1072,6 +1072,24 @@ class LocalCluster:
         )
         return NodeCredentials(kubeconfig, serving)
 
+    def user_kubeconfig(
+        self, user: str, *, groups: tuple[str, ...] = (), namespace: str | None = None
+    ) -> Path:
+        """A kubeconfig for a person: a client certificate with CN `user` (and O `groups`)
+        signed by this cluster's CA, so the API server authenticates the requests as
+        `user`, with no RBAC beyond what is bound to that name (and system:authenticated)."""
+        assert self._pki is not None, "user_kubeconfig needs a cluster started here"
+        safe = re.sub(r"[^a-z0-9-]+", "-", user.lower()).strip("-") or "user"
+        pair = self._pki.issue(f"user-{safe}", user, organizations=groups, client=True)
+        return write_kubeconfig(
+            self.workdir / "kubeconfigs" / f"user-{safe}.kubeconfig",
+            server=self.server,
+            ca=self.ca_file,
+            user=user,
+            client=pair,
+            namespace=namespace,
+        )
+
     def service_account_kubeconfig(
         self, namespace: str, name: str, *, expiration_seconds: int = 24 * 3600
     ) -> Path:

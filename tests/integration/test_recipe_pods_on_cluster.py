@@ -37,11 +37,12 @@ from kopf_operator import OperatorProcess
 from kubernetes import client
 from spillover_operator import exit_codes
 from spillover_operator.allowlist import REFRESH_DEPLOYMENTS_VAR
+from spillover_operator.change_record import decode
 from spillover_operator.cli.main import run
 from spillover_operator.client import config_map_lookup, list_pods
 from spillover_operator.constants import (
     BUDGET_VAR,
-    CHANGE_REASON_ANNOTATION,
+    CHANGE_RECORD_ANNOTATION,
     ENABLED_VAR,
     GROUP,
     PASSTHROUGH_VAR,
@@ -324,9 +325,12 @@ def test_kill_wait_refresh_recipe_pods_succeeds_only_when_every_pod_is_current(
 
     pol = setup.policy()
     assert condition(pol, "RecipePodsCurrent")["status"] == "True"
-    reason = pol["metadata"]["annotations"][CHANGE_REASON_ANNOTATION]
-    assert reason.startswith("INC-42 spill storm (by ")
-    assert any("INC-42 spill storm" in m for m in setup.events("Applied"))
+    record = decode(pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION])
+    assert (record.reason, record.generation) == (
+        "INC-42 spill storm",
+        pol["metadata"]["generation"],
+    )
+    assert any(m.endswith(": INC-42 spill storm)") for m in setup.events("Applied"))
     assert setup.events("RecipePodsRefresh")
     op = setup.operator
     assert op is not None
@@ -337,7 +341,8 @@ def test_kill_wait_refresh_recipe_pods_succeeds_only_when_every_pod_is_current(
     )
     code, out, _ = setup.ctl("status")
     assert code == exit_codes.OK, out
-    assert "last change:  INC-42 spill storm" in out
+    assert f"last change:  generation {record.generation} changed by {record.user}" in out
+    assert ": INC-42 spill storm\n" in out
     assert "recipe pods: 0 stale of 3" in out
 
 

@@ -229,3 +229,87 @@ def test_within_one_creation_second_the_policy_already_applied_keeps_its_deploym
     assert competing_policies([newcomer, applied], "wrc") == ["spillover", "second"]
     # An older policy still wins, applied or not.
     assert competing_policies([applied, _policy("old", "2026-01-01T00:00:00Z")], "wrc")[0] == "old"
+
+
+def _with_record(policy: dict[str, Any], generation: int, record_generation: int) -> Any:
+    from spillover_operator.change_record import ChangeRecord
+    from spillover_operator.constants import CHANGE_RECORD_ANNOTATION
+
+    record = ChangeRecord("alice", record_generation, NOW, "spilloverctl kill", "INC-123")
+    policy["metadata"]["generation"] = generation
+    policy["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: record.encode()}
+    return policy
+
+
+def test_settle_announces_an_applied_change_with_its_record() -> None:
+    raw = {"enabled": False, "target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    before = _deployment([])
+    policy = _with_record(_stored_policy(raw), 2, 2)
+    done = settle(policy, spec, _after(before, spec), plan_apply(before, spec), now=NOW)
+    for _, _, reason, message in done.events:
+        assert reason == "Applied"
+        assert f"(generation 2 changed by alice with spilloverctl kill at {NOW}: INC-123)" in (
+            message
+        )
+    assert done.status["lastChange"]["user"] == "alice"
+
+
+def test_settle_never_repeats_the_record_of_an_earlier_generation() -> None:
+    """An admin's `kubectl patch` after alice's kill: same annotation, new generation."""
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    before = _deployment([{"name": ENABLED_VAR, "value": "false"}])
+    policy = _with_record(_stored_policy(raw), 3, 2)
+    done = settle(policy, spec, _after(before, spec), plan_apply(before, spec), now=NOW)
+    assert {reason for _, _, reason, _ in done.events} == {"Applied"}
+    for _, _, _, message in done.events:
+        assert "generation 3 changed without a reason by an unknown user" in message
+        assert "alice" not in message and "INC-123" not in message
+    assert done.status["lastChange"] == {
+        "generation": 3,
+        "recorded": False,
+        "note": "the change record describes generation 2, not this one",
+    }
+
+
+def test_settle_drift_carries_no_change_record() -> None:
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    applied = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Applied", "status": "True", "reason": "Applied"}],
+    }
+    before = _deployment([{"name": ENABLED_VAR, "value": "false"}])  # edited by hand
+    policy = _with_record(_stored_policy(raw, applied), 2, 2)
+    done = settle(policy, spec, _after(before, spec), plan_apply(before, spec), now=NOW)
+    assert {reason for _, _, reason, _ in done.events} == {"DriftCorrected"}
+    assert all("alice" not in message for _, _, _, message in done.events)
+
+
+def test_settle_a_policy_change_is_never_drift_whatever_the_status_says_by_now() -> None:
+    """A change made while the operator was down: at start it applies it early
+    (apply_change), and a reconcile with nothing left to change may write the status
+    for the generation before that change is reported. Still a policy change."""
+    raw = {"enabled": False, "target": {"deployment": "wrc"}}
+    spec = parse_spec(raw)
+    written_meanwhile = {
+        "observedGeneration": 2,
+        "conditions": [{"type": "Applied", "status": "True", "reason": "Applied"}],
+    }
+    before = _deployment([{"name": ENABLED_VAR, "value": "true"}])
+    policy = _with_record(_stored_policy(raw, written_meanwhile), 2, 2)
+    plan = plan_apply(before, spec)
+    done = settle(policy, spec, _after(before, spec), plan, now=NOW, policy_change=True)
+    assert done.outcome == Outcome.APPLIED
+    assert {reason for _, _, reason, _ in done.events} == {"Applied"}
+    assert all("by hand" not in message for _, _, _, message in done.events)
+    assert "changed by alice" in done.events[0][3]
+
+
+def test_failed_status_reports_the_last_change_too() -> None:
+    raw = {"target": {"deployment": "wrc"}}
+    policy = _with_record(_stored_policy(raw), 2, 2)
+    status = failed_status(policy, "TargetNotFound", "gone")
+    assert status["lastChange"]["recorded"] is True
+    assert status["lastChange"]["reason"] == "INC-123"

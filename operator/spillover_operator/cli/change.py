@@ -4,14 +4,14 @@ Deployment too), then optionally wait until the change is in effect."""
 from __future__ import annotations
 
 import datetime
-import getpass
-import socket
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from spillover_operator import exit_codes
+from spillover_operator.change_record import ChangeRecord, LastChange
 from spillover_operator.client import (
     ClientError,
     Connection,
@@ -22,15 +22,17 @@ from spillover_operator.client import (
     patch_policy,
 )
 from spillover_operator.constants import (
-    CHANGE_REASON_ANNOTATION,
+    CHANGE_RECORD_ANNOTATION,
     COND_READY,
+    LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,
 )
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
 
 from .errors import BadInput
 
-# `kill` without --wait or --direct is one GET and one PATCH of the policy: the modules
+# `kill` without --wait or --direct is one GET of the policy, one SelfSubjectReview (who
+# the change record names) and one PATCH: the modules
 # for waiting, --direct and the recipe pods are imported where they are used, so that
 # the plain kill switch starts as fast as it can (docs/spilloverctl.md).
 if TYPE_CHECKING:
@@ -104,12 +106,15 @@ def _old_spec(raw_spec: Mapping[str, Any]) -> PolicySpec | None:
         return None
 
 
-def _who() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
+@dataclass(frozen=True)
+class Written:
+    """The policy after the write, and what changed."""
+
+    policy: JsonDict
+    old_spec: PolicySpec | None
+    new_spec: PolicySpec
+    spec_changes: bool
+    record: ChangeRecord | None
 
 
 def cmd_change(
@@ -126,45 +131,22 @@ def cmd_change(
 ) -> int:
     options = options or Options()
     ref = f"SpilloverPolicy {cluster.namespace}/{name}"
-    policy = get_policy(cluster, name)
-    raw_spec = policy.get("spec") or {}
-    new_spec = _new_spec(raw_spec, change, ref)
-    old_spec = _old_spec(raw_spec)
-    spec_changes = not old_spec or spec_to_json(old_spec) != spec_to_json(new_spec)
+    identity = _Identity(cluster, options, err)
+    from spillover_operator.client import retry_on_conflict
 
-    # --direct: check the target before writing anything, so a missing Deployment or
-    # container leaves the policy untouched too.
-    deployment: JsonDict | None = None
-    if direct:
-        from spillover_operator.client import get_deployment
-
-        deployment = get_deployment(cluster, new_spec.deployment)
-        _plan_or_fail(deployment, new_spec, cluster.namespace)
-
-    generation = policy.get("metadata", {}).get("generation")
-    annotations = _annotations(change, options, spec_changes, direct)
-    if spec_changes:
-        body: dict[str, Any] = {"spec": dict(change.fields)}
-        if annotations:
-            body["metadata"] = {"annotations": annotations}
-        patched = patch_policy(cluster, name, body)
-        new_generation = patched.get("metadata", {}).get("generation")
-        before = (
-            ", ".join(f"{k}={_fmt(_field(old_spec, k))}" for k in change.fields)
-            if old_spec
-            else "(invalid spec)"
-        )
+    written = retry_on_conflict(
+        lambda: _write_policy(cluster, name, change, options, identity, direct, out),
+        what=ref,
+    )
+    policy, new_spec, spec_changes = written.policy, written.new_spec, written.spec_changes
+    if written.record is not None:
+        described = LastChange(written.record.generation, written.record).describe()
+        out.write(f"{ref}: change recorded: {described}\n")
+    elif options.reason and not spec_changes:
         out.write(
-            f"{ref}: {before} -> {change.describe()} "
-            f"(generation {generation} -> {new_generation})\n"
+            f"{ref}: reason not recorded: the spec did not change, and a change record only "
+            "describes the spec change it comes with\n"
         )
-        policy = patched
-    else:
-        out.write(f"{ref}: already {change.describe()}; spec unchanged (generation {generation})\n")
-        if annotations:
-            policy = patch_policy(cluster, name, {"metadata": {"annotations": annotations}})
-    if options.reason:
-        out.write(f"{ref}: reason recorded: {annotations[CHANGE_REASON_ANNOTATION]}\n")
     if options.refresh_recipe_pods and not direct:
         out.write(
             f"{ref}: refresh of the recipe pods requested: the operator restarts the owners "
@@ -192,7 +174,9 @@ def cmd_change(
             for c in plan.changes:
                 out.write(f"  {c.name}: {_fmt(c.before)} -> {_fmt(c.after)}\n")
         if spec_changes or not plan.noop:
-            _record_direct_events(cluster, change, policy, deployment, plan, out, err, options)
+            _record_direct_events(
+                cluster, change, policy, deployment, plan, out, err, options, identity.user()
+            )
     elif not spec_changes and not options.refresh_recipe_pods:
         out.write("the operator has nothing new to apply\n")
 
@@ -245,6 +229,110 @@ def cmd_change(
     return exit_codes.OK
 
 
+class _Identity:
+    """The authenticated user, asked from the API server once (SelfSubjectReview), only
+    when a change is written. With `--reason` a failure to learn it stops the command
+    before anything is written; without, the change goes ahead with no record (noted)."""
+
+    def __init__(self, cluster: Connection, options: Options, err: TextIO) -> None:
+        self.cluster, self.options, self.err = cluster, options, err
+        self._asked = False
+        self._user: str | None = None
+
+    def user(self) -> str | None:
+        if self._asked:
+            return self._user
+        from spillover_operator.client import authenticated_user
+
+        self._asked = True
+        try:
+            self._user = authenticated_user(self.cluster)
+        except ClientError as exc:
+            if self.options.reason:
+                raise exc.with_message(
+                    f"cannot learn who you are from the API server, which --reason records "
+                    f"with the change; nothing was changed: {exc.message}. Run without "
+                    "--reason to change the policy anyway (it is then recorded as changed "
+                    "without a reason by an unknown user)."
+                ) from None
+            self.err.write(
+                f"spilloverctl: note: no change record written (cannot learn who you are "
+                f"from the API server: {exc.message}); the change is recorded as made "
+                "without a reason by an unknown user\n"
+            )
+        return self._user
+
+
+def _write_policy(
+    cluster: Connection,
+    name: str,
+    change: Change,
+    options: Options,
+    identity: _Identity,
+    direct: bool,
+    out: TextIO,
+) -> Written:
+    """Read the policy, write the change with its record (Conflict when the policy
+    changed since the read: the record names the generation this write makes)."""
+    ref = f"SpilloverPolicy {cluster.namespace}/{name}"
+    policy = get_policy(cluster, name)
+    raw_spec = policy.get("spec") or {}
+    new_spec = _new_spec(raw_spec, change, ref)
+    old_spec = _old_spec(raw_spec)
+    spec_changes = not old_spec or spec_to_json(old_spec) != spec_to_json(new_spec)
+
+    # --direct: check the target before writing anything, so a missing Deployment or
+    # container leaves the policy untouched too.
+    if direct:
+        from spillover_operator.client import get_deployment
+
+        deployment = get_deployment(cluster, new_spec.deployment)
+        _plan_or_fail(deployment, new_spec, cluster.namespace)
+
+    meta = policy.get("metadata") or {}
+    generation = meta.get("generation")
+    record: ChangeRecord | None = None
+    if spec_changes or direct:
+        user = identity.user()
+        if spec_changes and user is not None and isinstance(generation, int):
+            record = ChangeRecord(
+                user=user,
+                generation=generation + 1,
+                time=_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                tool=f"spilloverctl {change.command}" + (" --direct" if direct else ""),
+                reason=(options.reason or "").strip() or None,
+            )
+    annotations = _annotations(options, record, spec_changes, direct)
+    if spec_changes:
+        body: dict[str, Any] = {
+            "spec": dict(change.fields),
+            "metadata": {"annotations": annotations},
+        }
+        patched = patch_policy(
+            cluster, name, body, resource_version=str(meta.get("resourceVersion") or "") or None
+        )
+        new_generation = patched.get("metadata", {}).get("generation")
+        before = (
+            ", ".join(f"{k}={_fmt(_field(old_spec, k))}" for k in change.fields)
+            if old_spec
+            else "(invalid spec)"
+        )
+        out.write(
+            f"{ref}: {before} -> {change.describe()} "
+            f"(generation {generation} -> {new_generation})\n"
+        )
+        policy = patched
+    else:
+        out.write(f"{ref}: already {change.describe()}; spec unchanged (generation {generation})\n")
+        if annotations:
+            policy = patch_policy(cluster, name, {"metadata": {"annotations": annotations}})
+    return Written(policy, old_spec, new_spec, spec_changes, record)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Options) -> str:
     if options.wait_recipe_pods:
         pods = report.recipe_pods
@@ -269,22 +357,19 @@ def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Op
 
 
 def _annotations(
-    change: Change, options: Options, spec_changes: bool, direct: bool
+    options: Options, record: ChangeRecord | None, spec_changes: bool, direct: bool
 ) -> dict[str, Any]:
-    """The policy annotations this command writes: who and why (a spec change without
-    --reason clears an older reason), and a refresh request token for the operator (not
-    with --direct: spilloverctl refreshes itself)."""
+    """The policy annotations this command writes: with a spec change its record (or
+    none: an older record is removed, it describes another change) and the legacy
+    free-text reason removed; a refresh request token for the operator (not with
+    --direct: spilloverctl refreshes itself)."""
     annotations: dict[str, Any] = {}
-    stamp = datetime.datetime.now(datetime.UTC)
-    if options.reason:
-        annotations[CHANGE_REASON_ANNOTATION] = (
-            f"{options.reason.strip()} (by {_who()}, spilloverctl {change.command}, "
-            f"{stamp.strftime('%Y-%m-%dT%H:%M:%SZ')})"
-        )
-    elif spec_changes:
-        annotations[CHANGE_REASON_ANNOTATION] = None
+    if spec_changes:
+        annotations[CHANGE_RECORD_ANNOTATION] = record.encode() if record else None
+        annotations[LEGACY_CHANGE_REASON_ANNOTATION] = None
     if options.refresh_recipe_pods and not direct:
-        annotations[REFRESH_REQUEST_ANNOTATION] = f"{stamp.isoformat()} {_who()}"
+        # A unique token, not a signature: who asked is not in it (nobody checks it).
+        annotations[REFRESH_REQUEST_ANNOTATION] = f"{_now().isoformat()} {secrets.token_hex(4)}"
     return annotations
 
 
@@ -385,9 +470,10 @@ def _record_direct_events(
     out: TextIO,
     err: TextIO,
     options: Options,
+    user: str | None,
 ) -> None:
-    """An Event on the policy and the Deployment; lacking RBAC for Events is a note, never
-    a failure of the kill switch."""
+    """An Event on the policy and the Deployment, naming the authenticated user; lacking
+    RBAC for Events is a note, never a failure of the kill switch."""
     from spillover_operator.client import post_event
 
     if plan.noop:
@@ -396,8 +482,8 @@ def _record_direct_events(
         env = "; ".join(f"{c.name}={_fmt(c.after)}" for c in plan.changes)
         deployment_part = f"Deployment patched without the operator ({env})"
     message = (
-        f"spilloverctl {change.command} --direct by {_who()}: policy {change.describe()}, "
-        f"{deployment_part}"
+        f"spilloverctl {change.command} --direct by {user or 'an unknown user'}: "
+        f"policy {change.describe()}, {deployment_part}"
     )
     if options.reason:
         message += f" (reason: {options.reason.strip()})"

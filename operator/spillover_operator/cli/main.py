@@ -193,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     waiting.add_argument(
         "--reason",
         metavar="TEXT",
-        help="why (recorded with who and when on the policy's annotation "
-        "spillover.clerum.io/change-reason, in the Events, shown by status)",
+        help="why: recorded with the change (annotation spillover.clerum.io/change-record, "
+        "with who you are as the API server says, the generation and the time), in the "
+        "operator's Events and shown by status",
     )
     waiting.add_argument(
         "--timeout",

@@ -130,8 +130,8 @@ def format_text(report: StatusReport) -> str:
                 f"  {kind + ':':<13} {cond.get('status')} reason={cond.get('reason')} "
                 f"since {cond.get('lastTransitionTime')}: {cond.get('message')}"
             )
-    if report.change_reason:
-        lines.append(f"  last change:  {report.change_reason}")
+    if report.last_change is not None:
+        lines.append(f"  last change:  {report.last_change.describe()}")
     if report.kill_switch_engaged_at:
         lines.append(f"  kill switch:  engaged at {report.kill_switch_engaged_at}")
     if report.status_effective is not None:
@@ -244,7 +244,7 @@ def report_to_json(report: StatusReport) -> dict[str, Any]:
                 for p in report.recipe_pods.pods
             ],
         },
-        "changeReason": report.change_reason,
+        "lastChange": report.last_change.to_status() if report.last_change else None,
         "envFromNotes": report.env_notes,
         "findings": [
             {"severity": f.severity, "area": f.area, "message": f.message} for f in report.findings

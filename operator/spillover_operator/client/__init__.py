@@ -6,6 +6,7 @@
 - `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its env;
 - `retry`: the one conflict retry;
 - `events`: Events, one body for everyone;
+- `identity`: who the API server says we are (`authenticated_user`, a SelfSubjectReview);
 - `leases`: the operator's heartbeat Lease (read by `spilloverctl status`) and its
   leader-election Lease (created, and updated under a resourceVersion precondition);
 - `transport` / `watch`: how requests travel (plain HTTP or the kubernetes ApiClient),
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
         WriteRefused,
     )
     from spillover_operator.client.events import event_body, post_event
+    from spillover_operator.client.identity import authenticated_user
     from spillover_operator.client.leases import (
         create_lease,
         find_lease,
@@ -152,6 +154,7 @@ _WHERE: dict[str, str] = {
     "event_body": "events",
     "apply_config_map": "configmaps",
     "apply_deployment": "deployments",
+    "authenticated_user": "identity",
     "find_deployment": "deployments",
     "find_lease": "leases",
     "create_lease": "leases",
@@ -209,6 +212,7 @@ __all__ = [
     "WriteRefused",
     "apply_config_map",
     "apply_deployment",
+    "authenticated_user",
     "check_reachable",
     "config_map_lookup",
     "connect",

@@ -136,6 +136,14 @@ def api_error(
             f"({server_message}). Log in again or pick another --context.",
             status=status,
         )
+    if status == 403 and "denied request" in server_message:
+        # An admission policy's refusal (ValidatingAdmissionPolicy, webhook), not RBAC:
+        # its own message says what to change.
+        return Forbidden(
+            f"refused by admission: the {verb} of {what} in namespace '{conn.namespace}' "
+            f"({conn.where}) was denied: {server_message}",
+            status=status,
+        )
     if status == 403:
         return Forbidden(
             f"forbidden: the user of {conn.where} may not {verb} {resource} in namespace "

@@ -45,8 +45,15 @@ def list_policies(conn: Connection) -> list[JsonDict]:
     return [item for item in items if isinstance(item, dict)]
 
 
-def patch_policy(conn: Connection, name: str, patch: dict[str, Any]) -> JsonDict:
-    """A JSON merge patch on the policy (`spec`, `metadata`); the policy after it."""
+def patch_policy(
+    conn: Connection, name: str, patch: dict[str, Any], *, resource_version: str | None = None
+) -> JsonDict:
+    """A JSON merge patch on the policy (`spec`, `metadata`); the policy after it. With
+    `resource_version`, only if the policy is still that version (Conflict otherwise)."""
+    if resource_version:
+        meta = dict(patch.get("metadata") or {})
+        meta["resourceVersion"] = resource_version
+        patch = {**patch, "metadata": meta}
     return request(
         conn,
         "PATCH",

@@ -115,3 +115,20 @@ def test_with_message_keeps_the_type_and_details() -> None:
     assert err.message == "late"
     forbidden = Forbidden("no", status=403).with_message("still no")
     assert isinstance(forbidden, ClientError) and forbidden.status == 403
+
+
+def test_an_admission_refusal_is_forbidden_but_not_blamed_on_rbac() -> None:
+    server = (
+        'spilloverpolicies.spillover.clerum.io "spillover" is forbidden: '
+        "ValidatingAdmissionPolicy 'spillover-change-record' with binding "
+        "'spillover-change-record' denied request: a change record must name the user"
+    )
+    err = api_error(CONN, _exc(403, server), "patch", RESOURCE, WHAT)
+    assert isinstance(err, Forbidden) and err.status == 403
+    assert err.message.startswith(
+        "refused by admission: the patch of SpilloverPolicy 'spillover' in namespace 'clerum'"
+    )
+    assert err.message.endswith("denied request: a change record must name the user")
+    assert "Grant that permission" not in err.message
+    rbac = api_error(CONN, _exc(403, "cannot patch resource"), "patch", RESOURCE, WHAT)
+    assert "Grant that permission" in rbac.message

@@ -1,0 +1,424 @@
+"""The audit trail of issue 19 (item 2) on the local control plane: who changed a
+SpilloverPolicy is the user the API server authenticated, enforced by the shipped
+admission policy spillover-change-record; a change without a record is reported as
+such, never under an earlier person's reason; a change made while the operator was
+down is a policy change, not drift.
+
+"alice" is a real user here: a client certificate with CN alice (not impersonation),
+allowed to get, list, create and patch SpilloverPolicies in the test's namespace and
+nothing else. She runs spilloverctl in-process with `USER=cto`. The admission policy
+comes from `kubectl kustomize manifests/overlays/dev`, bound to the test's namespace
+only (the control plane is shared by every test)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controlplane.localcluster import LocalCluster
+from k8s_helpers import (
+    container_manifest,
+    create_object,
+    current,
+    deployment_manifest,
+    env_map,
+    install_crd,
+    model,
+    policy_manifest,
+    read_policy,
+    wait_for,
+)
+from kopf_operator import OperatorProcess
+from kubernetes import client
+from kubernetes.client import ApiException
+from kustomize_build import OVERLAYS, build, find
+from spillover_operator import exit_codes
+from spillover_operator.change_record import ChangeRecord, decode, last_change
+from spillover_operator.cli.main import run
+from spillover_operator.constants import (
+    CHANGE_RECORD_ANNOTATION,
+    ENABLED_VAR,
+    GROUP,
+    PASSTHROUGH_VAR,
+    PLURAL,
+    VERSION,
+)
+
+pytestmark = pytest.mark.integration
+
+VAP = "spillover-change-record"
+WRC = "wrc"
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
+    api = control_plane.api_client()
+    try:
+        install_crd(api)
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture(scope="module")
+def shipped() -> list[dict[str, Any]]:
+    return build(OVERLAYS / "dev")
+
+
+@pytest.fixture
+def admission(
+    admin: client.ApiClient, namespace: str, shipped: list[dict[str, Any]]
+) -> Iterator[None]:
+    """The shipped spillover-change-record policy, its binding narrowed to this
+    namespace (and both renamed after it); waits until it is enforced."""
+    vap = copy.deepcopy(find(shipped, "ValidatingAdmissionPolicy", VAP))
+    binding = copy.deepcopy(find(shipped, "ValidatingAdmissionPolicyBinding", VAP))
+    name = f"{VAP}-{namespace}"
+    vap["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
+    binding["spec"]["matchResources"] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    }
+    api = client.AdmissionregistrationV1Api(admin)
+    api.create_validating_admission_policy(model(client.V1ValidatingAdmissionPolicy, vap))
+    api.create_validating_admission_policy_binding(
+        model(client.V1ValidatingAdmissionPolicyBinding, binding)
+    )
+    try:
+
+        def type_checked() -> dict[str, Any] | None:
+            raw: Any = api.read_validating_admission_policy(name, _preload_content=False)
+            got: dict[str, Any] = json.loads(raw.data)
+            status = got.get("status") or {}
+            done = status.get("observedGeneration") == got["metadata"]["generation"]
+            return status if done else None
+
+        status = wait_for("the change-record policy to be type-checked", type_checked)
+        assert not (status.get("typeChecking") or {}).get("expressionWarnings"), status
+        # Loaded asynchronously: probe with a dry-run create carrying a forged record.
+        probe = policy_manifest(namespace, {"target": {"deployment": WRC}}, "probe")
+        forged = ChangeRecord("cto", 1, "t", "spilloverctl kill", "probe").encode()
+        probe["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: forged}
+
+        def enforced() -> bool:
+            try:
+                client.CustomObjectsApi(admin).create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, probe, dry_run="All"
+                )
+            except ApiException as exc:
+                return exc.status == 403
+            return False
+
+        wait_for("the change-record policy to be enforced", enforced)
+        yield
+    finally:
+        api.delete_validating_admission_policy_binding(name)
+        api.delete_validating_admission_policy(name)
+
+
+@pytest.fixture
+def alice(control_plane: LocalCluster, admin: client.ApiClient, namespace: str) -> Path:
+    """alice's kubeconfig: she may get, list, create and patch SpilloverPolicies here."""
+    rbac = client.RbacAuthorizationV1Api(admin)
+    role = {
+        "metadata": {"name": "alice"},
+        "rules": [
+            {
+                "apiGroups": [GROUP],
+                "resources": [PLURAL],
+                "verbs": ["get", "list", "create", "patch"],
+            }
+        ],
+    }
+    rbac.create_namespaced_role(namespace, model(client.V1Role, role))
+    binding = {
+        "metadata": {"name": "alice"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "alice"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+    }
+    rbac.create_namespaced_role_binding(namespace, model(client.V1RoleBinding, binding))
+    return control_plane.user_kubeconfig("alice")
+
+
+def ctl(kubeconfig: Path, namespace: str, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["--kubeconfig", str(kubeconfig), "-n", namespace, *argv], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def policy(admin: client.ApiClient, namespace: str) -> dict[str, Any]:
+    return read_policy(admin, namespace, "spillover")
+
+
+def record_of(pol: dict[str, Any]) -> ChangeRecord:
+    return decode(pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION])
+
+
+def merge_patch(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
+    """What `kubectl patch --type merge` sends (the raw API, not spilloverctl)."""
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "spillover", body
+    )
+
+
+def refusal(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> str:
+    with pytest.raises(ApiException) as info:
+        merge_patch(api, namespace, body)
+    assert info.value.status == 403, info.value.body
+    return str(json.loads(info.value.body)["message"])
+
+
+def as_user(kubeconfig: Path) -> client.ApiClient:
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def setup(admin: client.ApiClient, namespace: str) -> None:
+    env = {"LOG_LEVEL": "info", PASSTHROUGH_VAR: "A"}
+    create_object(
+        admin,
+        deployment_manifest(
+            WRC, [container_manifest("controller", "example.invalid/wrc:1", env)],
+            namespace=namespace,
+        ),
+    )  # fmt: skip
+    create_object(admin, policy_manifest(namespace, {"target": {"deployment": WRC}}))
+
+
+def events(admin: client.ApiClient, namespace: str, reason: str) -> list[dict[str, Any]]:
+    raw: Any = client.CoreV1Api(admin).list_namespaced_event(namespace, _preload_content=False)
+    return [
+        e
+        for e in json.loads(raw.data)["items"]
+        if e.get("reason") == reason and e["involvedObject"].get("kind") == "SpilloverPolicy"
+    ]
+
+
+def messages_for(
+    admin: client.ApiClient, namespace: str, reason: str, generation: int
+) -> list[str]:
+    tag = f"generation {generation} changed"
+    return [e["message"] for e in events(admin, namespace, reason) if tag in e["message"]]
+
+
+# ------------------------------------------------------------------------------- tests
+
+
+def test_alice_is_recorded_as_alice_whatever_her_user_variable_says(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    alice: Path,
+    admission: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup(admin, namespace)
+    monkeypatch.setenv("USER", "cto")
+    monkeypatch.setenv("LOGNAME", "cto")
+    code, out, err = ctl(alice, namespace, "kill", "--reason", "INC-99 approved")
+    assert code == exit_codes.OK, out + err
+    pol = policy(admin, namespace)
+    record = record_of(pol)
+    assert (record.user, record.generation) == ("alice", pol["metadata"]["generation"])
+    assert record.generation == 2
+    assert (record.tool, record.reason) == ("spilloverctl kill", "INC-99 approved")
+    assert "cto" not in pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION]
+    assert "change recorded: generation 2 changed by alice with spilloverctl kill" in out
+
+    # status shows who, when, why and with what (read by the admin: alice may not read
+    # the Deployment; no operator needed, the record is on the policy).
+    code, out, err = ctl(control_plane.kubeconfig, namespace, "status")
+    assert "last change:" in out, out + err
+    line = next(x for x in out.splitlines() if "last change:" in x)
+    assert f"generation 2 changed by alice with spilloverctl kill at {record.time}" in line
+    assert line.endswith(": INC-99 approved")
+    code, out, err = ctl(control_plane.kubeconfig, namespace, "status", "-o", "json")
+    shown = json.loads(out)["lastChange"]
+    assert shown == {
+        "generation": 2,
+        "recorded": True,
+        "user": "alice",
+        "time": record.time,
+        "tool": "spilloverctl kill",
+        "reason": "INC-99 approved",
+    }
+
+
+def test_admission_refuses_a_record_alice_did_not_earn(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    alice: Path,
+    admission: None,
+) -> None:
+    setup(admin, namespace)
+    api = as_user(alice)
+    try:
+        # Claiming to be the CTO, with the spec change: refused, naming her and the rule.
+        forged = ChangeRecord("cto", 2, "t", "spilloverctl kill", "INC-99 approved").encode()
+        message = refusal(
+            api,
+            namespace,
+            {
+                "spec": {"enabled": False},
+                "metadata": {"annotations": {CHANGE_RECORD_ANNOTATION: forged}},
+            },
+        )
+        assert "a change record must name the user who makes the change" in message
+        assert "this request is made by alice" in message
+        assert 'the record must start with {"user":"alice",' in message
+        # Her own name, but a generation other than the one this change makes.
+        wrong = ChangeRecord("alice", 7, "t", "spilloverctl kill").encode()
+        message = refusal(
+            api,
+            namespace,
+            {
+                "spec": {"enabled": False},
+                "metadata": {"annotations": {CHANGE_RECORD_ANNOTATION: wrong}},
+            },
+        )
+        assert "must name the generation this change makes (2)" in message
+        # Her own record without a spec change: it would describe someone else's change.
+        own = ChangeRecord("alice", 1, "t", "spilloverctl kill").encode()
+        message = refusal(
+            api, namespace, {"metadata": {"annotations": {CHANGE_RECORD_ANNOTATION: own}}}
+        )
+        assert "alice may not set or change the change record" in message
+        assert "without changing its spec" in message
+        pol = policy(admin, namespace)
+        assert pol["metadata"]["generation"] == 1
+        assert CHANGE_RECORD_ANNOTATION not in (pol["metadata"].get("annotations") or {})
+        # At CREATE the generation is 1: her own record of it is admitted (dry run).
+        created = policy_manifest(namespace, {"target": {"deployment": WRC}}, "another")
+        mine = ChangeRecord("alice", 1, "t", "kubectl create", "new policy").encode()
+        created["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: mine}
+        custom = client.CustomObjectsApi(api)
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, created, dry_run="All"
+        )
+        created["metadata"]["annotations"] = {
+            CHANGE_RECORD_ANNOTATION: ChangeRecord("alice", 2, "t", "kubectl create").encode()
+        }
+        with pytest.raises(ApiException) as info:
+            custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, created, dry_run="All"
+            )
+        assert "must name the generation this change makes (1)" in str(info.value.body)
+
+        # Through spilloverctl: admitted, then the record cannot be erased on its own.
+        code, out, err = ctl(alice, namespace, "kill", "--reason", "INC-7")
+        assert code == exit_codes.OK, out + err
+        message = refusal(
+            api, namespace, {"metadata": {"annotations": {CHANGE_RECORD_ANNOTATION: None}}}
+        )
+        assert "alice may not remove the change record" in message
+        # kopf's and anyone's other metadata pass.
+        merge_patch(api, namespace, {"metadata": {"labels": {"team": "payments"}}})
+
+        # A spec change that keeps alice's record (kubectl patch, GitOps) is admitted, and
+        # is a change without a reason by an unknown user: never under alice's record.
+        merge_patch(admin, namespace, {"spec": {"enabled": True}})
+        pol = policy(admin, namespace)
+        assert record_of(pol).generation == 2 and pol["metadata"]["generation"] == 3
+        last = last_change(pol)
+        assert last.record is None
+        code, out, err = ctl(control_plane.kubeconfig, namespace, "status")
+        line = next(x for x in out.splitlines() if "last change:" in x)
+        assert "generation 3 changed without a reason by an unknown user" in line
+        assert "INC-7" not in line and "alice" not in line.split("(")[0]
+        # spilloverctl's next change replaces the stale record with a true one.
+        code, out, err = ctl(alice, namespace, "set", "--threshold", "32KiB")
+        assert code == exit_codes.OK, out + err
+        pol = policy(admin, namespace)
+        assert (record_of(pol).user, record_of(pol).generation, record_of(pol).reason) == (
+            "alice",
+            4,
+            None,
+        )
+    finally:
+        api.close()
+
+
+def test_events_name_the_recorded_change_or_none_and_a_change_made_while_down_is_not_drift(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    alice: Path,
+    admission: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup(admin, namespace)
+    monkeypatch.setenv("USER", "cto")
+    op = OperatorProcess(namespace, control_plane.kubeconfig, tmp_path, resync_seconds=300)
+    op.start()
+    try:
+
+        def settled(generation: int, enabled: str) -> dict[str, Any] | None:
+            pol = policy(admin, namespace)
+            dep: Any = client.AppsV1Api(admin).read_namespaced_deployment(
+                WRC, namespace, _preload_content=False
+            )
+            env = env_map(json.loads(dep.data), "controller")
+            ok = current(pol) and pol["metadata"]["generation"] == generation
+            return pol if ok and env.get(ENABLED_VAR) == enabled else None
+
+        wait_for("the policy applied", lambda: settled(1, "true"), operator=op)
+
+        # alice kills with a reason: the operator's Applied Events name her, not $USER.
+        code, out, err = ctl(alice, namespace, "kill", "--reason", "INC-99")
+        assert code == exit_codes.OK, out + err
+        pol = wait_for("the kill applied", lambda: settled(2, "false"), operator=op)
+        assert pol["status"]["lastChange"]["user"] == "alice"
+        applied = wait_for(
+            "the Applied Event of generation 2",
+            lambda: messages_for(admin, namespace, "Applied", 2) or None,
+            operator=op,
+        )
+        assert all(
+            "changed by alice with spilloverctl kill" in m and m.endswith(": INC-99)")
+            for m in applied
+        )
+        assert not any("cto" in e["message"] for e in events(admin, namespace, "Applied"))
+
+        # The admin restores with `kubectl patch`: reported as reasonless, not as INC-99.
+        merge_patch(admin, namespace, {"spec": {"enabled": True}})
+        pol = wait_for("the restore applied", lambda: settled(3, "true"), operator=op)
+        assert pol["status"]["lastChange"] == {
+            "generation": 3,
+            "recorded": False,
+            "note": "the change record describes generation 2, not this one",
+        }
+        applied = wait_for(
+            "the Applied Event of generation 3",
+            lambda: messages_for(admin, namespace, "Applied", 3) or None,
+            operator=op,
+        )
+        for message in applied:
+            assert "generation 3 changed without a reason by an unknown user" in message
+            assert "INC-99" not in message and "by alice" not in message
+
+        # alice kills while the operator is down; it applies the change when it is back:
+        # a policy change (Applied, with her record), not drift.
+        op.stop()
+        code, out, err = ctl(alice, namespace, "kill", "--reason", "INC-100")
+        assert code == exit_codes.OK, out + err
+        op.start()
+        pol = wait_for(
+            "the kill applied after the restart", lambda: settled(4, "false"), operator=op
+        )
+        applied = wait_for(
+            "the Applied Event of generation 4",
+            lambda: messages_for(admin, namespace, "Applied", 4) or None,
+            operator=op,
+        )
+        assert all("changed by alice" in m and m.endswith(": INC-100)") for m in applied)
+        assert events(admin, namespace, "DriftCorrected") == []
+        assert pol["status"]["lastChange"]["reason"] == "INC-100"
+    finally:
+        op.stop()
