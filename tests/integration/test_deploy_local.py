@@ -64,11 +64,18 @@ def _ctl(
     )
 
 
-def _operator_pod(core: client.CoreV1Api) -> Any:
+def _operator_pod(core: client.CoreV1Api, name: str | None = None) -> Any:
+    """The operator pod `name`, else the one leading (two replicas run: the holder of the
+    Lease spillover-operator-leader in the watched namespace acts, the other waits)."""
     pods = core.list_namespaced_pod(OPERATOR_NS, label_selector=OPERATOR_SELECTOR).items
-    live = [p for p in pods if p.metadata.deletion_timestamp is None]
-    assert len(live) == 1, f"expected one operator pod, found {[p.metadata.name for p in pods]}"
-    return live[0]
+    live = {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
+    if name is None:
+        lease = client.CoordinationV1Api(core.api_client).read_namespaced_lease(
+            "spillover-operator-leader", NS
+        )
+        name = lease.spec.holder_identity
+    assert name in live, f"operator pod {name!r} not among {sorted(live)}"
+    return live[name]
 
 
 def _ready(pod: Any) -> bool:
@@ -142,7 +149,9 @@ def test_the_operator_pod_runs_exactly_the_shipped_manifests(deployed: LocalClus
     with deployed.api_client() as api:
         core = client.CoreV1Api(api)
         pod = wait_for(
-            "the operator pod Ready", lambda: (p := _operator_pod(core)) and _ready(p) and p
+            "the operator pod Ready",
+            lambda: (p := _operator_pod(core)) and _ready(p) and p,
+            retry_on=(client.ApiException, AssertionError),
         )
         live = api.sanitize_for_serialization(pod.spec)
         assert pod.spec.node_name == "real-node-0"
@@ -220,7 +229,9 @@ def test_kill_restore_and_drift_through_the_operator_pod_with_no_403_or_tracebac
         policy = read_policy(api, NS)
         assert policy["status"]["observedGeneration"] == policy["metadata"]["generation"]
 
-        log = _log(core, _operator_pod(core))
+        # Both replicas: the leader acted, the standby waited; neither may have been refused.
+        pods = core.list_namespaced_pod(OPERATOR_NS, label_selector=OPERATOR_SELECTOR).items
+        log = "\n".join(_log(core, p) for p in pods)
         assert " 403" not in log and "Forbidden" not in log, log[-4000:]
         assert "Traceback" not in log, log[-4000:]
 
@@ -231,10 +242,13 @@ def test_an_api_outage_makes_the_pod_not_ready_but_never_restarts_it(
     with deployed.api_client() as api:
         core = client.CoreV1Api(api)
         pod = wait_for(
-            "the operator pod Ready", lambda: (p := _operator_pod(core)) and _ready(p) and p
+            "the operator pod Ready",
+            lambda: (p := _operator_pod(core)) and _ready(p) and p,
+            retry_on=(client.ApiException, AssertionError),
         )
         restarts = _restarts(pod)
         started = pod.status.container_statuses[0].state.running.started_at
+        leader = pod.metadata.name
     node = RealNode.from_state(deployed)
     assert node is not None
     deployed.stop_apiserver()
@@ -270,7 +284,7 @@ def test_an_api_outage_makes_the_pod_not_ready_but_never_restarts_it(
             lambda: env_map(read_deployment(api, NS, WRC)).get(THRESHOLD) == "65536",
             timeout=30,
         )
-        pod = _operator_pod(core)
+        pod = _operator_pod(core, leader)
         assert _restarts(pod) == restarts, "the kubelet restarted the operator during an API outage"
         assert pod.status.container_statuses[0].state.running.started_at == started
     assert not_ready_seen, "the kubelet never saw the operator NotReady during the outage"
@@ -282,9 +296,12 @@ def test_a_wedged_operator_is_restarted_by_the_kubelet(deployed: LocalCluster) -
     with deployed.api_client() as api:
         core = client.CoreV1Api(api)
         pod = wait_for(
-            "the operator pod Ready", lambda: (p := _operator_pod(core)) and _ready(p) and p
+            "the operator pod Ready",
+            lambda: (p := _operator_pod(core)) and _ready(p) and p,
+            retry_on=(client.ApiException, AssertionError),
         )
         restarts = _restarts(pod)
+        wedged = pod.metadata.name
         cid = pod.status.container_statuses[0].container_id.split("://", 1)[1]
         pid = node.task_pid(cid)
         # Wedged: the process stops making progress while the API answers.
@@ -292,11 +309,13 @@ def test_a_wedged_operator_is_restarted_by_the_kubelet(deployed: LocalCluster) -
         try:
             wait_for(
                 "the kubelet to restart the wedged operator",
-                lambda: _restarts(_operator_pod(core)) > restarts,
+                lambda: _restarts(_operator_pod(core, wedged)) > restarts,
                 timeout=150,
             )
         finally:
             # If it was not killed, let it go on (and the next run of this test start clean).
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
-        wait_for("the restarted operator Ready", lambda: _ready(_operator_pod(core)), timeout=120)
+        wait_for(
+            "the restarted operator Ready", lambda: _ready(_operator_pod(core, wedged)), timeout=120
+        )

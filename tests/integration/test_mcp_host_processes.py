@@ -160,7 +160,11 @@ def test_the_operator_pod_read_every_report_with_its_own_rbac(platform: LocalClu
         pods = core.list_namespaced_pod(
             "spillover-system", label_selector="app.kubernetes.io/name=spillover-operator"
         ).items
-        log = core.read_namespaced_pod_log(pods[0].metadata.name, "spillover-system")
+        # Both replicas' logs: the leader reconciles, the standby waits (and must not
+        # have tried either).
+        log = "\n".join(
+            core.read_namespaced_pod_log(p.metadata.name, "spillover-system") for p in pods
+        )
     recipe = policy["status"]["recipePods"]
     assert recipe["matched"] == 3 and recipe["stale"] == 1, recipe
     assert " 403" not in log and "Forbidden" not in log, log[-3000:]
