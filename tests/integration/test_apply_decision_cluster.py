@@ -6,7 +6,6 @@ the decision reaching the WRC Deployment's env."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from k8s_helpers import (
     create_object,
     deployment_manifest,
     env_map,
-    install_crd,
     is_ready,
     policy_manifest,
     read_deployment,
@@ -34,16 +32,6 @@ from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
 pytestmark = pytest.mark.integration
 
 SIM_MATRIX = small_matrix("apply-small", input_name="large")
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 def verdict(directory: Path, **fields: Any) -> Path:

@@ -27,7 +27,6 @@ from k8s_helpers import (
     current,
     deployment_manifest,
     env_map,
-    install_crd,
     model,
     policy_manifest,
     read_policy,
@@ -53,16 +52,6 @@ pytestmark = pytest.mark.integration
 
 VAP = "spillover-change-record"
 WRC = "wrc"
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from k8s_helpers import (
     container_manifest,
     create_object,
     deployment_manifest,
-    install_crd,
     policy_manifest,
     read_deployment,
     wait_for,
@@ -60,16 +58,6 @@ from spillover_operator.resolved_env import ConfigMapUnreadable, resolve
 pytestmark = pytest.mark.integration
 
 SPEC = {"enabled": False, "target": {"deployment": "wrc", "container": "controller"}}
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 @pytest.fixture

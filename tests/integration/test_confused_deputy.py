@@ -47,7 +47,6 @@ from k8s_helpers import (
     current,
     deployment_manifest,
     env_map,
-    install_crd,
     is_ready,
     model,
     policy_manifest,
@@ -85,16 +84,6 @@ STRATEGIC = "application/strategic-merge-patch+json"
 
 
 # ---------------------------------------------------------------- objects and users
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 @pytest.fixture(scope="module")

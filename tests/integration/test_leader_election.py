@@ -35,7 +35,6 @@ from k8s_helpers import (
     container_manifest,
     deployment_manifest,
     env_map,
-    install_crd,
     is_ready,
     model,
     policy_manifest,
@@ -78,16 +77,6 @@ SELECTOR = "app.kubernetes.io/name=mcp-host"
 REVISION = "deployment.kubernetes.io/revision"
 WAIT = 120.0
 FLIPS = 3  # kill + restore each
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 class Clock:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ from k8s_helpers import (
     connection,
     container_manifest,
     deployment_manifest,
-    install_crd,
     is_ready,
     model,
     policy_manifest,
@@ -77,16 +75,6 @@ KEY_PANELS = {
     ("Since the last successful reconcile", "A"),
     ("Last change applied to the WRC Deployment", "A"),
 }
-
-
-@pytest.fixture
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 def install_rbac(control_plane: LocalCluster, api: client.ApiClient, namespace: str) -> Path:

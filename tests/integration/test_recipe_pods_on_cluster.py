@@ -25,7 +25,6 @@ from k8s_helpers import (
     connection,
     container_manifest,
     deployment_manifest,
-    install_crd,
     is_ready,
     model,
     policy_manifest,
@@ -63,16 +62,6 @@ RECIPE_DEPLOYMENTS = ("mcp-host-r1", "mcp-host-r2", "mcp-host-r3")
 WRC = "workflow-recipe-controller"
 SELECTOR = "app.kubernetes.io/name=mcp-host"
 WAIT = 120.0
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 @dataclass

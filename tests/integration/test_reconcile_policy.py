@@ -4,7 +4,6 @@ write to the Deployment and the policy status, the Events, and what they return.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from k8s_helpers import (
     create_object,
     deployment_manifest,
     env_map,
-    install_crd,
     policy_manifest,
     read_deployment,
     read_policy,
@@ -45,16 +43,6 @@ from spillover_operator.rollout import rollout_state
 pytestmark = pytest.mark.integration
 
 ALL_NAMES = ",".join(SPILLOVER_VARS)
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ import io
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from k8s_helpers import (
     create_object,
     deployment_manifest,
     env_map,
-    install_crd,
     is_ready,
     policy_manifest,
     read_deployment,
@@ -43,16 +41,6 @@ pytestmark = pytest.mark.integration
 
 
 # ---- cluster helpers -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def admin(control_plane: LocalCluster) -> Iterator[client.ApiClient]:
-    api = control_plane.api_client()
-    try:
-        install_crd(api)
-        yield api
-    finally:
-        api.close()
 
 
 def wrc(namespace: str, env: dict[str, str], replicas: int = 2) -> dict[str, Any]:
