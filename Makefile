@@ -69,10 +69,11 @@ export EDITABLE_PTH
 install: $(STAMP) ## Create the virtualenv in .venv and install the project (+dev tools)
 
 .PHONY: lint
-lint: $(STAMP) ## ruff + mypy
+lint: $(STAMP) ## ruff + mypy + the layer contracts (import-linter, pyproject [tool.importlinter])
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 .PHONY: fmt
 fmt: $(STAMP) ## Format the code with ruff

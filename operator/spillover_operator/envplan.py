@@ -328,16 +328,31 @@ def _values_only(env_patch: list[dict[str, Any]]) -> bool:
     )
 
 
-def plan_apply(
-    deployment: Mapping[str, Any], spec: PolicySpec, shadowed: Collection[str] = ()
-) -> EnvPlan:
-    """The changes that make the target container match `spec`.
+def desired_env(
+    deployment: Mapping[str, Any], spec: PolicySpec, config_maps: ConfigMapLookup
+) -> dict[str, str | None]:
+    """What the policy means for this Deployment's target container: `render_env` with
+    the variables its `envFrom` sources set (or may set) shadowed. A ConfigMap the lookup
+    cannot read may set anything, so it shadows too (`no_config_maps`: every one).
+    Raises TargetError when the container does not exist."""
+    return render_env(spec, envfrom_shadowed(deployment, spec.container, config_maps))
 
-    The three variables are set or removed as the spec says (an unset field shadowed by
-    an `envFrom` source is written as the mcp-host default, see `render_env`) and the
-    passthrough list gets every missing spillover name. Nothing else is touched.
+
+def plan_apply(
+    deployment: Mapping[str, Any], spec: PolicySpec, *, config_maps: ConfigMapLookup
+) -> EnvPlan:
+    """The changes that make the target container match `spec`: the one planning entry
+    point (operator, `spilloverctl --direct`, `spilloverctl render`).
+
+    The three variables are set or removed as `desired_env` says: an unset field that an
+    `envFrom` source shadows is written as the mcp-host default, so the value in effect is
+    the policy's whoever plans. `config_maps` is required for that reason: a plan made
+    without looking at envFrom would remove a variable and leave the envFrom value in
+    effect. The passthrough list gets every missing spillover name; nothing else is
+    touched.
     """
-    return _plan(deployment, spec.container, render_env(spec, shadowed), ensure_passthrough=True)
+    desired = desired_env(deployment, spec, config_maps)
+    return _plan(deployment, spec.container, desired, ensure_passthrough=True)
 
 
 def plan_remove(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
@@ -354,6 +369,12 @@ _SPEC_FIELD: dict[str, str] = {
 }
 
 
+def _why(found: Resolved) -> str:
+    """Why a value is unknown, from its source (`envFrom configMap x: <why>`)."""
+    _, _, why = found.source.partition(": ")
+    return why or "not readable"
+
+
 def shadow_notes(spec: PolicySpec, shadowed: Mapping[str, Resolved]) -> list[str]:
     """For people: each unset spec field an `envFrom` source of the WRC container would
     otherwise decide, and what the operator writes instead."""
@@ -363,7 +384,7 @@ def shadow_notes(spec: PolicySpec, shadowed: Mapping[str, Resolved]) -> list[str
         found = shadowed.get(var)
         if found is None or not unset.get(var, False):
             continue
-        what = f"={found.value}" if found.state == "set" else " (value unknown: not readable)"
+        what = f"={found.value}" if found.state == "set" else f" (value unknown: {_why(found)})"
         notes.append(
             f"{found.source.split(':')[0]} sets {var}{what}: spec.{_SPEC_FIELD[var]} is unset, "
             f"which there does not mean the mcp-host default; the operator writes "

@@ -46,10 +46,10 @@ from spillover_operator.envplan import (
     EnvPlan,
     TargetError,
     UnmanageableTargetError,
+    desired_env,
     envfrom_shadowed,
     plan_apply,
     plan_remove,
-    render_env,
     resolved_env,
     select_container,
     shadow_notes,
@@ -556,11 +556,11 @@ def apply_change(
 def _env_planner(
     spec: PolicySpec, config_maps: ConfigMapLookup
 ) -> Callable[[Mapping[str, Any]], EnvPlan]:
-    """What the policy needs on a copy of the Deployment (an unset field an `envFrom`
-    source shadows is written as the default: `envplan.plan_apply`)."""
+    """What the policy needs on a copy of the Deployment (`envplan.plan_apply`, envFrom
+    included)."""
 
     def planner(dep: Mapping[str, Any]) -> EnvPlan:
-        return plan_apply(dep, spec, envfrom_shadowed(dep, spec.container, config_maps))
+        return plan_apply(dep, spec, config_maps=config_maps)
 
     return planner
 
@@ -708,7 +708,7 @@ def _reconcile_once(
     status = done.status
     recipe: RecipeOutcome | None = None
     try:
-        desired = render_env(spec, envfrom_shadowed(after, done.container, config_maps))
+        desired = desired_env(after, spec, config_maps)
         recipe = reconcile_recipe_pods(
             cluster,
             policy,

@@ -53,7 +53,7 @@ from spillover_operator.client import (
 from spillover_operator.constants import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.envplan import plan_apply
 from spillover_operator.policy import parse_spec
-from spillover_operator.resolved_env import ConfigMapUnreadable, resolve
+from spillover_operator.resolved_env import ConfigMapUnreadable, no_config_maps, resolve
 
 pytestmark = pytest.mark.integration
 
@@ -239,14 +239,16 @@ def test_conflict_then_the_retry_rereads_and_wins(
         "wrc", namespace, {"metadata": {"labels": {"touched": "yes"}}}
     )
     with pytest.raises(Conflict) as info:
-        patch_deployment_env(conn, "wrc", plan_apply(stale, spec))
+        patch_deployment_env(conn, "wrc", plan_apply(stale, spec, config_maps=no_config_maps))
     assert info.value.status == 409
 
     reads: list[dict[str, Any]] = [stale]
 
     def attempt() -> dict[str, Any]:
         current = reads.pop() if reads else get_deployment(conn, "wrc")
-        return patch_deployment_env(conn, "wrc", plan_apply(current, spec))
+        return patch_deployment_env(
+            conn, "wrc", plan_apply(current, spec, config_maps=no_config_maps)
+        )
 
     after = retry_on_conflict(attempt, what=f"Deployment {namespace}/wrc")
     env = env_in_effect(conn, "wrc", "controller")
@@ -316,7 +318,9 @@ def test_wait_reports_progress_through_the_callback(
 
     # Apply it as --direct does; the direct wait settles once the rollout completes.
     spec = parse_spec(SPEC)
-    patch_deployment_env(conn, "wrc", plan_apply(get_deployment(conn, "wrc"), spec))
+    patch_deployment_env(
+        conn, "wrc", plan_apply(get_deployment(conn, "wrc"), spec, config_maps=no_config_maps)
+    )
     looks.clear()
     report = wait_until_settled(conn, "spillover", direct=True, timeout=120, progress=looks.append)
     assert looks[-1].settled and looks[-1].report is report

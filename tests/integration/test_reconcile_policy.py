@@ -307,6 +307,7 @@ def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
     from spillover_operator.envplan import plan_apply
     from spillover_operator.handlers import views
     from spillover_operator.policy import parse_spec
+    from spillover_operator.resolved_env import no_config_maps
 
     applied = {ENABLED_VAR: "true", PASSTHROUGH_VAR: ALL_NAMES}
     create_object(admin, _wrc(namespace, applied))
@@ -328,7 +329,7 @@ def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
         views.BY_TARGET: {(namespace, "wrc"): ["spillover"]},
     }
     reader = views.IndexReader(namespace, indexes, cluster=cluster)
-    plan = plan_apply(stale, parse_spec(policy["spec"]))
+    plan = plan_apply(stale, parse_spec(policy["spec"]), config_maps=no_config_maps)
     assert plan.values_only
     with pytest.raises(Conflict):  # with the precondition: refused
         patch_deployment_env(cluster.in_namespace(namespace), "wrc", plan)

@@ -341,6 +341,72 @@ def test_not_found_is_exit_4(
     assert "Traceback" not in proc.stderr
 
 
+def test_direct_unset_shadowed_by_envfrom_writes_what_the_operator_would(
+    control_plane: LocalCluster, admin: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 20: an `envFrom` ConfigMap sets THRESHOLD=4096. `set --unset-threshold
+    --direct` must not remove the env entry (4096 would be in effect) but write the
+    default explicitly, as the operator does: after it the container resolves the
+    default, and the operator, started afterwards, finds nothing to change."""
+    from spillover_operator.envplan import resolved_env
+    from spillover_operator.mcp_host import DEFAULTS
+
+    create_object(
+        admin,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "wrc-tuning", "namespace": namespace},
+            "data": {THRESHOLD_VAR: "4096"},
+        },
+    )
+    manifest = wrc(
+        namespace, {ENABLED_VAR: "true", THRESHOLD_VAR: "32768", PASSTHROUGH_VAR: ALL_NAMES}
+    )
+    manifest["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": "wrc-tuning"}}
+    ]
+    create_object(admin, manifest)
+    wait_for("the WRC Deployment to roll out", lambda: rolled_out(admin, namespace))
+    create_object(
+        admin,
+        policy_manifest(
+            namespace, {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": "wrc"}}
+        ),
+    )
+
+    def config_maps(name: str) -> dict[str, str] | None:
+        found = client.CoreV1Api(admin).read_namespaced_config_map(name, namespace)
+        return dict(found.data or {})
+
+    # The installed console script, as a platform operator runs it.
+    script = Path(sys.executable).parent / "spilloverctl"
+    proc = subprocess.run(
+        [str(script), "--kubeconfig", str(control_plane.kubeconfig), "-n", namespace, "set",
+         "--unset-threshold", "--direct"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == exit_codes.OK, proc.stdout + proc.stderr
+    assert "patched directly" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert "thresholdBytes" not in policy(admin, namespace)["spec"]
+
+    dep = deployment(admin, namespace)
+    in_effect = resolved_env(dep, "controller", config_maps)[THRESHOLD_VAR]
+    assert (in_effect.value, in_effect.source) == (DEFAULTS[THRESHOLD_VAR], "env")
+    assert DEFAULTS[THRESHOLD_VAR] == "131072"
+    assert env_of(dep)[THRESHOLD_VAR] == "131072"  # written explicitly: env wins over envFrom
+
+    # What the operator would write: it has nothing to change after the direct patch.
+    with operator(control_plane, namespace, tmp_path):
+        wait_for("the operator to report Ready", lambda: ready_for_generation(admin, namespace))
+    after = deployment(admin, namespace)
+    assert after["metadata"]["generation"] == dep["metadata"]["generation"]
+    assert env_of(after) == env_of(dep)
+
+
 # What `spilloverctl kill` (no --wait, no --direct) must not import: it is one GET and one
 # PATCH of the policy, and every module it loads is start-up time an incident pays.
 KILL_NEEDS_NONE_OF = (

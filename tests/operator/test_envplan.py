@@ -25,6 +25,7 @@ from spillover_operator.envplan import (
     select_container,
 )
 from spillover_operator.policy import PolicySpec
+from spillover_operator.resolved_env import no_config_maps
 
 ALL = ",".join(SPILLOVER_VARS)
 
@@ -177,7 +178,7 @@ def _env_patch(plan_patch: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
 def test_plan_apply_on_absent_env_list() -> None:
     dep = deployment(container("wrc"))
-    plan = plan_apply(dep, spec(threshold=32768))
+    plan = plan_apply(dep, spec(threshold=32768), config_maps=no_config_maps)
     assert plan.patch is not None
     assert plan.patch["metadata"] == {"resourceVersion": "42"}
     name, env = _env_patch(plan.patch)
@@ -206,7 +207,7 @@ def test_plan_apply_is_idempotent() -> None:
             ],
         )
     )
-    plan = plan_apply(dep, spec(threshold=32768))
+    plan = plan_apply(dep, spec(threshold=32768), config_maps=no_config_maps)
     assert plan.patch is None
     assert plan.changes == []
     assert plan.noop
@@ -218,7 +219,7 @@ def test_plan_apply_only_touches_the_target_container_and_managed_vars() -> None
         container("wrc", [{"name": "A", "value": "1"}, {"name": PASSTHROUGH_VAR, "value": "A"}]),
     )
     before = copy.deepcopy(dep)
-    plan = plan_apply(dep, spec(enabled=False, container="wrc"))
+    plan = plan_apply(dep, spec(enabled=False, container="wrc"), config_maps=no_config_maps)
     assert dep == before  # pure: the input is not modified
     assert plan.patch is not None
     name, env = _env_patch(plan.patch)
@@ -243,7 +244,7 @@ def test_plan_apply_removes_unset_values() -> None:
             ],
         )
     )
-    plan = plan_apply(dep, spec())
+    plan = plan_apply(dep, spec(), config_maps=no_config_maps)
     assert plan.patch is not None
     _, env = _env_patch(plan.patch)
     assert env == [
@@ -264,7 +265,7 @@ def test_plan_apply_replaces_value_from_with_null() -> None:
             [{"name": ENABLED_VAR, "valueFrom": ref}, {"name": PASSTHROUGH_VAR, "value": ALL}],
         )
     )
-    plan = plan_apply(dep, spec())
+    plan = plan_apply(dep, spec(), config_maps=no_config_maps)
     assert plan.patch is not None
     _, env = _env_patch(plan.patch)
     assert env == [{"name": ENABLED_VAR, "value": "true", "valueFrom": None}]
@@ -279,7 +280,7 @@ def test_plan_apply_value_from_that_happens_to_equal_is_still_replaced() -> None
             [{"name": ENABLED_VAR, "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
         )
     )
-    plan = plan_apply(dep, spec())
+    plan = plan_apply(dep, spec(), config_maps=no_config_maps)
     assert plan.patch is not None
     assert EnvChange(ENABLED_VAR, "<valueFrom>", "true") in plan.changes
 
@@ -297,26 +298,28 @@ def test_plan_apply_passthrough_from_value_from_is_refused() -> None:
         )
     )
     with pytest.raises(UnmanageableTargetError, match="valueFrom"):
-        plan_apply(dep, spec())
+        plan_apply(dep, spec(), config_maps=no_config_maps)
 
 
 def test_plan_apply_empty_value_is_a_difference() -> None:
     dep = deployment(
         container("wrc", [{"name": ENABLED_VAR}, {"name": PASSTHROUGH_VAR, "value": ALL}])
     )
-    plan = plan_apply(dep, spec())
+    plan = plan_apply(dep, spec(), config_maps=no_config_maps)
     assert plan.changes == [EnvChange(ENABLED_VAR, "", "true")]
 
 
 def test_plan_apply_without_resource_version_has_no_metadata() -> None:
-    plan = plan_apply(deployment(container("wrc"), rv=None), spec())
+    plan = plan_apply(deployment(container("wrc"), rv=None), spec(), config_maps=no_config_maps)
     assert plan.patch is not None
     assert "metadata" not in plan.patch
 
 
 def test_plan_apply_missing_container() -> None:
     with pytest.raises(TargetError, match="'other' not found"):
-        plan_apply(deployment(container("wrc")), spec(container="other"))
+        plan_apply(
+            deployment(container("wrc")), spec(container="other"), config_maps=no_config_maps
+        )
 
 
 # ---- plan_remove --------------------------------------------------------------------
@@ -366,7 +369,7 @@ def test_patch_pins_the_order_of_containers_and_env() -> None:
             ],
         ),
     )
-    plan = plan_apply(dep, spec(container="wrc"))
+    plan = plan_apply(dep, spec(container="wrc"), config_maps=no_config_maps)
     assert plan.patch is not None
     pod = plan.patch["spec"]["template"]["spec"]
     assert pod["$setElementOrder/containers"] == [{"name": "proxy"}, {"name": "wrc"}]
@@ -402,7 +405,7 @@ def test_an_unset_field_shadowed_by_envfrom_is_written_as_the_default() -> None:
     }
     # A field the spec sets is written as it says.
     assert render_env(spec(threshold=32768), shadowed)[THRESHOLD_VAR] == "32768"
-    plan = plan_apply(dep, spec(), shadowed)
+    plan = plan_apply(dep, spec(), config_maps=maps.get)
     assert {c.name: c.after for c in plan.changes}[THRESHOLD_VAR] == "131072"
     notes = shadow_notes(spec(), shadowed)
     assert any(n.startswith(f"envFrom configMap tuning sets {THRESHOLD_VAR}=4096") for n in notes)
@@ -419,7 +422,9 @@ def test_a_value_change_alone_may_go_without_the_resource_version() -> None:
         {"name": ENABLED_VAR, "value": "true"},
         {"name": PASSTHROUGH_VAR, "value": ALL},
     ]
-    plan = plan_apply(deployment(container("wrc", applied)), spec(enabled=False))
+    plan = plan_apply(
+        deployment(container("wrc", applied)), spec(enabled=False), config_maps=no_config_maps
+    )
     assert plan.patch is not None and plan.values_only
     assert plan.patch["metadata"] == {"resourceVersion": "42"}  # by default, as always
     bare = plan.unconditional()
@@ -451,7 +456,105 @@ def test_a_value_change_alone_may_go_without_the_resource_version() -> None:
 def test_a_change_computed_from_what_was_read_keeps_the_precondition(
     env: list[dict[str, Any]], want: PolicySpec
 ) -> None:
-    plan = plan_apply(deployment(container("wrc", env)), want)
+    plan = plan_apply(deployment(container("wrc", env)), want, config_maps=no_config_maps)
     assert plan.patch is not None and not plan.values_only
     assert plan.unconditional() == plan.patch
     assert plan.patch["metadata"] == {"resourceVersion": "42"}
+
+
+# ---- the one planning entry point: envFrom always taken into account ----------------
+
+
+def _with_env_from(env: list[dict[str, Any]], *sources: dict[str, Any]) -> dict[str, Any]:
+    return deployment(container("wrc", env, envFrom=list(sources)))
+
+
+def _applied(dep: dict[str, Any], plan: Any) -> dict[str, Any]:
+    """`dep` with the plan's changes made to the target's env (as the API server would)."""
+    after = copy.deepcopy(dep)
+    target = after["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in target.get("env") or []}
+    for change in plan.changes:
+        if change.after is None:
+            env.pop(change.name, None)
+        else:
+            env[change.name] = {"name": change.name, "value": change.after}
+    target["env"] = list(env.values())
+    return after
+
+
+def test_plan_apply_requires_a_config_map_lookup() -> None:
+    """By construction: no caller can plan without saying how envFrom ConfigMaps are read
+    (the `--direct` bug of issue 20 was a call that left it out)."""
+    import inspect
+
+    param = inspect.signature(plan_apply).parameters["config_maps"]
+    assert param.kind is inspect.Parameter.KEYWORD_ONLY
+    assert param.default is inspect.Parameter.empty
+
+
+def test_unsetting_a_field_an_envfrom_configmap_sets_writes_the_default() -> None:
+    """The case of issue 20: THRESHOLD=4096 from envFrom, the policy's threshold unset.
+    Removing the env entry would leave 4096 in effect; the plan writes the default."""
+    from spillover_operator.envplan import resolved_env
+
+    dep = _with_env_from(
+        [
+            {"name": ENABLED_VAR, "value": "true"},
+            {"name": THRESHOLD_VAR, "value": "32768"},
+            {"name": PASSTHROUGH_VAR, "value": ALL},
+        ],
+        {"configMapRef": {"name": "tuning"}},
+    )
+    maps = {"tuning": {THRESHOLD_VAR: "4096"}}
+    plan = plan_apply(dep, spec(), config_maps=maps.get)
+    assert plan.changes == [EnvChange(THRESHOLD_VAR, "32768", "131072")]
+    in_effect = resolved_env(_applied(dep, plan), None, maps.get)
+    assert in_effect[THRESHOLD_VAR].value == "131072"
+    assert in_effect[THRESHOLD_VAR].source == "env"
+    # Planned again on the result: nothing left to do.
+    assert plan_apply(_applied(dep, plan), spec(), config_maps=maps.get).noop
+
+
+def test_an_envfrom_configmap_without_the_variable_leaves_it_absent() -> None:
+    dep = _with_env_from(
+        [{"name": THRESHOLD_VAR, "value": "32768"}], {"configMapRef": {"name": "tuning"}}
+    )
+    plan = plan_apply(dep, spec(), config_maps={"tuning": {"OTHER": "1"}}.get)
+    assert {c.name: c.after for c in plan.changes}[THRESHOLD_VAR] is None
+
+
+def test_an_unreadable_envfrom_source_is_planned_as_if_it_set_the_variable() -> None:
+    """A ConfigMap the lookup cannot read (`no_config_maps`: render without the file) or
+    a Secret may set anything: the default is written explicitly, never left to it."""
+    dep = _with_env_from([], {"configMapRef": {"name": "tuning"}})
+    after = {c.name: c.after for c in plan_apply(dep, spec(), config_maps=no_config_maps).changes}
+    assert after[THRESHOLD_VAR] == "131072"
+    assert after[BUDGET_VAR] == "16777216"
+    secret = _with_env_from([], {"secretRef": {"name": "creds"}})
+    after = {
+        c.name: c.after for c in plan_apply(secret, spec(), config_maps=no_config_maps).changes
+    }
+    assert after[THRESHOLD_VAR] == "131072"
+
+
+def test_a_field_the_policy_sets_wins_over_envfrom() -> None:
+    dep = _with_env_from([], {"configMapRef": {"name": "tuning"}})
+    plan = plan_apply(
+        dep, spec(threshold=8192), config_maps={"tuning": {THRESHOLD_VAR: "4096"}}.get
+    )
+    assert {c.name: c.after for c in plan.changes}[THRESHOLD_VAR] == "8192"
+
+
+def test_desired_env_is_what_plan_apply_writes() -> None:
+    from spillover_operator.envplan import desired_env
+
+    dep = _with_env_from([], {"configMapRef": {"name": "tuning", "optional": True}})
+    maps = {"tuning": {BUDGET_VAR: "1"}}
+    assert desired_env(dep, spec(enabled=False), maps.get) == {
+        ENABLED_VAR: "false",
+        THRESHOLD_VAR: None,
+        BUDGET_VAR: "16777216",
+    }
+    # An optional ConfigMap that does not exist sets nothing.
+    assert desired_env(dep, spec(), {}.get)[BUDGET_VAR] is None

@@ -19,6 +19,7 @@ from spillover_operator.reconcile import (
     ownership_refusal,
     settle,
 )
+from spillover_operator.resolved_env import no_config_maps
 
 NOW = "2026-01-02T03:04:05Z"
 
@@ -109,7 +110,7 @@ def _stored_policy(spec: dict[str, Any], status: dict[str, Any] | None = None) -
 
 def _after(deployment: dict[str, Any], spec: PolicySpec) -> dict[str, Any]:
     """The Deployment once the plan's env is in place (what the API server returns)."""
-    plan = plan_apply(deployment, spec)
+    plan = plan_apply(deployment, spec, config_maps=no_config_maps)
     after = copy.deepcopy(deployment)
     env = after["spec"]["template"]["spec"]["containers"][0]["env"]
     for change in plan.changes:
@@ -123,7 +124,7 @@ def test_settle_first_apply_reports_applied_with_events_on_both_objects() -> Non
     raw = {"enabled": False, "thresholdBytes": 32768, "target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
     before = _deployment([{"name": PASSTHROUGH_VAR, "value": "A"}])
-    plan = plan_apply(before, spec)
+    plan = plan_apply(before, spec, config_maps=no_config_maps)
     done = settle(_stored_policy(raw), spec, _after(before, spec), plan, now=NOW)
 
     assert done.outcome == Outcome.APPLIED
@@ -154,7 +155,7 @@ def test_settle_a_difference_after_an_apply_is_drift() -> None:
         "conditions": [{"type": "Applied", "status": "True", "reason": "Applied"}],
     }
     before = _deployment([{"name": ENABLED_VAR, "value": "false"}])  # edited by hand
-    plan = plan_apply(before, spec)
+    plan = plan_apply(before, spec, config_maps=no_config_maps)
     done = settle(_stored_policy(raw, applied_status), spec, _after(before, spec), plan, now=NOW)
     assert done.outcome == Outcome.DRIFT_CORRECTED
     assert {reason for _, _, reason, _ in done.events} == {"DriftCorrected"}
@@ -165,7 +166,7 @@ def test_settle_with_nothing_to_change_is_in_sync_and_posts_nothing() -> None:
     raw = {"target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
     synced = _after(_deployment([]), spec)
-    plan = plan_apply(synced, spec)
+    plan = plan_apply(synced, spec, config_maps=no_config_maps)
     assert plan.patch is None
     done = settle(_stored_policy(raw), spec, synced, plan, now=NOW)
     assert done.outcome == Outcome.IN_SYNC
@@ -180,7 +181,13 @@ def test_settle_during_a_rollout_is_not_ready_yet() -> None:
     raw = {"target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
     rolling = _after(_deployment([], rolled_out=False), spec)
-    done = settle(_stored_policy(raw), spec, rolling, plan_apply(rolling, spec), now=NOW)
+    done = settle(
+        _stored_policy(raw),
+        spec,
+        rolling,
+        plan_apply(rolling, spec, config_maps=no_config_maps),
+        now=NOW,
+    )
     assert done.ready is False
     ready = next(c for c in done.status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "RolloutInProgress")
@@ -190,7 +197,6 @@ def test_settle_during_a_rollout_is_not_ready_yet() -> None:
 
 def test_settle_reports_effective_values_their_source_and_envfrom_notes() -> None:
     from spillover_operator.constants import THRESHOLD_VAR
-    from spillover_operator.envplan import envfrom_shadowed
 
     raw = {"target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
@@ -204,8 +210,7 @@ def test_settle_reports_effective_values_their_source_and_envfrom_notes() -> Non
         {"configMapRef": {"name": "tuning"}}
     ]
     maps = {"tuning": {THRESHOLD_VAR: "4096"}, "f": {"on": "true"}}
-    shadowed = envfrom_shadowed(before, None, maps.get)
-    plan = plan_apply(before, spec, shadowed)
+    plan = plan_apply(before, spec, config_maps=maps.get)
     assert {c.name: c.after for c in plan.changes}[THRESHOLD_VAR] == "131072"
     # Before the apply, status reports what is in effect, with the source.
     done = settle(_stored_policy(raw), spec, before, plan, now=NOW, config_maps=maps.get)
@@ -246,7 +251,13 @@ def test_settle_announces_an_applied_change_with_its_record() -> None:
     spec = parse_spec(raw)
     before = _deployment([])
     policy = _with_record(_stored_policy(raw), 2, 2)
-    done = settle(policy, spec, _after(before, spec), plan_apply(before, spec), now=NOW)
+    done = settle(
+        policy,
+        spec,
+        _after(before, spec),
+        plan_apply(before, spec, config_maps=no_config_maps),
+        now=NOW,
+    )
     for _, _, reason, message in done.events:
         assert reason == "Applied"
         assert f"(generation 2 changed by alice with spilloverctl kill at {NOW}: INC-123)" in (
@@ -261,7 +272,13 @@ def test_settle_never_repeats_the_record_of_an_earlier_generation() -> None:
     spec = parse_spec(raw)
     before = _deployment([{"name": ENABLED_VAR, "value": "false"}])
     policy = _with_record(_stored_policy(raw), 3, 2)
-    done = settle(policy, spec, _after(before, spec), plan_apply(before, spec), now=NOW)
+    done = settle(
+        policy,
+        spec,
+        _after(before, spec),
+        plan_apply(before, spec, config_maps=no_config_maps),
+        now=NOW,
+    )
     assert {reason for _, _, reason, _ in done.events} == {"Applied"}
     for _, _, _, message in done.events:
         assert "generation 3 changed without a reason by an unknown user" in message
@@ -282,7 +299,13 @@ def test_settle_drift_carries_no_change_record() -> None:
     }
     before = _deployment([{"name": ENABLED_VAR, "value": "false"}])  # edited by hand
     policy = _with_record(_stored_policy(raw, applied), 2, 2)
-    done = settle(policy, spec, _after(before, spec), plan_apply(before, spec), now=NOW)
+    done = settle(
+        policy,
+        spec,
+        _after(before, spec),
+        plan_apply(before, spec, config_maps=no_config_maps),
+        now=NOW,
+    )
     assert {reason for _, _, reason, _ in done.events} == {"DriftCorrected"}
     assert all("alice" not in message for _, _, _, message in done.events)
 
@@ -299,7 +322,7 @@ def test_settle_a_policy_change_is_never_drift_whatever_the_status_says_by_now()
     }
     before = _deployment([{"name": ENABLED_VAR, "value": "true"}])
     policy = _with_record(_stored_policy(raw, written_meanwhile), 2, 2)
-    plan = plan_apply(before, spec)
+    plan = plan_apply(before, spec, config_maps=no_config_maps)
     done = settle(policy, spec, _after(before, spec), plan, now=NOW, policy_change=True)
     assert done.outcome == Outcome.APPLIED
     assert {reason for _, _, reason, _ in done.events} == {"Applied"}

@@ -25,7 +25,15 @@ from typing import Any
 from spillover_operator.constants import BUDGET_VAR, THRESHOLD_DEFAULT
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
-from spillover_harness.results_dir import ResultsDirError, read_stage_file, simulated_platform
+from spillover_harness.readback import (
+    VERDICT_FILE,
+    ReadBackError,
+    ResultFileInvalid,
+    ResultFileMissing,
+    ResultFileUnreadable,
+    read_stage,
+    read_verdict,
+)
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -74,41 +82,42 @@ def read_decision(
     results: Path, *, allow_incomplete: bool = False, allow_simulated: bool = False
 ) -> StageDecision:
     """The decision of the stage in `results` (its verdict.json), or DecisionRefused."""
-    path = results / "verdict.json"
+    path = results / VERDICT_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        verdict = read_verdict(results)
+    except ResultFileMissing:
         raise DecisionRefused(
             "unreadable",
             f"{path}: no verdict; run the stage first (spillover-harness run ... --out "
             f"{results}) or pass the results directory that holds verdict.json",
         ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DecisionRefused("unreadable", f"{path}: cannot read the verdict: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("decision"), str):
-        raise DecisionRefused("unreadable", f"{path}: not a verdict (no `decision`)")
-    decision = data["decision"]
-    incomplete = data.get("incomplete")
-    if isinstance(incomplete, dict) and not (allow_incomplete and incomplete.get("judged")):
-        missing = incomplete.get("missing", "some")
+    except ResultFileUnreadable as exc:
+        raise DecisionRefused(
+            "unreadable", f"{path}: cannot read the verdict: {exc.detail}"
+        ) from None
+    except ResultFileInvalid as exc:
+        raise DecisionRefused("unreadable", f"{path}: not a verdict ({exc.detail})") from None
+    decision = verdict.decision
+    incomplete = verdict.incomplete
+    if incomplete is not None and not (allow_incomplete and incomplete.judged):
         raise DecisionRefused(
             "incomplete",
-            f"{path}: the stage is incomplete ({missing} runs missing); nothing is applied. "
-            "Finish it with `spillover-harness run ... --resume`"
+            f"{path}: the stage is incomplete ({incomplete.missing} runs missing); nothing is "
+            "applied. Finish it with `spillover-harness run ... --resume`"
             + (
                 "; a stage judged anyway (--allow-incomplete) can be applied with "
                 "--allow-incomplete"
-                if incomplete.get("judged")
+                if incomplete.judged
                 else ""
             ),
         )
-    if data.get("decided") is not True:
+    if verdict.decided is not True:
         raise DecisionRefused(
             "inconclusive",
             f"{path}: the decision is {decision!r}, not a decision; nothing is applied. "
             "Run the runs the report lists, then evaluate again",
         )
-    stage = data.get("stage")
+    stage = verdict.stage
     if stage == "sim" and not allow_simulated:
         raise DecisionRefused(
             "simulated",
@@ -117,19 +126,18 @@ def read_decision(
             "it knowingly",
         )
     try:
-        stage_file = read_stage_file(results)
-    except ResultsDirError as exc:
+        stage_file = read_stage(results)
+    except ReadBackError as exc:
         raise DecisionRefused("unreadable", str(exc)) from None
-    if simulated_platform(stage_file) and not allow_simulated:
-        profile = ((stage_file or {}).get("driver") or {}).get("profile")
+    if stage_file is not None and stage_file.simulated_platform and not allow_simulated:
         raise DecisionRefused(
             "simulated",
             f"{path}: this verdict comes from a simulated platform (stage {stage}, profile "
-            f"{profile!r}: the simulator served as the mcp-host), not from the platform; "
-            "apply a verdict of the platform's own Minikube or dev stage, or pass "
-            "--allow-simulated to apply it knowingly",
+            f"{stage_file.driver.profile!r}: the simulator served as the mcp-host), not from "
+            "the platform; apply a verdict of the platform's own Minikube or dev stage, or "
+            "pass --allow-simulated to apply it knowingly",
         )
-    return StageDecision(decision, stage, str(data.get("matrix", "")), path)
+    return StageDecision(decision, stage, verdict.matrix, path)
 
 
 def _budget_of(decision: str, matrix: Matrix | None) -> int | None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client
+from pydantic import ValidationError
 
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.cluster.blocks import check_blocks
@@ -41,8 +42,16 @@ from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
+from spillover_harness.readback import (
+    ResultFileInvalid,
+    ResultFileMissing,
+    ResultFileUnreadable,
+    VerdictSummary,
+    read_stage,
+    read_verdict,
+)
 from spillover_harness.records import RunRecord, read_records
-from spillover_harness.results_dir import simulated_platform
+from spillover_harness.results_dir import STAGE_FILE
 from spillover_harness.runner import StageOptions, StageResult, run_stage
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
@@ -63,52 +72,60 @@ def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
     return read_version(profile, core)
 
 
-def stage1_decided(verdict: Mapping[str, object], matrix: Matrix) -> bool:
+def stage1_decided(verdict: VerdictSummary | Mapping[str, object], matrix: Matrix) -> bool:
     """Whether a Stage 1 verdict reached a decision (it is not `inconclusive`).
 
     The one place the gate judges a decision: verdict.json's `decided`, written by
     the evaluator. A verdict.json from before that field falls back to the matrix's
-    chain (a step's default or the fallback), never a fixed list of values.
+    chain (a step's default or the fallback), never a fixed list of values. A mapping
+    is read as verdict.json would be (one without a string `decision` decides nothing).
     """
-    if "decided" in verdict:
-        return verdict.get("decided") is True
+    if not isinstance(verdict, VerdictSummary):
+        try:
+            verdict = VerdictSummary.model_validate(verdict)
+        except ValidationError:
+            return False
+    if verdict.decided is not None:
+        return verdict.decided
     reachable = {step.default for step in matrix.decision.chain} | {matrix.decision.fallback}
-    return verdict.get("decision") in reachable
+    return verdict.decision in reachable
 
 
 def check_stage1(results: Path, version: str, matrix: Matrix) -> str:
     """A line describing the accepted Stage 1 verdict; Stage1GateError otherwise.
 
     `matrix` says which decisions count as reached (`stage1_decided`)."""
-    stage_path, verdict_path = results / "stage.json", results / "verdict.json"
+    stage_path = results / STAGE_FILE
     fix = (
         "run Stage 1 first (make validate-minikube), pass --stage1-results DIR, or "
         "--override-stage1 REASON"
     )
     try:
-        stage = json.loads(stage_path.read_text(encoding="utf-8"))
-        verdict = json.loads(verdict_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        stage = read_stage(results)
+        if stage is None:
+            raise ResultFileMissing(stage_path, "FileNotFoundError", "no such file")
+        verdict = read_verdict(results)
+    except (ResultFileMissing, ResultFileUnreadable) as exc:
+        raise Stage1GateError(f"no Stage 1 results in {results} ({exc.cause}); {fix}") from None
+    except ResultFileInvalid as exc:
+        raise Stage1GateError(f"no Stage 1 results in {results} ({exc}); {fix}") from None
+    if stage.stage != "minikube":
         raise Stage1GateError(
-            f"no Stage 1 results in {results} ({type(exc).__name__}); {fix}"
-        ) from None
-    if stage.get("stage") != "minikube":
-        raise Stage1GateError(
-            f"{stage_path} is a stage '{stage.get('stage')}' result, not minikube; {fix}"
+            f"{stage_path} is a stage '{stage.stage}' result, not minikube; {fix}"
         )
-    if simulated_platform(stage):
+    if stage.simulated_platform:
         raise Stage1GateError(
             f"{stage_path}: that Stage 1 ran on a simulated platform (profile "
-            f"{(stage.get('driver') or {}).get('profile')!r}: the simulator as mcp-host), "
+            f"{stage.driver.profile!r}: the simulator as mcp-host), "
             f"which validates no mcp-host; {fix}"
         )
-    theirs = (stage.get("driver") or {}).get("mcp_host_version")
+    theirs = stage.driver.mcp_host_version
     if theirs != version:
         raise Stage1GateError(
             f"Stage 1 in {results} validated mcp-host {theirs!r}, the dev cluster runs "
             f"{version!r}; {fix}"
         )
-    decision = verdict.get("decision")
+    decision = verdict.decision
     if not stage1_decided(verdict, matrix):
         raise Stage1GateError(
             f"Stage 1 in {results} has no accepted verdict (decision {decision!r}); {fix}"

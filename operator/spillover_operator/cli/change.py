@@ -287,7 +287,7 @@ def _write_policy(
         from spillover_operator.client import get_deployment
 
         deployment = get_deployment(cluster, new_spec.deployment)
-        _plan_or_fail(deployment, new_spec, cluster.namespace)
+        _plan_or_fail(cluster, deployment, new_spec)
 
     meta = policy.get("metadata") or {}
     generation = meta.get("generation")
@@ -435,14 +435,17 @@ def _field(spec: PolicySpec | None, key: str) -> Any:
     return spec_to_json(spec).get(key)
 
 
-def _plan_or_fail(deployment: JsonDict, spec: PolicySpec, namespace: str) -> EnvPlan:
+def _plan_or_fail(cluster: Connection, deployment: JsonDict, spec: PolicySpec) -> EnvPlan:
+    """The operator's plan (`envplan.plan_apply`, the ConfigMaps of the target's envFrom
+    read from the cluster), so `--direct` writes what the operator would write."""
+    from spillover_operator.client import config_map_lookup
     from spillover_operator.envplan import TargetError, plan_apply
 
     try:
-        return plan_apply(deployment, spec)
+        return plan_apply(deployment, spec, config_maps=config_map_lookup(cluster))
     except TargetError as exc:
         raise NotFound(
-            f"cannot patch the Deployment directly: {exc} (namespace {namespace!r}); "
+            f"cannot patch the Deployment directly: {exc} (namespace {cluster.namespace!r}); "
             "nothing was changed"
         ) from None
 
@@ -453,7 +456,7 @@ def _apply_direct(cluster: Connection, spec: PolicySpec) -> tuple[JsonDict, EnvP
 
     def attempt() -> tuple[JsonDict, EnvPlan]:
         deployment = get_deployment(cluster, spec.deployment)
-        plan = _plan_or_fail(deployment, spec, cluster.namespace)
+        plan = _plan_or_fail(cluster, deployment, spec)
         if plan.noop:
             return deployment, plan
         return patch_deployment_env(cluster, spec.deployment, plan), plan

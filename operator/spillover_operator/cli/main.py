@@ -288,6 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     render_cmd.add_argument(
         "--deployment", metavar="DEPLOYMENT.yaml", help="the target Deployment's manifest"
     )
+    render_cmd.add_argument(
+        "--config-map",
+        action="append",
+        default=[],
+        metavar="CONFIGMAP.yaml",
+        help="a ConfigMap the Deployment's envFrom names (repeatable); one not given may set "
+        "any variable, so an unset field it could shadow is rendered as the default",
+    )
     render_cmd.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     return parser
 
@@ -341,7 +349,7 @@ def _dispatch(
     if args.command == "render":
         from .render import render, rendered_to_document
 
-        rendered = render(args.filename, args.deployment)
+        rendered = render(args.filename, args.deployment, args.config_map)
         out.write(_dump(rendered_to_document(rendered), args.output))
         return exit_codes.OK
 

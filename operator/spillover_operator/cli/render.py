@@ -1,5 +1,10 @@
 """`spilloverctl render`: what a policy file renders to, with no cluster.
 
+The plan is the operator's (`envplan.plan_apply`): ConfigMaps the Deployment's `envFrom`
+names are read from the files given with `--config-map`; one not given may set any
+variable, so an unset field it could shadow is planned as the mcp-host default written
+explicitly (what the operator does with a source it cannot read), and a note says so.
+
 Every way a file can be wrong becomes a BadInput (exit code 2) that names the file, the
 field and the fix.
 """
@@ -7,7 +12,7 @@ field and the fix.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +22,13 @@ from spillover_operator.constants import PASSTHROUGH_VAR
 from spillover_operator.envplan import (
     EnvPlan,
     TargetError,
+    desired_env,
     effective_env,
+    envfrom_shadowed,
     merge_passthrough,
     plan_apply,
-    render_env,
     select_container,
+    shadow_notes,
 )
 from spillover_operator.policy import (
     InvalidSpecError,
@@ -29,6 +36,7 @@ from spillover_operator.policy import (
     parse_policy_document,
     spec_to_json,
 )
+from spillover_operator.resolved_env import ConfigMapLookup, ConfigMapUnreadable
 
 from .errors import BadInput
 
@@ -42,6 +50,7 @@ class Rendered:
     deployment: dict[str, Any]
     deployment_source: str
     plan: EnvPlan
+    config_maps: ConfigMapLookup
 
 
 def read_text(path: str) -> str:
@@ -158,8 +167,55 @@ def minimal_deployment(spec: PolicySpec, namespace: str | None) -> dict[str, Any
     }
 
 
-def render(policy_path: str, deployment_path: str | None) -> Rendered:
+def load_config_map(path: str) -> tuple[str, dict[str, str]]:
+    """(name, data) of a ConfigMap manifest file (`kubectl get configmap X -o yaml`)."""
+    doc = load_one_document(read_text(path), path, "ConfigMap")
+    if not isinstance(doc, Mapping):
+        raise BadInput(f"{path}: expected a ConfigMap mapping, got a {type(doc).__name__}")
+    problems: list[str] = []
+    if doc.get("apiVersion") != "v1":
+        problems.append(f"apiVersion: must be 'v1', got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != "ConfigMap":
+        problems.append(f"kind: must be 'ConfigMap', got {doc.get('kind')!r}")
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        problems.append("metadata.name: required, the name envFrom refers to")
+    data = doc.get("data") or {}
+    if not isinstance(data, Mapping):
+        problems.append("data: must be a mapping of keys to string values")
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise BadInput(f"{path}: invalid ConfigMap:\n{listed}")
+    return str(name), {str(k): "" if v is None else str(v) for k, v in data.items()}
+
+
+def config_map_files(paths: Sequence[str]) -> ConfigMapLookup:
+    """A lookup over the ConfigMaps given as files. One not given is unreadable (its
+    value `unknown`), never taken as missing: render cannot know it does not exist."""
+    given: dict[str, dict[str, str]] = {}
+    for path in paths:
+        name, data = load_config_map(path)
+        if name in given:
+            raise BadInput(f"{path}: ConfigMap {name!r} is given twice; pass it once")
+        given[name] = data
+
+    def lookup(name: str) -> Mapping[str, str] | None:
+        if name not in given:
+            raise ConfigMapUnreadable(
+                f"ConfigMap {name} not given (render reads no cluster: pass its manifest "
+                "with --config-map)"
+            )
+        return given[name]
+
+    return lookup
+
+
+def render(
+    policy_path: str, deployment_path: str | None, config_map_paths: Sequence[str] = ()
+) -> Rendered:
     metadata, spec = load_policy(policy_path)
+    config_maps = config_map_files(config_map_paths)
     if deployment_path is None:
         deployment = minimal_deployment(spec, metadata.get("namespace"))
         source = "a minimal Deployment with an empty env (no --deployment given)"
@@ -167,16 +223,17 @@ def render(policy_path: str, deployment_path: str | None) -> Rendered:
         deployment = load_deployment(deployment_path, spec)
         source = deployment_path
     try:
-        plan = plan_apply(deployment, spec)
+        plan = plan_apply(deployment, spec, config_maps=config_maps)
     except TargetError as exc:
         raise BadInput(f"{deployment_path}: {exc}") from None
-    return Rendered(metadata, spec, deployment, source, plan)
+    return Rendered(metadata, spec, deployment, source, plan, config_maps)
 
 
 def rendered_to_document(rendered: Rendered) -> dict[str, Any]:
     """The output of `render`, as one mapping (printed as YAML or JSON)."""
     spec = rendered.spec
-    env: dict[str, str | None] = dict(render_env(spec))
+    env = desired_env(rendered.deployment, spec, rendered.config_maps)
+    shadowed = envfrom_shadowed(rendered.deployment, spec.container, rendered.config_maps)
     current = effective_env(rendered.deployment, spec.container)
     env[PASSTHROUGH_VAR] = merge_passthrough(current.get(PASSTHROUGH_VAR))
     container = select_container(rendered.deployment, spec.container).get("name")
@@ -196,4 +253,5 @@ def rendered_to_document(rendered: Rendered) -> dict[str, Any]:
             {"name": c.name, "before": c.before, "after": c.after} for c in rendered.plan.changes
         ],
         "patch": rendered.plan.patch,
+        "envFromNotes": shadow_notes(spec, shadowed),
     }

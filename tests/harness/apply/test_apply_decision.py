@@ -120,3 +120,11 @@ def test_opt_ins(tmp_path: Path) -> None:
 def test_no_verdict_names_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(DecisionRefused, match="no verdict; run the stage first"):
         read_decision(tmp_path)
+
+
+def test_a_verdict_that_is_no_object_is_refused_as_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "verdict.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(DecisionRefused, match=r"not a verdict \(a JSON list") as info:
+        read_decision(tmp_path)
+    assert info.value.kind == "unreadable"
+    assert main(["apply-decision", "--results", str(tmp_path), "--dry-run"]) == BAD_INPUT

@@ -108,3 +108,28 @@ def test_the_gate_refuses_another_version_stage_or_missing_results(tmp_path: Pat
         check_stage1(local, VERSION, matrix)
     with pytest.raises(Stage1GateError, match="--override-stage1"):
         check_stage1(tmp_path / "missing", VERSION, matrix)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "stage", "needle"),
+    [
+        ("[1, 2]", None, "verdict.json: a JSON list, not an object"),
+        ('{"decided": true}', None, "verdict.json: no `decision`"),
+        ("{not json", None, "(JSONDecodeError)"),
+        (None, '{"stage": "minikube", "driver": "x"}', "driver: Input should be a valid"),
+    ],
+)
+def test_results_that_are_not_a_stage1_verdict_are_named(
+    tmp_path: Path, verdict: str | None, stage: str | None, needle: str
+) -> None:
+    """Read through the models (`readback`): a file the stage would not write is refused
+    with its path and what is wrong, never an AttributeError from a dict lookup."""
+    results = _stage1(tmp_path / "bad", "minikube", VERSION, "131072")
+    if verdict is not None:
+        (results / "verdict.json").write_text(verdict)
+    if stage is not None:
+        (results / "stage.json").write_text(stage)
+    with pytest.raises(Stage1GateError, match="no Stage 1 results") as info:
+        check_stage1(results, VERSION, load_matrix())
+    assert needle in str(info.value)
+    assert "--override-stage1" in str(info.value)

@@ -360,3 +360,91 @@ def test_every_shipped_sample_renders(sample: Path) -> None:
     enabled = doc["policy"]["spec"]["enabled"]
     assert doc["env"][ENABLED_VAR] == ("true" if enabled else "false")
     assert doc["patch"] is not None
+
+
+# ---- envFrom: the operator's plan, ConfigMaps from files ---------------------------------
+
+UNSET_THRESHOLD = GOOD.replace("  thresholdBytes: 32768\n", "")
+WITH_ENV_FROM = DEPLOYMENT.replace(
+    "        image: example/wrc:1\n",
+    "        image: example/wrc:1\n"
+    "        envFrom:\n"
+    "        - configMapRef:\n"
+    "            name: tuning\n",
+)
+TUNING = f"""\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: tuning
+data:
+  {THRESHOLD_VAR}: "4096"
+"""
+
+
+def test_render_plans_envfrom_from_the_config_map_files(tmp_path: Path) -> None:
+    """An unset threshold that an envFrom ConfigMap sets is rendered as the default written
+    explicitly, as the operator writes it (issue 20)."""
+    code, out, err = _run(
+        [
+            "render",
+            "-f",
+            _write(tmp_path, "p.yaml", UNSET_THRESHOLD),
+            "--deployment",
+            _write(tmp_path, "d.yaml", WITH_ENV_FROM),
+            "--config-map",
+            _write(tmp_path, "cm.yaml", TUNING),
+        ]
+    )
+    assert code == exit_codes.OK, err
+    doc = yaml.safe_load(out)
+    assert doc["env"][THRESHOLD_VAR] == "131072"
+    assert doc["env"][BUDGET_VAR] is None  # the ConfigMap does not set it: absent is the default
+    changes = {c["name"]: c["after"] for c in doc["changes"]}
+    assert changes[THRESHOLD_VAR] == "131072"
+    [note] = doc["envFromNotes"]
+    assert note.startswith(f"envFrom configMap tuning sets {THRESHOLD_VAR}=4096")
+
+
+def test_render_without_the_config_map_file_says_so_and_writes_the_defaults(
+    tmp_path: Path,
+) -> None:
+    code, out, err = _run(
+        [
+            "render",
+            "-f",
+            _write(tmp_path, "p.yaml", UNSET_THRESHOLD),
+            "--deployment",
+            _write(tmp_path, "d.yaml", WITH_ENV_FROM),
+        ]
+    )
+    assert code == exit_codes.OK, err
+    doc = yaml.safe_load(out)
+    assert doc["env"][THRESHOLD_VAR] == "131072"
+    # Not read, the ConfigMap may set either: both unset fields are written as defaults.
+    assert doc["env"][BUDGET_VAR] == "16777216"
+    notes = doc["envFromNotes"]
+    assert notes and all("pass its manifest with --config-map" in n for n in notes)
+
+
+def test_render_without_envfrom_has_no_notes(tmp_path: Path) -> None:
+    code, out, err = _run(["render", "-f", _write(tmp_path, "p.yaml", GOOD)])
+    assert code == exit_codes.OK, err
+    assert yaml.safe_load(out)["envFromNotes"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n", "kind: must be 'ConfigMap'"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n", "metadata.name: required"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: [1]\n", "data: must be"),
+        ("- 1\n", "expected a ConfigMap mapping"),
+    ],
+)
+def test_bad_config_map_files_exit_2(tmp_path: Path, text: str, needle: str) -> None:
+    path = _write(tmp_path, "cm.yaml", text)
+    code, _, err = _run(["render", "-f", _write(tmp_path, "p.yaml", GOOD), "--config-map", path])
+    assert code == exit_codes.BAD_INPUT
+    assert needle in err and path in err
+    assert "Traceback" not in err

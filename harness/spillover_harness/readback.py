@@ -1,0 +1,182 @@
+"""What a stage wrote, read back as models: `verdict.json` and `stage.json`.
+
+`verdict.json` is written from `evaluate.schema.Verdict`; the callers that act on it
+(`apply-decision`, the Stage 1 gate of stage dev) need a few of its fields, and need
+them checked: a file that is missing, unreadable or not a verdict is an error that
+says which, never a `KeyError` or a wrong type passed on. The read models take only
+those fields (the rest of the file is ignored) and accept a verdict.json from before
+`decided` was written (`VerdictSummary.decided` is None then).
+
+`stage.json` is read through `results_dir.read_stage_file` (the one reader of it) and
+validated as `StageSummary`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, field_validator
+
+from spillover_harness.results_dir import STAGE_FILE, ResultsDirError, read_stage_file
+
+VERDICT_FILE = "verdict.json"
+
+__all__ = [
+    "VERDICT_FILE",
+    "IncompleteSummary",
+    "ReadBackError",
+    "ResultFileInvalid",
+    "ResultFileMissing",
+    "ResultFileUnreadable",
+    "StageDriver",
+    "StageSummary",
+    "VerdictSummary",
+    "read_stage",
+    "read_verdict",
+]
+
+
+class ReadBackError(Exception):
+    """A results file that cannot be used. `path` is the file, `cause` a short name of
+    what went wrong (`FileNotFoundError`, `JSONDecodeError`, `invalid`), `detail` the
+    rest for people."""
+
+    def __init__(self, path: Path, cause: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.cause = cause
+        self.detail = detail
+
+
+class ResultFileMissing(ReadBackError):
+    """The file does not exist (the stage did not run, or another directory)."""
+
+
+class ResultFileUnreadable(ReadBackError):
+    """The file exists but cannot be read or is not JSON."""
+
+
+class ResultFileInvalid(ReadBackError):
+    """The file is JSON but not what the stage writes there."""
+
+
+class _ReadModel(BaseModel):
+    # Only what the callers use: the files hold more, written by newer code too.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class IncompleteSummary(_ReadModel):
+    """`verdict.json`'s `incomplete`: how many runs are missing, and whether the
+    criteria judged the stage anyway (`--allow-incomplete`)."""
+
+    missing: int | str = "some"
+    judged: bool = False
+
+    @field_validator("judged", mode="before")
+    @classmethod
+    def _truthy(cls, value: Any) -> bool:
+        return bool(value)
+
+
+class VerdictSummary(_ReadModel):
+    """The fields of `verdict.json` (`evaluate.schema.Verdict.to_json()`) that the
+    callers act on."""
+
+    decision: StrictStr
+    # True/False as the evaluator writes it; None: a verdict.json from before the field.
+    # Anything else but `true` is not a decision.
+    decided: bool | None = None
+    incomplete: IncompleteSummary | None = None
+    stage: StrictStr | None = None
+    matrix: StrictStr = ""
+
+    @field_validator("decided", mode="before")
+    @classmethod
+    def _only_true_decides(cls, value: Any) -> bool:
+        return value is True
+
+    @field_validator("incomplete", mode="before")
+    @classmethod
+    def _mapping_or_none(cls, value: Any) -> Any:
+        # An `incomplete` that is no object says nothing missing (as before the model).
+        return value if isinstance(value, Mapping) else None
+
+
+class StageDriver(_ReadModel):
+    """`stage.json`'s `driver`: where the stage ran."""
+
+    kind: StrictStr | None = None
+    profile: StrictStr | None = None
+    mcp_host_version: StrictStr | None = None
+    simulated_platform: bool = False
+
+    @field_validator("simulated_platform", mode="before")
+    @classmethod
+    def _only_true_is_simulated(cls, value: Any) -> bool:
+        return value is True
+
+
+class StageSummary(_ReadModel):
+    """The fields of `stage.json` (`results_dir`) that the callers act on."""
+
+    stage: StrictStr | None = None
+    driver: StageDriver = StageDriver()
+
+    @field_validator("driver", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @property
+    def simulated_platform(self) -> bool:
+        """A cluster stage on a simulated platform (the simulator as mcp-host): its
+        verdict is the simulator's (`results_dir.simulated_platform`)."""
+        return self.driver.simulated_platform
+
+
+def _problems(exc: ValidationError) -> str:
+    """The validation errors as one line: `decision: Input should be a valid string`."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(the file)"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def read_verdict(results: Path) -> VerdictSummary:
+    """The verdict of the stage in `results`; ResultFileMissing, ResultFileUnreadable or
+    ResultFileInvalid (`detail`: `no \\`decision\\`` when that is what is wrong)."""
+    path = results / VERDICT_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultFileMissing(path, "FileNotFoundError", "no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultFileUnreadable(path, type(exc).__name__, str(exc)) from None
+    if not isinstance(data, dict):
+        raise ResultFileInvalid(path, "invalid", f"a JSON {type(data).__name__}, not an object")
+    try:
+        return VerdictSummary.model_validate(data)
+    except ValidationError as exc:
+        bad_decision = any(e["loc"] == ("decision",) for e in exc.errors())
+        detail = "no `decision`" if bad_decision else _problems(exc)
+        raise ResultFileInvalid(path, "invalid", detail) from None
+
+
+def read_stage(results: Path) -> StageSummary | None:
+    """The stage.json of `results` (None when there is none); ResultFileUnreadable or
+    ResultFileInvalid when it cannot be used."""
+    path = results / STAGE_FILE
+    try:
+        data = read_stage_file(results)
+    except ResultsDirError as exc:
+        raise ResultFileUnreadable(path, "unreadable", str(exc).removeprefix(f"{path}: ")) from None
+    if data is None:
+        return None
+    try:
+        return StageSummary.model_validate(data)
+    except ValidationError as exc:
+        raise ResultFileInvalid(path, "invalid", _problems(exc)) from None
