@@ -277,7 +277,7 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
                                                           "pod": f"mcp-host-{n}"}}  # fmt: skip
             write_file_targets(targets, [group])
             prom.wait_for_targets_up(timeout_s=30, expected=1)
-            block = Block(config, time.time(), pods={f"uid-{n}"})  # a new pod per block
+            block = Block(config, time.time())
             for k, (recipe, input_name, env) in enumerate(runs):
                 status = sim.run(recipe, input_name, env)
                 block.runs.append(f"{config}-{k}")
@@ -287,7 +287,7 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
             blocks.append(block)
             if n < len(plan) - 1:
                 # The driver, before it applies the next configuration.
-                capture_end(collector, block, blocks[-2] if n else None)
+                capture_end(collector, block)
                 assert block.end_series is not None, block.end_notes
                 stop.pop()()  # the switch replaces the pod at once: its series end here
         assert blocks[0].persisted > 0 and blocks[1].persisted > 0, "nothing spilled"

@@ -58,12 +58,6 @@ class Block:
     # replaced the pods that held them (`capture_end`); None: not captured.
     end_series: dict[SeriesKey, float] | None = None
     end_notes: list[str] = field(default_factory=list)
-    pods: set[str] = field(default_factory=set)  # UIDs of the mcp-host pods seen in its runs
-
-    def started_pods(self, previous: Block | None) -> bool:
-        """Whether pods served this block that the block before never saw (the switch
-        started them): Prometheus then finds them seconds late."""
-        return previous is not None and bool(self.pods - previous.pods)
 
 
 @dataclass
@@ -112,14 +106,12 @@ def _end_series(
     block: Block,
     notes: list[str],
     direct: bool,
-    *,
-    new_pods: bool = False,
 ) -> dict[SeriesKey, float]:
     """The counters per series at a block's end: read from the matched targets
-    themselves (a read that fails, e.g. a target already gone, is tried again until
-    `catch_up_s`); when the switch started `new_pods`, only once Prometheus has scraped
-    every matched target since the block began (it finds new pods, and drops old ones,
-    seconds late). Else from Prometheus after its next scrape of them."""
+    themselves; a read that fails is tried again until `catch_up_s` (after a switch
+    that replaced the pods, Prometheus still lists the old ones, gone, and finds the
+    new ones seconds late: not yet scraped, their health is unknown). Else from
+    Prometheus after its next scrape of them."""
     why = "the stage asked for the scrape wait"
     if direct:
         wait = block.last_end + END_MARGIN_S - collector._clock()
@@ -133,7 +125,6 @@ def _end_series(
                     COUNTERS,
                     collector.selectors,
                     timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
-                    scraped_since=block.first_start if new_pods else None,
                 )
             except Exception as exc:  # any failure: try again, then the scrape wait
                 why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
@@ -155,9 +146,7 @@ def catch_up_s(collector: PrometheusCollector) -> float:
     return max(15.0, 2 * (5.0 + collector.scrape_interval_s))
 
 
-def capture_end(
-    collector: PrometheusCollector, block: Block, previous: Block | None = None
-) -> None:
+def capture_end(collector: PrometheusCollector, block: Block) -> None:
     """Capture the block's end values before the next configuration is applied: on a
     platform whose WRC replaces the mcp-host pods when the configuration changes, the
     pods that counted the block's runs (and their series) are gone after the switch,
@@ -167,10 +156,7 @@ def capture_end(
         return
     try:
         with collector.connect() as prom:
-            block.end_series = _end_series(
-                collector, prom, block, block.end_notes, True,
-                new_pods=block.started_pods(previous),
-            )  # fmt: skip
+            block.end_series = _end_series(collector, prom, block, block.end_notes, True)
     except Exception as exc:  # never stop a stage over a metrics source
         block.end_notes.append(f"not captured at the switch ({collector._unreachable(exc)})")
         block.end_series = None
@@ -292,10 +278,7 @@ def _check_per_series(
         with collector.connect() as prom:
             last = blocks[-1]
             if last.end_series is None:
-                before = blocks[-2] if len(blocks) > 1 else None
-                last.end_series = _end_series(
-                    collector, prom, last, notes, direct, new_pods=last.started_pods(before)
-                )
+                last.end_series = _end_series(collector, prom, last, notes, direct)
                 last.end_notes += notes
             first = _series_at(collector, prom, blocks[0].first_start)
     except Exception:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -384,7 +384,7 @@ class ClusterDriver:
         )
         if consistency:
             notes += [f"consistency: {c}" for c in consistency]
-        self._block_add(job, persisted, reads, run_end, watch.seen)
+        self._block_add(job, persisted, reads, run_end)
         self._prepare_next_block(job, cancel)
         consistency_ok = None if consistency is None else not consistency
         return self._record(
@@ -446,9 +446,8 @@ class ClusterDriver:
         (the switch may replace them; blocks.capture_end)."""
         with self._block_lock:
             block = self.blocks[-1] if self.blocks else None
-            previous = self.blocks[-2] if len(self.blocks) > 1 else None
         if block is not None and block.end_series is None:
-            capture_end(self.prometheus, block, previous)
+            capture_end(self.prometheus, block)
 
     def _block_begin(self, job: RunJob) -> None:
         with self._block_lock:
@@ -457,19 +456,13 @@ class ClusterDriver:
             self.blocks.append(Block(job.config.name, time.time()))
 
     def _block_add(
-        self,
-        job: RunJob,
-        persisted: int | None,
-        reads: int | None,
-        ended: float,
-        pods: Mapping[str, PodValues],
+        self, job: RunJob, persisted: int | None, reads: int | None, ended: float
     ) -> None:
         with self._block_lock:
             if not self.blocks:
                 return
             block = self.blocks[-1]
             block.runs.append(job.run_id)
-            block.pods.update(pods)  # the UIDs of the recipe's pods seen during the run
             block.last_end = max(block.last_end, ended)
             if persisted is None or reads is None:
                 block.complete = False

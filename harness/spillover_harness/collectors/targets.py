@@ -31,7 +31,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import requests
@@ -106,19 +105,6 @@ def series_labels(target: Mapping[str, str], sample: Mapping[str, str]) -> dict[
     return out
 
 
-def _epoch(rfc3339: str) -> float | None:
-    """Prometheus' RFC 3339 timestamp (nanoseconds, `Z` or an offset) as epoch seconds."""
-    match = re.fullmatch(r"(.+?T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", rfc3339)
-    if match is None:
-        return None
-    head, frac, zone = match.groups()
-    try:
-        base = datetime.fromisoformat(head + ("+00:00" if zone == "Z" else zone))
-    except ValueError:
-        return None
-    return base.timestamp() + (float(f"0.{frac}") if frac else 0.0)
-
-
 @dataclass(frozen=True)
 class Target:
     labels: dict[str, str]
@@ -180,33 +166,15 @@ def fetch_series(
 
 
 def read_direct(
-    prom: Any,
-    names: tuple[str, ...],
-    selectors: str,
-    *,
-    timeout_s: float,
-    scraped_since: float | None = None,
+    prom: Any, names: tuple[str, ...], selectors: str, *, timeout_s: float
 ) -> DirectRead:
     """The counters `names`, summed over the matched targets' series, read from the
-    targets themselves (see the module doc). `prom`: a connected PrometheusConnect.
-    `scraped_since` (epoch seconds): every matched target must have been scraped at or
-    after it, else DirectReadFailed (Prometheus has not caught up with the targets yet:
-    pods a rollout just started are found, and old ones dropped, seconds later)."""
+    targets themselves (see the module doc). `prom`: a connected PrometheusConnect."""
     matchers = parse_matchers(selectors)
     active = prom.get_targets(state="active").get("activeTargets") or []
     targets = matched_targets(active, matchers)
     if not targets:
         raise DirectReadFailed("no active target matches the selector")
-    if scraped_since is not None:
-        for t in active:
-            found = {str(k): str(v) for k, v in (t.get("labels") or {}).items()}
-            if all(m.matches(found) for m in matchers):
-                last = _epoch(str(t.get("lastScrape") or ""))
-                if last is None or last < scraped_since:
-                    raise DirectReadFailed(
-                        f"target {t.get('scrapeUrl')} not scraped since the block began "
-                        "(Prometheus has not caught up with the targets)"
-                    )
     known = {frozenset(t.labels.items()) for t in targets}
     for sample in prom.custom_query(f"up{_selector(selectors)}"):
         labels = frozenset((k, v) for k, v in sample["metric"].items() if k != "__name__")

@@ -32,14 +32,3 @@ def test_a_series_that_went_down_restarted_and_counts_its_end_value() -> None:
 
 def test_unknown_metric_names_are_ignored() -> None:
     assert series_deltas({}, {("other_total", frozenset()): 5.0})[PERSISTED] == 0.0
-
-
-def test_a_block_started_pods_when_it_saw_one_the_block_before_did_not() -> None:
-    from spillover_harness.cluster.blocks import Block
-
-    first = Block("off", 0.0, pods={"a", "b"})
-    same = Block("32KiB", 1.0, pods={"a", "b"})
-    rolled = Block("128KiB", 2.0, pods={"c", "b"})
-    assert not first.started_pods(None)  # nothing to compare with: no catch-up wait
-    assert not same.started_pods(first)
-    assert rolled.started_pods(same)
