@@ -132,7 +132,8 @@ def _end_series(
                     break
                 collector._sleep(min(1.0, collector.scrape_interval_s / 2))
             else:
-                notes.append(f"read directly from {len(read.targets)} target(s)")
+                urls = ", ".join(t.scrape_url for t in read.targets)
+                notes.append(f"read directly from {len(read.targets)} target(s) ({urls})")
                 return dict(read.series)
     deadline = collector._wait_for_scrapes(prom, block.last_end, notes, 0)
     notes.append(f"read from Prometheus after a scrape past its last run ({why})")
