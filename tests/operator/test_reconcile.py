@@ -229,3 +229,24 @@ def test_within_one_creation_second_the_policy_already_applied_keeps_its_deploym
     assert competing_policies([newcomer, applied], "wrc") == ["spillover", "second"]
     # An older policy still wins, applied or not.
     assert competing_policies([applied, _policy("old", "2026-01-01T00:00:00Z")], "wrc")[0] == "old"
+
+
+def test_a_change_made_ahead_is_judged_on_the_newest_copy_of_the_same_spec() -> None:
+    """The pass reporting a change made ahead coalesces the rollout's events: the
+    patch's answer (not observed yet) must not hide the copy of the completed rollout
+    the pass runs with (it reported RolloutInProgress until the resync)."""
+    from spillover_operator.reconcile import newer_status
+
+    def dep(generation: int, observed: int, uid: str = "u") -> dict[str, Any]:
+        return {
+            "metadata": {"uid": uid, "generation": generation},
+            "status": {"observedGeneration": observed},
+        }
+
+    answered = dep(2, 1)
+    assert newer_status(answered, dep(2, 2)) == dep(2, 2)
+    assert newer_status(answered, None) is answered
+    assert newer_status(answered, dep(1, 1)) is answered  # a copy from before the patch
+    assert newer_status(answered, dep(3, 3)) is answered  # another spec since: not this
+    assert newer_status(answered, dep(2, 2, uid="other")) is answered  # recreated
+    assert newer_status(dep(2, 2), dep(2, 1)) == dep(2, 2)  # never an older status
