@@ -14,8 +14,12 @@ API dicts and a lookup, so the operator, spilloverctl and tests classify alike.
 Refreshing restarts the owners of stale pods one at a time: a rollout restart of the
 owning Deployment (found through the pod's ReplicaSet) or StatefulSet, or deleting
 the pods of another controller that recreates them. A pod no controller recreates is
-never deleted. Replacement pods that are still stale mean the owner's template
-carries the old value: `StaleAfterRefresh`, and that owner is left alone.
+never deleted. Progress is read from the owner's own state each time (`OwnerState`:
+its current revision, observed generation, updated and ready replicas), never from
+counts taken before its rollout. Replacement pods of a settled owner that are still
+stale are restarted again (they may have started before the WRC passed the value on);
+after MAX_RESTARTS_PER_ROUND the owner's template carries the old value:
+`StaleAfterRefresh`, and that owner is left alone.
 """
 
 from __future__ import annotations
