@@ -313,10 +313,15 @@ def settle(
     now: str,
     config_maps: ConfigMapLookup = no_config_maps,
     applied_at: str | None = None,
+    policy_change: bool = False,
 ) -> Settlement:
     """The status and Events once the Deployment is `after` (the plan applied, or found
     empty). `config_maps` resolves the container's ConfigMap references (the values in
-    effect, `resolved_env`). Pure: reconcile_policy writes what it returns."""
+    effect, `resolved_env`). `policy_change`: the plan is the policy's own change made
+    ahead (`apply_change`), never drift, even if a pass in between (a Deployment event
+    the patch caused, run before the change's own report) found the Deployment in sync
+    and recorded the generation as applied. Pure: reconcile_policy writes what it
+    returns."""
     meta = _meta(policy)
     namespace, name = meta.get("namespace"), meta.get("name")
     container = str(select_container(after, spec.container).get("name"))
@@ -325,7 +330,7 @@ def settle(
     events: list[Event] = []
     notes = shadow_notes(spec, envfrom_shadowed(after, container, config_maps))
     if plan.patch is not None:
-        drift = _was_applied(policy)
+        drift = not policy_change and _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
         reason = "DriftCorrected" if drift else "Applied"
         lead = (
@@ -700,6 +705,7 @@ def _reconcile_once(
     done = settle(
         policy, spec, after, plan, now=now, config_maps=config_maps,
         applied_at=now_rfc3339(millis=True),
+        policy_change=early is not None and plan is early.plan,
     )  # fmt: skip
     why = change_reason(policy)
     if early is None or not early.announced:

@@ -159,6 +159,14 @@ def test_settle_a_difference_after_an_apply_is_drift() -> None:
     assert done.outcome == Outcome.DRIFT_CORRECTED
     assert {reason for _, _, reason, _ in done.events} == {"DriftCorrected"}
     assert done.events[0][3].startswith("restored the policy's values after the Deployment")
+    # The policy's own change made ahead is reported as applied, even when a pass in
+    # between (an event of its own patch) recorded the generation as applied.
+    own = settle(
+        _stored_policy(raw, applied_status), spec, _after(before, spec), plan, now=NOW,
+        policy_change=True,
+    )  # fmt: skip
+    assert own.outcome == Outcome.APPLIED
+    assert {reason for _, _, reason, _ in own.events} == {"Applied"}
 
 
 def test_settle_with_nothing_to_change_is_in_sync_and_posts_nothing() -> None:
