@@ -18,7 +18,9 @@ end naming each failed trial.
   again: it resumes from status.recipePods.
 - slow-wrc: the WRC passes its env on 2 s after its rollout completes.
 
-And a kill on 100 pods in 10 Deployments posts a bounded number of Events.
+And a kill on 100 pods in 10 Deployments posts a bounded number of Events
+(SPILLOVER_EVENT_RECIPES, SPILLOVER_EVENT_REPLICAS; a kwok node takes 110 pods: for
+300, SPILLOVER_CONTROLPLANE_NODES=4).
 """
 
 from __future__ import annotations
