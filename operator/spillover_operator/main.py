@@ -196,7 +196,10 @@ def deployment_event(
     # type None: the initial listing at start, when the indexes are current.
     reader = _reader(memo, namespace, kwargs, trusted=type is None, **fresh)
     generation = (body.get("metadata") or {}).get("generation")
-    policies.deployment_event(runtime.of(memo), reader, name, generation, logger)
+    template = ((body.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    policies.deployment_event(
+        runtime.of(memo), reader, name, generation, logger, template.get("labels")
+    )
 
 
 @kopf.on.event("v1", "pods")

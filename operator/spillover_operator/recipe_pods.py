@@ -14,21 +14,26 @@ API dicts and a lookup, so the operator, spilloverctl and tests classify alike.
 Refreshing restarts the owners of stale pods one at a time: a rollout restart of the
 owning Deployment (found through the pod's ReplicaSet) or StatefulSet, or deleting
 the pods of another controller that recreates them. A pod no controller recreates is
-never deleted. Replacement pods that are still stale mean the owner's template
-carries the old value: `StaleAfterRefresh`, and that owner is left alone.
+never deleted. Progress is read from the owner's own state each time (`OwnerState`:
+its current revision, observed generation, updated and ready replicas), never from
+counts taken before its rollout. Replacement pods of a settled owner that are still
+stale are restarted again (they may have started before the WRC passed the value on);
+after MAX_RESTARTS_PER_ROUND the owner's template carries the old value:
+`StaleAfterRefresh`, and that owner is left alone.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from spillover_operator.constants import SPILLOVER_VARS
 from spillover_operator.mcp_host import value_in_effect
 from spillover_operator.policy import DEFAULT_RECIPE_CONTAINER, PolicySpec, RecipePodsSpec
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
+from spillover_operator.rollout import rollout_state
 from spillover_operator.status import Condition
 
 PodState = Literal["current", "stale", "unknown"]
@@ -143,6 +148,9 @@ class PodVerdict:
     # Stale values read from a ConfigMap that still holds the old value: the WRC has not
     # passed the new one on yet (or will not); the pod's own template is not to blame.
     from_config_map: bool = False
+    # The revision of its owner's template it runs (label pod-template-hash of a
+    # Deployment's pod, controller-revision-hash of a StatefulSet's): see OwnerState.
+    revision: str | None = None
 
     def shown(self, var: str) -> str:
         found = self.values.get(var)
@@ -382,19 +390,122 @@ def assess_pods(
     """Classify the pods matched by the policy's selector (`pods` already listed with
     it; those being deleted count too: they still run until they are gone)."""
     verdicts = [
-        classify(
-            pod,
-            desired,
-            container=spec.recipe_pods.container,
-            owner=owner_of(pod, replica_sets or {}),
-            config_maps=config_maps,
-            changed_at=changed_at,
-            process_report=process_report,
+        replace(
+            classify(
+                pod,
+                desired,
+                container=spec.recipe_pods.container,
+                owner=owner_of(pod, replica_sets or {}),
+                config_maps=config_maps,
+                changed_at=changed_at,
+                process_report=process_report,
+            ),
+            revision=pod_revision(pod),
         )
         for pod in pods
         if selector_matches(spec.recipe_pods.selector, (pod.get("metadata") or {}).get("labels"))
     ]
     return RecipePods(selector, sorted(verdicts, key=lambda v: v.name))
+
+
+# ---- owners' rollouts ------------------------------------------------------------
+
+# The label a Deployment's (through its ReplicaSet) or a StatefulSet's pods carry: the
+# revision of the template they were made from.
+REVISION_LABELS = ("pod-template-hash", "controller-revision-hash")
+DEPLOYMENT_REVISION = "deployment.kubernetes.io/revision"
+
+
+def pod_revision(pod: Mapping[str, Any]) -> str | None:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for key in REVISION_LABELS:
+        if labels.get(key):
+            return str(labels[key])
+    return None
+
+
+@dataclass(frozen=True)
+class OwnerState:
+    """A Deployment's or StatefulSet's rollout as its controller reports it, read from
+    the cluster on every look (never counted before a rollout): `generation` of the
+    copy read; `revision` the label value its pods of the current template carry (None
+    while the controller has not observed the current spec); `settled` once it has,
+    and every desired replica runs the current template, ready, with no old one left;
+    `stuck` when the rollout exceeded its progress deadline."""
+
+    owner: Owner
+    generation: int
+    revision: str | None
+    settled: bool
+    message: str = ""
+    stuck: bool = False
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def deployment_state(
+    deployment: Mapping[str, Any], replica_sets: Iterable[Mapping[str, Any]]
+) -> OwnerState:
+    """The Deployment's state: its current ReplicaSet is the one it owns with the
+    Deployment's revision annotation (`deployment.kubernetes.io/revision`), once the
+    controller observed its generation; settled as `kubectl rollout status` judges."""
+    meta = deployment.get("metadata") or {}
+    name = str(meta.get("name"))
+    rollout = rollout_state(deployment)
+    generation = rollout.generation or 0
+    revision: str | None = None
+    number = (meta.get("annotations") or {}).get(DEPLOYMENT_REVISION)
+    if number is not None and (rollout.observed_generation or 0) >= generation:
+        for rs in replica_sets:
+            ref = _controller(rs)
+            rs_meta = rs.get("metadata") or {}
+            if (
+                ref is not None
+                and ref.get("kind") == "Deployment"
+                and ref.get("name") == name
+                and (rs_meta.get("annotations") or {}).get(DEPLOYMENT_REVISION) == number
+            ):
+                found = (rs_meta.get("labels") or {}).get("pod-template-hash")
+                revision = str(found) if found else None
+                break
+    return OwnerState(
+        Owner("Deployment", name),
+        generation,
+        revision,
+        rollout.complete and revision is not None,
+        rollout.message,
+        stuck="progress deadline" in rollout.message,
+    )
+
+
+def stateful_set_state(stateful_set: Mapping[str, Any]) -> OwnerState:
+    """The StatefulSet's state: its pods of the current template carry
+    status.updateRevision; settled once the controller observed its generation and
+    every desired replica is updated and ready (currentRevision == updateRevision)."""
+    meta = stateful_set.get("metadata") or {}
+    spec = stateful_set.get("spec") or {}
+    status = stateful_set.get("status") or {}
+    generation = _int(meta.get("generation"))
+    observed = _int(status.get("observedGeneration"), -1) >= generation
+    desired = _int(spec.get("replicas"), 1)
+    update = status.get("updateRevision")
+    revision = str(update) if observed and update else None
+    settled = (
+        revision is not None
+        and status.get("currentRevision") == update
+        and _int(status.get("updatedReplicas")) >= desired
+        and _int(status.get("readyReplicas")) >= desired
+        and _int(status.get("replicas")) == desired
+    )
+    message = (
+        f"{_int(status.get('updatedReplicas'))} of {desired} updated, "
+        f"{_int(status.get('readyReplicas'))} ready"
+    )
+    return OwnerState(
+        Owner("StatefulSet", str(meta.get("name"))), generation, revision, settled, message
+    )
 
 
 # ---- refresh ---------------------------------------------------------------------
@@ -411,10 +522,11 @@ def refresh_wanted(recipe: RecipePodsSpec, enabled: bool, requested: bool) -> bo
 @dataclass(frozen=True)
 class RefreshStep:
     """What to do now. `action`: `restart` (a rollout restart of `owner`), `delete`
-    (the `pods` of `owner`, which recreates them), `wait` (the last refreshed owner
-    still has old pods), or `none`. `stale_after_refresh`: owners whose replacement
-    pods are still stale; `unrefreshable`: stale pods nothing recreates; `refused`:
-    owners of stale pods the caller may not refresh (`may_refresh`), never touched."""
+    (the `pods` of `owner`, which recreates them), `wait` (for `owner`: `why`), or
+    `none`. `stale_after_refresh`: owners whose replacement pods are still stale;
+    `unrefreshable`: stale pods nothing recreates; `refused`: owners of stale pods the
+    caller may not refresh (`may_refresh`), never touched; `stalled`: owners whose
+    rollout exceeded its progress deadline (a restart cannot help; not waited for)."""
 
     action: Literal["restart", "delete", "wait", "none"]
     owner: Owner | None = None
@@ -422,6 +534,8 @@ class RefreshStep:
     stale_after_refresh: tuple[Owner, ...] = ()
     unrefreshable: tuple[str, ...] = ()
     refused: tuple[Owner, ...] = ()
+    why: str = ""
+    stalled: tuple[Owner, ...] = ()
 
 
 def _after(created: str | None, moment: str) -> bool:
@@ -433,6 +547,30 @@ def _after(created: str | None, moment: str) -> bool:
 # value reached them (the WRC passes it on after its own rollout; seen within 0.5 s).
 MAX_RESTARTS_PER_ROUND = 3
 
+WHY_ROLLING = "its rollout is in progress"
+WHY_CONFIG_MAP = "the ConfigMap its pods read still holds the old value (the WRC passes it on)"
+WHY_REPLACING = "it still has stale pods created before its refresh"
+
+
+def _waits_for_config_map(stale: Sequence[PodVerdict]) -> bool:
+    """Every stale pod reads its old values from a ConfigMap that still holds them: a
+    restart now would bring the same values back."""
+    return bool(stale) and all(v.from_config_map and not v.predates_change for v in stale)
+
+
+def owner_rolling(
+    state: OwnerState, pods: Sequence[PodVerdict], restarted_generation: int | None = None
+) -> bool:
+    """Whether the owner is still rolling out: the copy read is older than the spec a
+    restart wrote (`restarted_generation`), its controller has not settled (observed
+    the spec, every desired replica updated and ready, no old one left), or one of its
+    matched pods (those terminating count: they still run) is of another revision."""
+    if restarted_generation is not None and state.generation < restarted_generation:
+        return True
+    if not state.settled or state.revision is None:
+        return True
+    return any(v.revision != state.revision for v in pods)
+
 
 def next_refresh(
     pods: RecipePods,
@@ -440,24 +578,43 @@ def next_refresh(
     expected: Mapping[Owner, int] | None = None,
     may_refresh: Callable[[Owner], bool] | None = None,
     times: Mapping[Owner, int] | None = None,
+    owners: Mapping[Owner, OwnerState] | None = None,
+    generations: Mapping[Owner, int] | None = None,
 ) -> RefreshStep:
     """The next refresh step given the owners already refreshed in this round (owner ->
-    when) and how many stale pods each had then (`expected`). One owner at a time: while
-    a refreshed owner still has stale pods created before its refresh, or fewer pods
-    created since than it had stale ones, wait. A refreshed owner with a stale pod
-    created after its refresh is StaleAfterRefresh: the refresh stops there (no other
-    owner is restarted in this round), once that owner was restarted
-    MAX_RESTARTS_PER_ROUND times (`times`: how often it was): before that it is
-    restarted again (its new pods may have started before the WRC passed the value on,
-    which the operator cannot always tell), and while the ConfigMap they read still
-    holds the old value (`from_config_map`) the refresh waits for it.
+    when), what each owner's controller reports now (`owners`: a Deployment's or
+    StatefulSet's OwnerState; `generations`: the generation each restart wrote) and how
+    often each was restarted (`times`).
+
+    One owner at a time. A refreshed owner with a state is done once it is no longer
+    rolling (`owner_rolling`): every pod of it then runs its current template, so
+    progress never depends on counts taken before (surge pods, a rollout already in
+    progress, a replica change). Its pods still stale then were restarted in vain:
+    while the ConfigMap they read still holds the old value (`from_config_map`) the
+    refresh waits for it; else (started before the value reached them, or the WRC had
+    not re-rendered yet: the operator cannot always tell) it is restarted again, and
+    once restarted MAX_RESTARTS_PER_ROUND times it is StaleAfterRefresh: the refresh
+    stops there (no other owner is restarted in this round).
+
+    An owner without a state (another controller: its pods are deleted) is judged by
+    its pods' creation times: while it has stale pods created before its refresh, or
+    fewer pods created since than it had stale ones (`expected`), wait.
+
+    An owner not refreshed yet is skipped while every stale pod of it reads a ConfigMap
+    that still holds the old value, or while a rollout of its own (not this refresh's)
+    replaces them; an owner whose rollout exceeded its progress deadline is `stalled`.
     `may_refresh` (None: every owner): the owners the caller may restart or delete pods
     of; the others are `refused`, skipped."""
     expected = expected or {}
     times = times or {}
+    owners = owners or {}
+    generations = generations or {}
     by_owner: dict[Owner, list[PodVerdict]] = {}
-    for verdict in pods.stale_pods():
-        by_owner.setdefault(verdict.owner, []).append(verdict)
+    every: dict[Owner, list[PodVerdict]] = {}
+    for verdict in pods.pods:
+        every.setdefault(verdict.owner, []).append(verdict)
+        if verdict.state == "stale":
+            by_owner.setdefault(verdict.owner, []).append(verdict)
     unrefreshable = tuple(v.name for v in by_owner.pop(NO_OWNER, []))
     refused = tuple(
         owner
@@ -466,49 +623,74 @@ def next_refresh(
     )
     for owner in refused:
         del by_owner[owner]
+    stalled = tuple(owner for owner in sorted(by_owner) if owner in owners and owners[owner].stuck)
     after_refresh: list[Owner] = []
     again: Owner | None = None
-    waiting: Owner | None = None
+    waiting: tuple[Owner, str] | None = None
     for owner, at in sorted(refreshed.items()):
         stale = by_owner.get(owner, [])
-        replaced = sum(1 for v in pods.pods if v.owner == owner and _after(v.created, at))
-        new_stale = [v for v in stale if _after(v.created, at)]
+        state = owners.get(owner)
+        if state is not None:
+            if state.stuck:
+                continue
+            if owner_rolling(state, every.get(owner, []), generations.get(owner)):
+                waiting = waiting or (owner, WHY_ROLLING)
+                continue
+            new_stale = stale  # every pod of it runs its current template now
+        else:
+            replaced = sum(1 for v in every.get(owner, []) if _after(v.created, at))
+            new_stale = [v for v in stale if _after(v.created, at)]
+            if not new_stale and (stale or replaced < expected.get(owner, 0)):
+                waiting = waiting or (owner, WHY_REPLACING)
+                continue
+        if not new_stale:
+            continue
         spent = times.get(owner, 1) >= MAX_RESTARTS_PER_ROUND
-        if (
-            new_stale
-            and not spent
-            and all(v.from_config_map and not v.predates_change for v in new_stale)
-        ):
-            # The ConfigMap they read still holds the old value: wait for the WRC to pass
-            # the new one on (they are then restarted again, below).
-            waiting = waiting or owner
-        elif new_stale and not spent:
-            # Started before the value reached them, or the WRC had not re-rendered yet:
-            # the operator cannot always tell, so it restarts again before it blames the
-            # template.
+        if not spent and _waits_for_config_map(new_stale):
+            # The WRC has not passed the new value on yet: once it has, they are
+            # restarted again (below).
+            waiting = waiting or (owner, WHY_CONFIG_MAP)
+        elif not spent:
             again = again or owner
-        elif new_stale:
+        else:
             after_refresh.append(owner)
-        elif stale or replaced < expected.get(owner, 0):
-            waiting = waiting or owner
     done = tuple(after_refresh)
     if again is not None and not done:
         names = tuple(v.name for v in by_owner.get(again, []))
         action: Literal["restart", "delete"] = "restart" if again.restartable else "delete"
-        return RefreshStep(action, again, names, done, unrefreshable, refused)
+        return RefreshStep(action, again, names, done, unrefreshable, refused, stalled=stalled)
     if done:
         # Stop: the WRC's templates carry the old values; restarting more owners would
         # only churn pods (and fight the WRC).
-        return RefreshStep("none", None, (), done, unrefreshable, refused)
+        return RefreshStep("none", None, (), done, unrefreshable, refused, stalled=stalled)
     if waiting is not None:
-        return RefreshStep("wait", waiting, (), done, unrefreshable, refused)
+        owner, why = waiting
+        return RefreshStep("wait", owner, (), done, unrefreshable, refused, why, stalled)
+    skipped: tuple[Owner, str] | None = None
     for owner in sorted(by_owner):
-        if owner in refreshed:
+        if owner in refreshed or owner in stalled:
             continue
-        names = tuple(v.name for v in by_owner[owner])
+        stale = by_owner[owner]
+        state = owners.get(owner)
+        if _waits_for_config_map(stale):
+            skipped = skipped or (owner, WHY_CONFIG_MAP)
+            continue
+        if (
+            state is not None
+            and owner_rolling(state, every.get(owner, []))
+            and all(state.revision is None or v.revision != state.revision for v in stale)
+        ):
+            # A rollout of its own (begun before this refresh, or a restart whose record
+            # was lost) replaces these: its new pods are judged once they run.
+            skipped = skipped or (owner, WHY_ROLLING)
+            continue
+        names = tuple(v.name for v in stale)
         action = "restart" if owner.restartable else "delete"
-        return RefreshStep(action, owner, names, done, unrefreshable, refused)
-    return RefreshStep("none", None, (), done, unrefreshable, refused)
+        return RefreshStep(action, owner, names, done, unrefreshable, refused, stalled=stalled)
+    if skipped is not None:
+        owner, why = skipped
+        return RefreshStep("wait", owner, (), done, unrefreshable, refused, why, stalled)
+    return RefreshStep("none", None, (), done, unrefreshable, refused, stalled=stalled)
 
 
 def restart_patch(at: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from spillover_operator.client import (
     Forbidden,
     delete_pod,
     observe_recipe_pods,
+    observe_refresh,
     restart_workload,
 )
 from spillover_operator.constants import REFRESH_REQUEST_ANNOTATION
@@ -25,6 +26,7 @@ from spillover_operator.policy import PolicySpec
 from spillover_operator.recipe_pods import (
     ChangedAt,
     Owner,
+    OwnerState,
     RecipePods,
     RefreshStep,
     next_refresh,
@@ -47,25 +49,38 @@ def refresh_request(policy: Mapping[str, Any]) -> str:
     return str(annotations.get(REFRESH_REQUEST_ANNOTATION) or "")
 
 
-def run_step(conn: Connection, step: RefreshStep, at: str) -> None:
+def run_step(conn: Connection, step: RefreshStep, at: str) -> int | None:
     """Do one refresh step: a rollout restart, or deleting the pods of a controller that
-    recreates them. Raises the client's errors (Forbidden without the refresh Role)."""
+    recreates them. Answers the generation a restart wrote (None otherwise). Raises the
+    client's errors (Forbidden without the refresh Role)."""
     if step.owner is None:
-        return
+        return None
     if step.action == "restart":
-        restart_workload(conn, step.owner.kind, step.owner.name, restart_patch(at))
-    elif step.action == "delete":
+        body = restart_workload(conn, step.owner.kind, step.owner.name, restart_patch(at))
+        generation = (body.get("metadata") or {}).get("generation")
+        return generation if isinstance(generation, int) else None
+    if step.action == "delete":
         for name in step.pods:
             delete_pod(conn, name)
+    return None
 
 
-def describe_step(step: RefreshStep) -> str:
-    """The step for Events and output: the owner and how many pods (no pod names)."""
+def describe_step(step: RefreshStep, times: int = 1) -> str:
+    """The step for Events and output: the owner and how many pods (no pod names);
+    `times`: how often the owner was refreshed in this round with this step."""
+    again = f", again: {_nth(times)} time in this round" if times > 1 else ""
     if step.action == "restart":
-        return f"rollout restart of {step.owner} ({len(step.pods)} stale pods)"
+        return f"rollout restart of {step.owner} ({len(step.pods)} stale pods{again})"
     if step.action == "delete":
-        return f"deleted {len(step.pods)} stale pods of {step.owner}, which recreates them"
+        return (
+            f"deleted {len(step.pods)} stale pods of {step.owner}, which recreates them"
+            f"{again.replace(', again', ' (again')}{')' if again else ''}"
+        )
     return "nothing"
+
+
+def _nth(n: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
 RefreshRefusal = Callable[[Owner], str | None]
@@ -87,27 +102,78 @@ class RecipeOutcome:
     condition: Condition
     events: list[Event] = field(default_factory=list)
     converged_seconds: float | None = None
+    # Look again after this many seconds: the refresh waits for something no watch of
+    # the operator reports (a ConfigMap the WRC passes the value on through, a recipe
+    # workload's rollout).
+    recheck_seconds: float | None = None
 
 
-def _previous_refreshes(
-    previous: Mapping[str, Any], round_id: str
-) -> tuple[dict[Owner, str], dict[Owner, int], dict[Owner, int]]:
-    """(owner -> when last refreshed, owner -> how many stale pods it had then, owner ->
-    how often it was refreshed) of this round."""
+@dataclass
+class RefreshRecord:
+    """status.recipePods.refreshed of one round, by owner: when it was last refreshed,
+    how many stale pods it had then, how often it was refreshed, and the generation its
+    last restart wrote. What a restarted operator resumes from."""
+
+    at: dict[Owner, str] = field(default_factory=dict)
+    pods: dict[Owner, int] = field(default_factory=dict)
+    times: dict[Owner, int] = field(default_factory=dict)
+    generations: dict[Owner, int] = field(default_factory=dict)
+
+    def note(self, owner: Owner, at: str, pods: int, generation: int | None) -> None:
+        self.times[owner] = self.times.get(owner, 0) + 1 if owner in self.at else 1
+        self.at[owner] = at
+        self.pods[owner] = pods
+        if generation is not None:
+            self.generations[owner] = generation
+        else:
+            self.generations.pop(owner, None)
+
+    def to_status(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for owner, at in sorted(self.at.items()):
+            item: dict[str, Any] = {
+                "owner": str(owner),
+                "at": at,
+                "pods": self.pods.get(owner, 0),
+                "times": self.times.get(owner, 1),
+            }
+            if owner in self.generations:
+                item["generation"] = self.generations[owner]
+            out.append(item)
+        return out
+
+
+def previous_refreshes(previous: Mapping[str, Any], round_id: str) -> RefreshRecord:
+    """The refresh record of this round from status.recipePods (empty for another
+    round)."""
+    record = RefreshRecord()
     if previous.get("refreshRound") != round_id:
-        return {}, {}, {}
-    at: dict[Owner, str] = {}
-    pods: dict[Owner, int] = {}
-    times: dict[Owner, int] = {}
+        return record
     for item in previous.get("refreshed") or []:
         if isinstance(item, Mapping):
             kind, _, name = str(item.get("owner", "")).partition("/")
-            at[Owner(kind, name)] = str(item.get("at", ""))
+            owner = Owner(kind, name)
+            record.at[owner] = str(item.get("at", ""))
             count = item.get("pods")
-            pods[Owner(kind, name)] = count if isinstance(count, int) else 0
+            record.pods[owner] = count if isinstance(count, int) else 0
             n = item.get("times")
-            times[Owner(kind, name)] = n if isinstance(n, int) and n > 0 else 1
-    return at, pods, times
+            record.times[owner] = n if isinstance(n, int) and n > 0 else 1
+            generation = item.get("generation")
+            if isinstance(generation, int) and not isinstance(generation, bool):
+                record.generations[owner] = generation
+    return record
+
+
+# How soon a waiting refresh looks again by itself (ConfigMaps are not watched).
+RECHECK_SECONDS = 2.0
+
+
+def events_key(body: Mapping[str, Any], condition: Condition) -> list[str]:
+    """What a RecipePods Event is posted on a change of: the condition's reason and the
+    owners with stale pods (not every count: a rollout of 300 pods changes the counts
+    hundreds of times, Events are aggregated per owner)."""
+    owners = [str(item.get("owner")) for item in body.get("staleOwners") or []]
+    return [condition.reason, *owners]
 
 
 def reconcile_recipe_pods(
@@ -126,6 +192,10 @@ def reconcile_recipe_pods(
     """Classify the recipe pods and take at most one refresh step (only once the WRC
     rollout is complete: before that the WRC itself still runs the old values).
 
+    The refresh judges its progress by what the cluster says now (the owners' rollout
+    state, `recipe_pods.next_refresh`) and the record of this round in
+    status.recipePods.refreshed, so an operator restarted mid-refresh resumes it.
+
     `refusal` says why an owner of stale pods may not be refreshed (None: it may): the
     operator's refresh allow-list. A refused owner is never restarted nor are its pods
     deleted, whatever the policy's selector matched; a Warning
@@ -134,24 +204,37 @@ def reconcile_recipe_pods(
     status = policy.get("status") or {}
     previous = status.get("recipePods") if isinstance(status.get("recipePods"), Mapping) else {}
     previous = previous or {}
-    pods = observe_recipe_pods(conn, spec, desired, config_maps, changed_at, from_cache=True)
 
     token = refresh_request(policy)
     requested = bool(token) and previous.get("handledRequest") != token
     round_id = f"{meta.get('generation')}/{token if requested else ''}"
-    refreshed, expected, times = _previous_refreshes(previous, round_id)
+    record = previous_refreshes(previous, round_id)
     wanted = refresh_wanted(spec.recipe_pods, spec.enabled, requested)
+    owners: dict[Owner, OwnerState] = {}
+    if wanted:
+        pods, owners = observe_refresh(
+            conn, spec, desired, config_maps, changed_at, from_cache=True
+        )
+    else:
+        pods = observe_recipe_pods(conn, spec, desired, config_maps, changed_at, from_cache=True)
     events: list[Event] = []
     note = ""
+    recheck: float | None = None
     step = next_refresh(
-        pods, refreshed, expected, lambda owner: refusal(owner) is None, times=times
+        pods,
+        record.at,
+        record.pods,
+        lambda owner: refusal(owner) is None,
+        times=record.times,
+        owners=owners,
+        generations=record.generations,
     )
     handled = previous.get("handledRequest")
     if wanted and not rollout_complete and pods.stale_pods():
         note = "refresh waits for the WRC rollout to complete"
     elif wanted and step.action in ("restart", "delete") and step.owner is not None:
         try:
-            run_step(conn, step, now)
+            generation = run_step(conn, step, now)
         except Forbidden as exc:
             note = (
                 f"refresh of {step.owner} not permitted ({exc.message}); include "
@@ -163,12 +246,13 @@ def reconcile_recipe_pods(
             note = f"refresh of {step.owner} failed: {exc.message}"
             events.append(("Warning", "RecipePodsRefreshFailed", note))
         else:
-            times[step.owner] = times.get(step.owner, 0) + 1 if step.owner in refreshed else 1
-            refreshed[step.owner] = now
-            expected[step.owner] = len(step.pods)
-            events.append(("Normal", "RecipePodsRefresh", describe_step(step)))
+            record.note(step.owner, now, len(step.pods), generation)
+            times = record.times[step.owner]
+            events.append(("Normal", "RecipePodsRefresh", describe_step(step, times)))
+            note = f"refresh: {describe_step(step, times)}"
     elif wanted and step.action == "wait" and step.owner is not None:
-        note = f"refresh: waiting for {step.owner} to replace its stale pods"
+        note = f"refresh: waiting for {step.owner}: {step.why}"
+        recheck = RECHECK_SECONDS
     elif wanted and step.action == "none" and requested:
         handled = token
     refused = [str(o) for o in step.refused] if wanted else []
@@ -177,6 +261,11 @@ def reconcile_recipe_pods(
         note = (note + "; " if note else "") + f"refresh refused: {why}"
         if previous.get("refreshRefused") != refused:
             events.append(("Warning", "RecipePodsRefreshForbidden", f"refresh refused: {why}"))
+    if wanted and step.stalled:
+        note = (note + "; " if note else "") + (
+            "not refreshed, their rollout exceeded its progress deadline (a restart would not "
+            "help; see `kubectl rollout status`): " + ", ".join(str(o) for o in step.stalled)
+        )
     if step.unrefreshable:
         note = (note + "; " if note else "") + (
             f"{len(step.unrefreshable)} stale pods not refreshed (no controller recreates them)"
@@ -185,10 +274,7 @@ def reconcile_recipe_pods(
     condition = recipe_condition(pods, stale_after_refresh=step.stale_after_refresh, note=note)
     body = pods.to_status()
     body["refreshRound"] = round_id
-    body["refreshed"] = [
-        {"owner": str(o), "at": at, "pods": expected.get(o, 0), "times": times.get(o, 1)}
-        for o, at in sorted(refreshed.items())
-    ]
+    body["refreshed"] = record.to_status()
     if refused:
         body["refreshRefused"] = refused
     if step.stale_after_refresh:
@@ -206,8 +292,9 @@ def reconcile_recipe_pods(
         body["currentFor"] = previous.get("currentFor")
     body = {k: v for k, v in body.items() if v is not None}
 
-    counts = ("matched", "current", "stale", "unknown")
-    if any(previous.get(k) != body.get(k) for k in counts):
+    key = events_key(body, condition)
+    if previous.get("eventKey") != key:
         type_ = "Warning" if body["stale"] else "Normal"
         events.append((type_, "RecipePods", condition.message))
-    return RecipeOutcome(pods, body, condition, events, converged)
+    body["eventKey"] = key
+    return RecipeOutcome(pods, body, condition, events, converged, recheck)

@@ -321,8 +321,10 @@ def settle(
 ) -> Settlement:
     """The status and Events once the Deployment is `after` (the plan applied, or found
     empty). `config_maps` resolves the container's ConfigMap references (the values in
-    effect, `resolved_env`). `policy_change`: the plan was made for a change of the
-    policy (`apply_change`), never drift whatever the status says by now.
+    effect, `resolved_env`). `policy_change`: the plan is the policy's own change made
+    ahead (`apply_change`), never drift, even if a pass in between (a Deployment event
+    the patch caused, run before the change's own report) found the Deployment in sync
+    and recorded the generation as applied.
 
     An applied policy change is reported with its change record (who, with what, when,
     why) when one describes the policy's current generation, else as changed without a
@@ -518,6 +520,27 @@ class EarlyApply:
     announced: bool = False
 
 
+def newer_status(answered: dict[str, Any], read: dict[str, Any] | None) -> dict[str, Any]:
+    """The copy of the Deployment to judge the rollout of a change made ahead on:
+    `answered` (the patch's answer, whose status predates the rollout) unless `read`
+    (the copy of the latest event the pass runs with) has the same spec (generation)
+    and a status at least as new. A pass coalesces the events of the whole rollout:
+    judged on the answer, it reported RolloutInProgress, and no event came after it
+    (Ready until the resync, 300 s later: `kill --wait` hung)."""
+    if read is None:
+        return answered
+    a_meta, r_meta = answered.get("metadata") or {}, read.get("metadata") or {}
+    if a_meta.get("uid") != r_meta.get("uid") or a_meta.get("generation") != r_meta.get(
+        "generation"
+    ):
+        return answered
+    a_seen = (answered.get("status") or {}).get("observedGeneration")
+    r_seen = (read.get("status") or {}).get("observedGeneration")
+    if not isinstance(r_seen, int) or (isinstance(a_seen, int) and r_seen < a_seen):
+        return answered
+    return read
+
+
 def apply_change(
     cluster: Connection, namespace: str, name: str, reader: Reader
 ) -> EarlyApply | None:
@@ -653,7 +676,7 @@ def _reconcile_once(
     after: dict[str, Any] | None
     try:
         if early is not None and early.spec == spec:
-            after, plan = early.after, early.plan
+            after, plan = newer_status(early.after, deployment), early.plan
         else:
             # Confirm what a copy behind the API would get wrong: a change to make is made
             # from the current policy; "nothing to change" and the status (rollout) are

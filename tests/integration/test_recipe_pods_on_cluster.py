@@ -73,6 +73,8 @@ class Setup:
     operator: OperatorProcess | None = None
     stand_in: WrcStandIn | None = None
     extra: list[Any] = field(default_factory=list)
+    # The recipe Deployments the operator may restart (refresh Role, allow-list).
+    recipe_deployments: tuple[str, ...] = RECIPE_DEPLOYMENTS
 
     # ---- RBAC and the operator
 
@@ -90,7 +92,7 @@ class Setup:
             doc = yaml.safe_load(path.read_text())
             doc["metadata"]["namespace"] = self.namespace
             if doc["kind"] == "Role" and doc["metadata"]["name"] == "spillover-operator-refresh":
-                doc["rules"][0]["resourceNames"] = list(RECIPE_DEPLOYMENTS)
+                doc["rules"][0]["resourceNames"] = list(self.recipe_deployments)
                 doc["rules"][1]["resourceNames"] = [""]
             if doc["kind"] == "ServiceAccount":
                 core.create_namespaced_service_account(
@@ -111,7 +113,7 @@ class Setup:
         kubeconfig = self.install_rbac(refresh_role=refresh_role)
         # The refresh allow-list, as components/recipe-pods-refresh sets it (also without
         # the Role: an operator told it may refresh, that RBAC does not let).
-        extra = {REFRESH_DEPLOYMENTS_VAR: ",".join(RECIPE_DEPLOYMENTS)}
+        extra = {REFRESH_DEPLOYMENTS_VAR: ",".join(self.recipe_deployments)}
         self.operator = OperatorProcess(self.namespace, kubeconfig, self.workdir, extra_env=extra)
         return self.operator.start()
 
@@ -150,10 +152,11 @@ class Setup:
             raise AssertionError(f"{exc}\nlast status: {json.dumps(last, indent=1)}") from None
         return found
 
-    def start_stand_in(self, behaviour: Behaviour, via: Via = "pods") -> WrcStandIn:
+    def start_stand_in(self, behaviour: Behaviour, via: Via = "pods", **options: Any) -> WrcStandIn:
+        """The stand-in; `options`: WrcStandIn's (recipes, replicas, pass_delay, ...)."""
         api = self.control_plane.api_client()
         self.extra.append(api)
-        self.stand_in = WrcStandIn(api, self.namespace, behaviour, via=via).start()
+        self.stand_in = WrcStandIn(api, self.namespace, behaviour, via=via, **options).start()
         return self.stand_in
 
     # ---- reading the pods directly (not through the code under test's verdicts)
@@ -376,6 +379,30 @@ def test_refresh_on_kill_switch_restarts_only_when_spillover_is_turned_off(setup
     assert code == exit_codes.OK, (out, err)
     assert spillover_off_everywhere(setup)
     assert all(v[THRESHOLD_VAR] == "32768" for v in setup.pod_values().values())
+
+
+def test_refresh_on_kill_switch_converges_when_the_wrc_passes_the_value_on_late(
+    setup: Setup,
+) -> None:
+    """The cause of the flaky test above: the WRC passes its new env on to the recipe
+    ConfigMaps some time after its rollout completes. The operator restarted a recipe
+    Deployment at once, its new pods read the old ConfigMap, and the refresh waited
+    for a ConfigMap change that no watch of the operator reports: nothing looked again
+    until the 300 s resync (`kill --wait` timed out). Made certain here with a WRC that
+    passes values on 3 s late: the refresh waits for the ConfigMap (looking again by
+    itself), restarts once the value is there, and converges."""
+    setup.create_wrc()
+    setup.start_operator()
+    setup.create_policy(refresh="OnKillSwitch")
+    setup.wait_policy("the policy Ready", is_ready)
+    setup.start_stand_in("at-pod-creation", "deployment", pass_delay=3.0)
+    setup.wait_policy("three current recipe pods", all_current(3))
+    code, out, err = setup.ctl("kill", "--wait", "--timeout", "60")
+    assert code == exit_codes.OK, (code, out, err)
+    assert spillover_off_everywhere(setup)
+    # Restarted once each, after the ConfigMap held the new value: never in vain.
+    refreshes = setup.events("RecipePodsRefresh")
+    assert len(refreshes) == 3 and not any("again" in m for m in refreshes), refreshes
 
 
 def test_direct_kill_reports_and_refreshes_the_pods_without_the_operator(setup: Setup) -> None:

@@ -24,6 +24,11 @@ Deployments:
   3. `baked`: a Deployment per recipe whose template gets the WRC's env once, at
      creation, and is never re-rendered (a rollout restart brings the old values back).
 
+`replicas` (per recipe Deployment), `max_surge` and `min_ready_seconds` shape the
+recipe Deployments' rollouts; `pass_delay` makes it a slow WRC: it passes a change of
+its env on only once it has seen it that long (the real WRC passes values on some time
+after its own rollout).
+
 `sync()` does one pass; `start()`/`stop()` run passes in a background thread.
 """
 
@@ -68,7 +73,13 @@ class WrcStandIn:
     wrc_labels: Mapping[str, str] = field(default_factory=lambda: {"app": "wrc"})
     recipes: tuple[str, ...] = ("r1", "r2", "r3")
     via: Via = "pods"
+    replicas: int = 1
+    max_surge: int | None = None
+    min_ready_seconds: int = 0
+    pass_delay: float = 0.0
     errors: list[str] = field(default_factory=list)
+    _passed: dict[str, str] | None = None
+    _seen: tuple[dict[str, str], float] | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _serial: int = 0
@@ -104,10 +115,23 @@ class WrcStandIn:
 
     # ---- one pass
 
+    def _to_pass_on(self, env: dict[str, str]) -> dict[str, str]:
+        """What it passes on now: `env` once it has seen it for `pass_delay`."""
+        now = time.monotonic()
+        if self._passed is None or self.pass_delay <= 0:
+            self._passed = env
+        elif env != self._passed:
+            if self._seen is None or self._seen[0] != env:
+                self._seen = (env, now)
+            if now - self._seen[1] >= self.pass_delay:
+                self._passed = env
+        return self._passed
+
     def sync(self) -> None:
-        env = self.forwarded_env()
-        if env is None:
+        seen = self.forwarded_env()
+        if seen is None:
             return
+        env = self._to_pass_on(seen)
         for recipe in self.recipes:
             if self.behaviour == "at-pod-creation" and self.via == "pods":
                 self._sync_pods(recipe, env)
@@ -160,7 +184,8 @@ class WrcStandIn:
                 "kind": "Deployment",
                 "metadata": {"name": name, "labels": self._labels(recipe)},
                 "spec": {
-                    "replicas": 1,
+                    "replicas": self.replicas,
+                    "minReadySeconds": self.min_ready_seconds,
                     "selector": {"matchLabels": self._labels(recipe)},
                     "template": {
                         "metadata": {"labels": self._labels(recipe)},
@@ -168,6 +193,11 @@ class WrcStandIn:
                     },
                 },
             }
+            if self.max_surge is not None:
+                body["spec"]["strategy"] = {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": self.max_surge, "maxUnavailable": 0},
+                }
             self.apps.create_namespaced_deployment(self.namespace, body)
             return
         if self.behaviour != "rerender":

@@ -103,11 +103,12 @@ def test_the_opt_in_narrows_the_refresh_role_to_the_allowed_workloads(tmp_path: 
     role = find(docs, "Role", REFRESH)
     main = find(docs, "Role", "spillover-operator")
     assert role["metadata"]["namespace"] == main["metadata"]["namespace"]
-    # Only patch, only on the named workloads; never pods, never a rule without names.
+    # Only patch (and get a StatefulSet: its refresh is judged by its status), only on
+    # the named workloads; never pods, never a rule without names.
     assert _grants(role) == set()
     assert [(r["resources"], r["verbs"], r["resourceNames"]) for r in role["rules"]] == [
         (["deployments"], ["patch"], ["mcp-host-r1"]),
-        (["statefulsets"], ["patch"], ["mcp-host-s1"]),
+        (["statefulsets"], ["get", "patch"], ["mcp-host-s1"]),
     ]
     binding = find(docs, "RoleBinding", REFRESH)
     assert binding["roleRef"]["name"] == REFRESH
@@ -156,7 +157,7 @@ def test_the_local_overlay_opts_in_to_refreshing_only_its_recipe_deployment() ->
     assert _grants(role) == set()
     assert [(r["resources"], r["verbs"], r["resourceNames"]) for r in role["rules"]] == [
         (["deployments"], ["patch"], ["mcp-host-r1"]),
-        (["statefulsets"], ["patch"], [""]),
+        (["statefulsets"], ["get", "patch"], [""]),
     ]
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert refresh_allow_list(env).owners == frozenset({Owner("Deployment", "mcp-host-r1")})

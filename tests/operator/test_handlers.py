@@ -4,7 +4,9 @@ in kopf's memo, metrics (on a registry of the test's own)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from typing import Any
 
 import kopf
 import pytest
@@ -207,3 +209,46 @@ def test_a_pass_left_while_the_lock_is_held_runs_after_it_is_let_go() -> None:
         assert ran == []
     policies._drain(rt, "ns", "wrc", logger, record)
     assert ran == ["during"] and not rt.has_pass("ns", "wrc")
+
+
+def test_a_waiting_refresh_is_looked_at_again_once_however_many_asked() -> None:
+    rt = _runtime()
+    done = threading.Event()
+    ran: list[str] = []
+
+    def look(what: str) -> None:
+        ran.append(what)
+        done.set()
+
+    assert rt.later_once(("ns", "wrc"), 0.05, look, "first")
+    assert not rt.later_once(("ns", "wrc"), 0.05, look, "second")  # one pending already
+    assert done.wait(5)
+    time.sleep(0.1)
+    assert ran == ["first"]
+    assert rt.later_once(("ns", "wrc"), 0.01, look, "again")  # after it ran: again
+
+
+def test_an_event_of_a_recipe_deployment_leaves_a_pass_for_the_policy_selecting_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its rollout is what a refresh waits for: a Deployment no policy targets, whose
+    pod template a policy's recipe-pod selector matches, counts as a pod event."""
+    from spillover_operator.handlers import policies
+
+    rt = _runtime()
+    called: list[Any] = []
+
+    class Reader:
+        namespace = "ns"
+
+        def names_targeting(self, name: str) -> list[str]:
+            return []
+
+    monkeypatch.setattr(
+        policies, "pod_event", lambda rt_, reader, labels, logger: called.append(labels)
+    )
+    logger = logging.getLogger("test")
+    labels = {"app.kubernetes.io/name": "mcp-host"}
+    policies.deployment_event(rt, Reader(), "mcp-host-r1", 2, logger, labels)  # type: ignore[arg-type]
+    policies.deployment_event(rt, Reader(), "other", 2, logger, None)  # type: ignore[arg-type]
+    assert called == [labels]

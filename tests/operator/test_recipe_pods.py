@@ -12,18 +12,24 @@ from spillover_operator.policy import InvalidSpecError, parse_spec, spec_to_json
 from spillover_operator.recipe_pods import (
     MAX_RESTARTS_PER_ROUND,
     NO_OWNER,
+    WHY_CONFIG_MAP,
+    WHY_ROLLING,
     Owner,
+    OwnerState,
     PodVerdict,
     RecipePods,
     ReportUnavailable,
     assess_pods,
     classify,
+    deployment_state,
     next_refresh,
     owner_of,
+    pod_revision,
     recipe_condition,
     refresh_wanted,
     restart_patch,
     selector_matches,
+    stateful_set_state,
 )
 
 LABELS = {"app.kubernetes.io/name": "mcp-host"}
@@ -411,3 +417,200 @@ def test_a_process_report_decides_once_the_spec_says_current() -> None:
     stale = classify(_pod_with_env("true"), desired, container=None, owner=owner,
                      process_report=reports({ENABLED_VAR: "false"}))  # fmt: skip
     assert stale.state == "stale"
+
+
+# ---- progress from the owners' rollout state ----------------------------------------
+
+T0, AT = "2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"
+LATER = "2026-01-01T01:00:05Z"
+
+
+def rev(
+    name: str,
+    owner: Owner,
+    revision: str,
+    created: str = T0,
+    state: str = "stale",
+    **flags: bool,
+) -> PodVerdict:
+    return PodVerdict(
+        name,
+        owner,
+        created,
+        "mcp-host",
+        {},
+        state,
+        "",
+        revision=revision,
+        **flags,  # type: ignore[arg-type]
+    )
+
+
+def settled(owner: Owner, revision: str, generation: int = 3) -> OwnerState:
+    return OwnerState(owner, generation, revision, True, "rolled out")
+
+
+def rolling(owner: Owner, revision: str | None, generation: int = 3) -> OwnerState:
+    return OwnerState(owner, generation, revision, False, "waiting for rollout to finish")
+
+
+def test_surge_pods_counted_before_do_not_hold_the_refresh_once_the_owner_settled() -> None:
+    """Issue 19: the record said 37 stale pods (7 of them surge pods) for a 30-replica
+    Deployment; 30 new pods never make 37. Its own status says when it is done."""
+    new = [rev(f"d1-new-{i}", D1, "h2", LATER, "current") for i in range(30)]
+    pods = RecipePods("s", [*new, rev("d2-old", D2, "k1")])
+    legacy = next_refresh(pods, {D1: AT}, {D1: 37})
+    assert legacy.action == "wait"  # counted: waits for 7 pods that never come
+    step = next_refresh(pods, {D1: AT}, {D1: 37}, owners={D1: settled(D1, "h2")})
+    assert (step.action, step.owner) == ("restart", D2)
+
+
+def test_a_rollout_in_progress_is_waited_for_not_blamed() -> None:
+    """Old pods (and ones an old ReplicaSet made after the restart) are of another
+    revision: while the owner rolls out nothing is judged, then only its current pods."""
+    pods = RecipePods(
+        "s",
+        [
+            rev("d1-old", D1, "h1", T0),
+            rev("d1-old-late", D1, "h1", LATER),  # an old ReplicaSet's, after the restart
+            rev("d1-new", D1, "h2", LATER, "current"),
+        ],
+    )
+    step = next_refresh(pods, {D1: AT}, {D1: 4}, times={D1: 1}, owners={D1: rolling(D1, "h2")})
+    assert (step.action, step.owner, step.stale_after_refresh) == ("wait", D1, ())
+    assert step.why == WHY_ROLLING
+    # Settled, but a pod of the old revision still terminates: still rolling.
+    step = next_refresh(pods, {D1: AT}, times={D1: 1}, owners={D1: settled(D1, "h2")})
+    assert step.action == "wait"
+    done = RecipePods("s", [rev("d1-new", D1, "h2", LATER, "current")])
+    assert next_refresh(done, {D1: AT}, owners={D1: settled(D1, "h2")}).action == "none"
+
+
+def test_a_copy_older_than_the_restart_is_not_judged() -> None:
+    """Read from a cache before the controller saw the restart: the old revision looks
+    settled; the generation the restart wrote tells it apart."""
+    pods = RecipePods("s", [rev("d1-old", D1, "h1", T0)])
+    step = next_refresh(
+        pods, {D1: AT}, owners={D1: settled(D1, "h1", generation=2)}, generations={D1: 3}
+    )
+    assert (step.action, step.why) == ("wait", WHY_ROLLING)
+
+
+def test_current_pods_still_stale_once_settled_are_restarted_again_then_blamed() -> None:
+    pods = RecipePods("s", [rev("d1-new", D1, "h2", LATER, predates_change=True)])
+    owners = {D1: settled(D1, "h2")}
+    again = next_refresh(pods, {D1: AT}, times={D1: 1}, owners=owners, generations={D1: 3})
+    assert (again.action, again.owner) == ("restart", D1)
+    spent = next_refresh(
+        pods, {D1: AT}, times={D1: MAX_RESTARTS_PER_ROUND}, owners=owners, generations={D1: 3}
+    )
+    assert (spent.action, spent.stale_after_refresh) == ("none", (D1,))
+    waiting = RecipePods("s", [rev("d1-new", D1, "h2", LATER, from_config_map=True)])
+    step = next_refresh(waiting, {D1: AT}, times={D1: 1}, owners=owners)
+    assert (step.action, step.why) == ("wait", WHY_CONFIG_MAP)
+
+
+def test_a_replica_change_mid_refresh_is_followed_not_counted() -> None:
+    """Scaled from 4 to 6 during the refresh: 6 current pods and a settled Deployment
+    are done; scaled to 2: 2 are done (never waits for the 4 counted)."""
+    for n in (6, 2):
+        pods = RecipePods("s", [rev(f"p{i}", D1, "h2", LATER, "current") for i in range(n)])
+        step = next_refresh(pods, {D1: AT}, {D1: 4}, owners={D1: settled(D1, "h2")})
+        assert step.action == "none", n
+
+
+def test_an_owner_not_refreshed_yet_whose_own_rollout_replaces_its_stale_pods_waits() -> None:
+    """A rollout begun before the refresh (or a restart whose record was lost when the
+    operator restarted): not restarted again; another owner goes first."""
+    pods = RecipePods("s", [rev("d1-old", D1, "h1"), rev("d2-old", D2, "k1")])
+    owners = {D1: rolling(D1, "h2"), D2: settled(D2, "k1")}
+    step = next_refresh(pods, {}, owners=owners)
+    assert (step.action, step.owner) == ("restart", D2)
+    only = RecipePods("s", [rev("d1-old", D1, "h1")])
+    step = next_refresh(only, {}, owners=owners)
+    assert (step.action, step.owner, step.why) == ("wait", D1, WHY_ROLLING)
+    # Its current revision's pods are stale too: the rollout does not fix them.
+    stale_new = RecipePods("s", [rev("d1-old", D1, "h1"), rev("d1-mid", D1, "h2")])
+    assert next_refresh(stale_new, {}, owners=owners).action == "restart"
+    # The controller has not observed its spec yet (revision unknown): wait for it.
+    assert next_refresh(only, {}, owners={D1: rolling(D1, None)}).action == "wait"
+
+
+def test_an_owner_whose_config_map_still_holds_the_old_value_is_not_restarted_yet() -> None:
+    """A restart would bring the old value back (kill, then restore at once: the WRC
+    has not passed the new value on): wait for it, restart the others meanwhile."""
+    pods = RecipePods("s", [rev("d1-a", D1, "h1", from_config_map=True), rev("d2-a", D2, "k1")])
+    owners = {D1: settled(D1, "h1"), D2: settled(D2, "k1")}
+    step = next_refresh(pods, {}, owners=owners)
+    assert (step.action, step.owner) == ("restart", D2)
+    alone = RecipePods("s", [rev("d1-a", D1, "h1", from_config_map=True)])
+    step = next_refresh(alone, {}, owners=owners)
+    assert (step.action, step.owner, step.why) == ("wait", D1, WHY_CONFIG_MAP)
+    changed = RecipePods("s", [rev("d1-a", D1, "h1", predates_change=True)])
+    assert next_refresh(changed, {}, owners=owners).action == "restart"
+
+
+def test_a_stuck_rollout_is_named_and_not_waited_for() -> None:
+    stuck = OwnerState(D1, 3, "h2", False, "exceeded its progress deadline", stuck=True)
+    pods = RecipePods("s", [rev("d1-old", D1, "h1"), rev("d2-old", D2, "k1")])
+    step = next_refresh(pods, {D1: AT}, owners={D1: stuck, D2: settled(D2, "k1")})
+    assert (step.action, step.owner, step.stalled) == ("restart", D2, (D1,))
+
+
+def _rs(name: str, deployment: str, revision: str, hash_: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"pod-template-hash": hash_},
+            "annotations": {"deployment.kubernetes.io/revision": revision},
+            "ownerReferences": [{"kind": "Deployment", "name": deployment, "controller": True}],
+        }
+    }
+
+
+def _deployment(generation: int, observed: int, revision: str, **status: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "d1",
+            "generation": generation,
+            "annotations": {"deployment.kubernetes.io/revision": revision},
+        },
+        "spec": {"replicas": 4},
+        "status": {"observedGeneration": observed, **status},
+    }
+
+
+def test_deployment_state_reads_the_current_replica_set_and_the_rollout() -> None:
+    sets = [_rs("d1-a", "d1", "1", "aaa"), _rs("d1-b", "d1", "2", "bbb"), _rs("x", "x", "2", "x")]
+    done = _deployment(
+        3, 3, "2", replicas=4, updatedReplicas=4, readyReplicas=4, availableReplicas=4
+    )
+    state = deployment_state(done, sets)
+    assert (state.owner, state.revision, state.settled, state.generation) == (D1, "bbb", True, 3)
+    surge = _deployment(
+        3, 3, "2", replicas=5, updatedReplicas=4, readyReplicas=4, availableReplicas=4
+    )
+    assert deployment_state(surge, sets).settled is False  # an old replica is left
+    unseen = _deployment(4, 3, "2", replicas=4, updatedReplicas=4, availableReplicas=4)
+    assert deployment_state(unseen, sets).revision is None  # the restart not observed yet
+    pod_ = pod("p", labels={**LABELS, "pod-template-hash": "bbb"})
+    assert pod_revision(pod_) == "bbb"
+
+
+def test_stateful_set_state() -> None:
+    sts = {
+        "metadata": {"name": "s", "generation": 2},
+        "spec": {"replicas": 2},
+        "status": {
+            "observedGeneration": 2,
+            "currentRevision": "s-1",
+            "updateRevision": "s-2",
+            "updatedReplicas": 1,
+            "readyReplicas": 2,
+            "replicas": 2,
+        },
+    }
+    state = stateful_set_state(sts)
+    assert (state.owner, state.revision, state.settled) == (Owner("StatefulSet", "s"), "s-2", False)
+    sts["status"].update(currentRevision="s-2", updatedReplicas=2)
+    assert stateful_set_state(sts).settled is True

@@ -160,6 +160,14 @@ def test_settle_a_difference_after_an_apply_is_drift() -> None:
     assert done.outcome == Outcome.DRIFT_CORRECTED
     assert {reason for _, _, reason, _ in done.events} == {"DriftCorrected"}
     assert done.events[0][3].startswith("restored the policy's values after the Deployment")
+    # The policy's own change made ahead is reported as applied, even when a pass in
+    # between (an event of its own patch) recorded the generation as applied.
+    own = settle(
+        _stored_policy(raw, applied_status), spec, _after(before, spec), plan, now=NOW,
+        policy_change=True,
+    )  # fmt: skip
+    assert own.outcome == Outcome.APPLIED
+    assert {reason for _, _, reason, _ in own.events} == {"Applied"}
 
 
 def test_settle_with_nothing_to_change_is_in_sync_and_posts_nothing() -> None:
@@ -336,3 +344,24 @@ def test_failed_status_reports_the_last_change_too() -> None:
     status = failed_status(policy, "TargetNotFound", "gone")
     assert status["lastChange"]["recorded"] is True
     assert status["lastChange"]["reason"] == "INC-123"
+
+
+def test_a_change_made_ahead_is_judged_on_the_newest_copy_of_the_same_spec() -> None:
+    """The pass reporting a change made ahead coalesces the rollout's events: the
+    patch's answer (not observed yet) must not hide the copy of the completed rollout
+    the pass runs with (it reported RolloutInProgress until the resync)."""
+    from spillover_operator.reconcile import newer_status
+
+    def dep(generation: int, observed: int, uid: str = "u") -> dict[str, Any]:
+        return {
+            "metadata": {"uid": uid, "generation": generation},
+            "status": {"observedGeneration": observed},
+        }
+
+    answered = dep(2, 1)
+    assert newer_status(answered, dep(2, 2)) == dep(2, 2)
+    assert newer_status(answered, None) is answered
+    assert newer_status(answered, dep(1, 1)) is answered  # a copy from before the patch
+    assert newer_status(answered, dep(3, 3)) is answered  # another spec since: not this
+    assert newer_status(answered, dep(2, 2, uid="other")) is answered  # recreated
+    assert newer_status(dep(2, 2), dep(2, 1)) == dep(2, 2)  # never an older status

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from spillover_operator.assess import StatusReport
     from spillover_operator.client import WaitProgress
     from spillover_operator.envplan import EnvPlan
-    from spillover_operator.recipe_pods import Owner
 
 JsonDict = dict[str, Any]
 
@@ -379,14 +378,12 @@ REFRESH_POLL = 1.0
 def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
     until no owner is left to restart."""
-    from spillover_operator.client import observe
+    from spillover_operator.client import observe, read_owner_states
     from spillover_operator.recipe_pods import next_refresh
-    from spillover_operator.recipe_reconcile import describe_step, run_step
+    from spillover_operator.recipe_reconcile import RefreshRecord, describe_step, run_step
     from spillover_operator.status import now_rfc3339
 
-    refreshed: dict[Owner, str] = {}
-    expected: dict[Owner, int] = {}
-    times: dict[Owner, int] = {}
+    record = RefreshRecord()
     deadline = time.monotonic() + timeout
     while True:
         report = observe(cluster, name)
@@ -394,28 +391,33 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         if pods is None:
             out.write(f"recipe pods: not refreshed ({report.recipe_pods_error or 'not read'})\n")
             return
-        step = next_refresh(pods, refreshed, expected, times=times)
+        owners = read_owner_states(cluster, {v.owner for v in pods.pods if v.owner.restartable})
+        step = next_refresh(
+            pods,
+            record.at,
+            record.pods,
+            times=record.times,
+            owners=owners,
+            generations=record.generations,
+        )
         if step.stale_after_refresh:
-            owners = ", ".join(str(o) for o in step.stale_after_refresh)
+            named = ", ".join(str(o) for o in step.stale_after_refresh)
             raise OperatorRefused(
-                f"StaleAfterRefresh: restarted {owners}, but its new pods still run old values: "
+                f"StaleAfterRefresh: restarted {named}, but its new pods still run old values: "
                 "its pod template carries them (the WRC did not re-render it). spilloverctl "
                 "does not write env into workloads the WRC owns; fix it there",
                 reason="StaleAfterRefresh",
             )
         if step.action in ("restart", "delete") and step.owner is not None:
             at = now_rfc3339()
-            run_step(cluster, step, at)
-            times[step.owner] = times.get(step.owner, 0) + 1
-            refreshed[step.owner] = at
-            expected[step.owner] = len(step.pods)
-            out.write(f"recipe pods: {describe_step(step)}\n")
+            generation = run_step(cluster, step, at)
+            record.note(step.owner, at, len(step.pods), generation)
+            out.write(f"recipe pods: {describe_step(step, record.times[step.owner])}\n")
             continue
         if step.action == "wait":
             if time.monotonic() > deadline:
                 raise TimedOut(
-                    f"timed out after {timeout:g}s waiting for {step.owner} to replace its "
-                    "stale recipe pods",
+                    f"timed out after {timeout:g}s waiting for {step.owner}: {step.why}",
                     pending=[p.name for p in pods.stale_pods()],
                 )
             time.sleep(REFRESH_POLL)

@@ -17,7 +17,16 @@ from spillover_operator.labels import SelectorError as SelectorError
 from spillover_operator.labels import parse_selector
 from spillover_operator.mcp_host import ReportError, parse_report, report_address
 from spillover_operator.policy import PolicySpec
-from spillover_operator.recipe_pods import ChangedAt, RecipePods, ReportUnavailable, assess_pods
+from spillover_operator.recipe_pods import (
+    ChangedAt,
+    Owner,
+    OwnerState,
+    RecipePods,
+    ReportUnavailable,
+    assess_pods,
+    deployment_state,
+    stateful_set_state,
+)
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 
 RESOURCE = "pods"
@@ -96,14 +105,15 @@ def list_replica_sets(conn: Connection, *, from_cache: bool = False) -> dict[str
 MERGE_PATCH = "application/merge-patch+json"
 
 
-def restart_workload(conn: Connection, kind: str, name: str, patch: Mapping[str, Any]) -> None:
+def restart_workload(conn: Connection, kind: str, name: str, patch: Mapping[str, Any]) -> JsonDict:
     """A rollout restart of a Deployment or StatefulSet (`recipe_pods.restart_patch`: the
-    pod template's restartedAt annotation only). Needs `patch` on that kind (the refresh
-    Role in manifests/); Forbidden without it."""
+    pod template's restartedAt annotation only), answering the workload as patched (its
+    new metadata.generation). Needs `patch` on that kind (the refresh Role in
+    manifests/); Forbidden without it."""
     plural = {"Deployment": "deployments", "StatefulSet": "statefulsets"}.get(kind)
     if plural is None:
         raise ValueError(f"cannot rollout-restart a {kind}")
-    request(
+    return request(
         conn,
         "PATCH",
         f"/apis/apps/v1/namespaces/{conn.namespace}/{plural}/{name}",
@@ -177,6 +187,37 @@ def observe_recipe_pods(
     """List the pods the policy's selector matches and classify them (`changed_at`: when
     a ConfigMap last changed, see `recipe_pods.classify`; `from_cache`: see
     `list_pods`)."""
+    pods, _ = _observe(conn, spec, desired, config_maps, changed_at, from_cache=from_cache)
+    return pods
+
+
+def observe_refresh(
+    conn: Connection,
+    spec: PolicySpec,
+    desired: Mapping[str, str | None],
+    config_maps: ConfigMapLookup,
+    changed_at: ChangedAt | None = None,
+    *,
+    from_cache: bool = False,
+) -> tuple[RecipePods, dict[Owner, OwnerState]]:
+    """`observe_recipe_pods`, and the state of every Deployment and StatefulSet owning a
+    matched pod (`read_owner_states`): what a refresh judges its progress by."""
+    pods, replica_sets = _observe(
+        conn, spec, desired, config_maps, changed_at, from_cache=from_cache
+    )
+    owners = {v.owner for v in pods.pods if v.owner.restartable}
+    return pods, read_owner_states(conn, owners, replica_sets, from_cache=from_cache)
+
+
+def _observe(
+    conn: Connection,
+    spec: PolicySpec,
+    desired: Mapping[str, str | None],
+    config_maps: ConfigMapLookup,
+    changed_at: ChangedAt | None,
+    *,
+    from_cache: bool,
+) -> tuple[RecipePods, dict[str, JsonDict]]:
     selector = selector_string(spec.recipe_pods.selector)
     pods = list_pods(conn, selector, from_cache=from_cache)
     replica_sets: dict[str, Any] = {}
@@ -186,7 +227,7 @@ def observe_recipe_pods(
         for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
     ):
         replica_sets = list_replica_sets(conn, from_cache=from_cache)
-    return assess_pods(
+    found = assess_pods(
         pods,
         spec,
         desired,
@@ -196,3 +237,53 @@ def observe_recipe_pods(
         changed_at=changed_at,
         process_report=lambda pod: read_process_report(conn, pod),
     )
+    return found, replica_sets
+
+
+def read_owner_states(
+    conn: Connection,
+    owners: Iterable[Owner],
+    replica_sets: Mapping[str, JsonDict] | None = None,
+    *,
+    from_cache: bool = False,
+) -> dict[Owner, OwnerState]:
+    """The rollout state of each Deployment and StatefulSet among `owners`
+    (`recipe_pods.deployment_state`, `stateful_set_state`): Deployments from one LIST
+    (with their ReplicaSets: `replica_sets`, else listed), each StatefulSet by a GET. One
+    that cannot be read (gone, or a StatefulSet the operator may not get) is left out:
+    its refresh is then judged by its pods' creation times."""
+    wanted = sorted(set(owners))
+    states: dict[Owner, OwnerState] = {}
+    deployments = {o.name for o in wanted if o.kind == "Deployment"}
+    if deployments:
+        body = request(
+            conn,
+            "GET",
+            f"/apis/apps/v1/namespaces/{conn.namespace}/deployments",
+            verb="list",
+            resource="deployments.apps",
+            what="Deployments",
+            query=FROM_CACHE if from_cache else None,
+        )
+        sets = replica_sets if replica_sets else list_replica_sets(conn, from_cache=from_cache)
+        for dep in body.get("items") or []:
+            name = str((dep.get("metadata") or {}).get("name"))
+            if name in deployments:
+                state = deployment_state(dep, sets.values())
+                states[state.owner] = state
+    for owner in wanted:
+        if owner.kind != "StatefulSet":
+            continue
+        try:
+            sts = request(
+                conn,
+                "GET",
+                f"/apis/apps/v1/namespaces/{conn.namespace}/statefulsets/{owner.name}",
+                verb="get",
+                resource="statefulsets.apps",
+                what=f"StatefulSet '{owner.name}'",
+            )
+        except ClientError:  # NotFound, Forbidden: judged by its pods instead
+            continue
+        states[owner] = stateful_set_state(sts)
+    return states

@@ -89,6 +89,13 @@ def _reconcile_locked(
         generation = (result.deployment.get("metadata") or {}).get("generation")
         rt.note_generation(namespace, result.spec.deployment, generation)
     rt.metrics.record(namespace, name, result)
+    recheck = None if result.recipe is None else result.recipe.recheck_seconds
+    if recheck is not None and result.spec is not None:
+        # The refresh waits for what no watch reports (a ConfigMap): look again.
+        target = result.spec.deployment
+        rt.later_once(
+            (namespace, target), recheck, _retry, rt, namespace, target, reader, {}, logger
+        )
     if result.outcome in (domain.Outcome.IN_SYNC, domain.Outcome.GONE):
         logger.debug("policy %s/%s: %s", namespace, name, result.outcome.value)
     else:
@@ -256,13 +263,22 @@ def deployment_event(
     name: str | None,
     generation: Any,
     logger: Logger,
+    pod_labels: Mapping[str, Any] | None = None,
 ) -> None:
     """A target Deployment appeared, changed or went away: reconcile its policies (with
     nothing to change on it, a status update during a rollout, that writes only the
     policies' rollout status, and only what changed). Coalesced: the event leaves its
     pass and whoever holds the Deployment's lock runs the latest one; an event older
-    than a generation already seen is skipped (its newer event comes)."""
-    if name is None or not reader.names_targeting(name):
+    than a generation already seen is skipped (its newer event comes).
+
+    Any other Deployment whose pods (`pod_labels`, its template's labels) a policy's
+    recipe-pod selector matches: its rollout is what a refresh waits for, so those
+    policies are reconciled as on a pod event."""
+    if name is None:
+        return
+    if not reader.names_targeting(name):
+        if pod_labels:
+            pod_event(rt, reader, pod_labels, logger)
         return
     if not rt.note_generation(reader.namespace, name, generation):
         return

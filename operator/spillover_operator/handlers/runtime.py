@@ -80,6 +80,8 @@ class OperatorRuntime:
     # (namespace, policy) -> the policy as the operator's last status write answered it
     # (`views.IndexReader.written`).
     written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
+    # (namespace, Deployment) with a look again scheduled (`later_once`).
+    rechecks: set[tuple[str, str]] = field(default_factory=set)
     # The event loop's ticks, for /livez (`spillover_operator.liveness`).
     liveness: liveness.Liveness = field(default_factory=liveness.Liveness)
     pass_threads: concurrent.futures.ThreadPoolExecutor = field(
@@ -176,6 +178,24 @@ class OperatorRuntime:
         timer = threading.Timer(delay, self.run_passes, args=(work, *args))
         timer.daemon = True
         timer.start()
+
+    def later_once(
+        self, key: tuple[str, str], delay: float, work: Callable[..., None], *args: Any
+    ) -> bool:
+        """`later`, unless one for `key` is scheduled already (a refresh that waits is
+        looked at again once per `delay`, however many reconciles said so); False then."""
+        with self.lock:
+            if key in self.rechecks:
+                return False
+            self.rechecks.add(key)
+
+        def fire() -> None:
+            with self.lock:
+                self.rechecks.discard(key)
+            work(*args)
+
+        self.later(delay, fire)
+        return True
 
 
 def _number(var: str, default: float, *, minimum: float) -> float:
