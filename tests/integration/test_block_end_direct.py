@@ -248,6 +248,18 @@ def test_a_target_the_harness_cannot_reach_falls_back_to_the_scrape_wait(
     assert set(checks.problems) == set(blocks[1].runs), checks.problems
 
 
+def _until_dropped(prom: PrometheusServer, target: str, timeout_s: float = 30.0) -> None:
+    """Until Prometheus no longer lists `target` (its discovery dropped the pod)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        data = prom.api("/api/v1/targets")
+        assert isinstance(data, dict)
+        if not any(t["labels"].get("instance") == target for t in data["activeTargets"]):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus still lists {target} after {timeout_s}s")
+
+
 def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_series(
     tmp_path: Any,
     prometheus_factory: Callable[..., PrometheusServer],
@@ -276,7 +288,10 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
             group = {"targets": [sim.target], "labels": {"namespace": "clerum",
                                                           "pod": f"mcp-host-{n}"}}  # fmt: skip
             write_file_targets(targets, [group])
-            prom.wait_for_targets_up(timeout_s=30, expected=1)
+            if n == 0:
+                prom.wait_for_targets_up(timeout_s=30, expected=1)
+            # Later blocks run before Prometheus has found their new pod (its discovery
+            # applies changes every 5 s): the end read waits for it to catch up.
             block = Block(config, time.time())
             for k, (recipe, input_name, env) in enumerate(runs):
                 status = sim.run(recipe, input_name, env)
@@ -289,7 +304,10 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
                 # The driver, before it applies the next configuration.
                 capture_end(collector, block)
                 assert block.end_series is not None, block.end_notes
-                stop.pop()()  # the switch replaces the pod at once: its series end here
+                # The switch replaces the pod: it stops, and the discovery drops it.
+                stop.pop()()
+                write_file_targets(targets, [])
+                _until_dropped(prom, sim.target)
         assert blocks[0].persisted > 0 and blocks[1].persisted > 0, "nothing spilled"
 
         checks = check_blocks(collector, blocks)  # the last pod is still up, as after a stage

@@ -34,7 +34,7 @@ from spillover_harness.collectors.prometheus import (
     PrometheusCollector,
     _selector,
 )
-from spillover_harness.collectors.targets import SeriesKey, read_direct
+from spillover_harness.collectors.targets import SeriesKey, TargetsChanging, read_direct
 
 COUNTERS = (PERSISTED, READS, *FIRST_PARTY)
 # The end is read this long after the last run's end (the scrape wait's margin too).
@@ -108,10 +108,11 @@ def _end_series(
     direct: bool,
 ) -> dict[SeriesKey, float]:
     """The counters per series at a block's end: read from the matched targets
-    themselves; a read that fails is tried again until `catch_up_s` (after a switch
-    that replaced the pods, Prometheus still lists the old ones, gone, and finds the
-    new ones seconds late: not yet scraped, their health is unknown). Else from
-    Prometheus after its next scrape of them."""
+    themselves. A read refused because Prometheus' view of the targets is changing
+    (`TargetsChanging`: after a switch that replaced the pods it still lists the old
+    ones, down, and finds the new ones seconds late, health unknown until scraped) is
+    tried again until `catch_up_s`; any other failure (pods the harness cannot reach)
+    falls back at once to Prometheus after its next scrape of them."""
     why = "the stage asked for the scrape wait"
     if direct:
         wait = block.last_end + END_MARGIN_S - collector._clock()
@@ -126,10 +127,10 @@ def _end_series(
                     collector.selectors,
                     timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
                 )
-            except Exception as exc:  # any failure: try again, then the scrape wait
+            except Exception as exc:  # any failure: the scrape wait below still answers
                 why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-                if collector._clock() >= give_up:
-                    break
+                if not isinstance(exc, TargetsChanging) or collector._clock() >= give_up:
+                    break  # e.g. pods the harness cannot reach: waiting changes nothing
                 collector._sleep(min(1.0, collector.scrape_interval_s / 2))
             else:
                 urls = ", ".join(t.scrape_url for t in read.targets)

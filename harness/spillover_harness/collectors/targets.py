@@ -50,6 +50,14 @@ class DirectReadFailed(Exception):
     """The counters could not be read from the targets; the message says why."""
 
 
+class TargetsChanging(DirectReadFailed):
+    """Prometheus' view of the targets is not settled (a matched target not healthy,
+    or not yet scraped; none matched; its two target lists disagree; a series it holds
+    gone from the targets): what a rollout that replaced the pods looks like for a few
+    seconds, so worth another look. Other failures (a target the harness cannot
+    fetch) will not change by waiting."""
+
+
 @dataclass(frozen=True)
 class Matcher:
     name: str
@@ -129,7 +137,7 @@ def matched_targets(active: Sequence[Mapping[str, Any]], matchers: list[Matcher]
         if not all(m.matches(labels) for m in matchers):
             continue
         if t.get("health") != "up":
-            raise DirectReadFailed(
+            raise TargetsChanging(
                 f"target {t.get('scrapeUrl')} was {t.get('health')!r} at its last scrape"
             )
         out.append(Target(labels, str(t["scrapeUrl"])))
@@ -174,12 +182,12 @@ def read_direct(
     active = prom.get_targets(state="active").get("activeTargets") or []
     targets = matched_targets(active, matchers)
     if not targets:
-        raise DirectReadFailed("no active target matches the selector")
+        raise TargetsChanging("no active target matches the selector")
     known = {frozenset(t.labels.items()) for t in targets}
     for sample in prom.custom_query(f"up{_selector(selectors)}"):
         labels = frozenset((k, v) for k, v in sample["metric"].items() if k != "__name__")
         if labels not in known:
-            raise DirectReadFailed(
+            raise TargetsChanging(
                 "Prometheus matches a target that is not among the active targets: "
                 + ", ".join(f'{k}="{v}"' for k, v in sorted(labels))
             )
@@ -196,7 +204,7 @@ def read_direct(
     if missing:
         name, labels = missing[0]
         shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels))
-        raise DirectReadFailed(
+        raise TargetsChanging(
             f"{len(missing)} series Prometheus holds not found on the targets, e.g. "
             f"{name}{{{shown}}}"
         )
