@@ -37,9 +37,8 @@ from k8s_helpers import is_ready, wait_for
 from kubernetes import client
 from spillover_operator import exit_codes
 from spillover_operator.constants import ENABLED_VAR
-from test_recipe_pods_on_cluster import (  # noqa: F401  (admin, setup: fixtures)
+from test_recipe_pods_on_cluster import (  # noqa: F401  (setup: a fixture; admin: conftest)
     Setup,
-    admin,
     all_current,
     counts,
     setup,
