@@ -34,7 +34,12 @@ from spillover_harness.collectors.prometheus import (
     PrometheusCollector,
     _selector,
 )
-from spillover_harness.collectors.targets import SeriesKey, TargetsChanging, read_direct
+from spillover_harness.collectors.targets import (
+    DirectRead,
+    SeriesKey,
+    TargetsChanging,
+    read_direct,
+)
 
 COUNTERS = (PERSISTED, READS, *FIRST_PARTY)
 # The end is read this long after the last run's end (the scrape wait's margin too).
@@ -100,6 +105,38 @@ def _series_at(collector: PrometheusCollector, prom: Any, at: float) -> dict[Ser
     return out
 
 
+def _read_at_end(
+    collector: PrometheusCollector, prom: Any, end: float, direct: bool, *, retry: bool
+) -> tuple[DirectRead | None, str]:
+    """The matched targets read directly `END_MARGIN_S` after `end`, or None and why not
+    (`direct` false: not tried). With `retry`, a read refused as `TargetsChanging` is
+    tried again until `catch_up_s`; any other failure (pods the harness cannot reach)
+    gives up at once: waiting changes nothing."""
+    if not direct:
+        return None, "the stage asked for the scrape wait"
+    wait = end + END_MARGIN_S - collector._clock()
+    if wait > 0:
+        collector._sleep(wait)
+    give_up = collector._clock() + catch_up_s(collector)
+    while True:
+        try:
+            read = read_direct(
+                prom,
+                COUNTERS,
+                collector.selectors,
+                timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
+            )
+        except Exception as exc:  # any failure: the caller's scrape wait still answers
+            why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            if not retry or not isinstance(exc, TargetsChanging):
+                return None, why
+            if collector._clock() >= give_up:
+                return None, why
+            collector._sleep(min(1.0, collector.scrape_interval_s / 2))
+        else:
+            return read, ""
+
+
 def _end_series(
     collector: PrometheusCollector,
     prom: Any,
@@ -113,29 +150,11 @@ def _end_series(
     ones, down, and finds the new ones seconds late, health unknown until scraped) is
     tried again until `catch_up_s`; any other failure (pods the harness cannot reach)
     falls back at once to Prometheus after its next scrape of them."""
-    why = "the stage asked for the scrape wait"
-    if direct:
-        wait = block.last_end + END_MARGIN_S - collector._clock()
-        if wait > 0:
-            collector._sleep(wait)
-        give_up = collector._clock() + catch_up_s(collector)
-        while True:
-            try:
-                read = read_direct(
-                    prom,
-                    COUNTERS,
-                    collector.selectors,
-                    timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
-                )
-            except Exception as exc:  # any failure: the scrape wait below still answers
-                why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-                if not isinstance(exc, TargetsChanging) or collector._clock() >= give_up:
-                    break  # e.g. pods the harness cannot reach: waiting changes nothing
-                collector._sleep(min(1.0, collector.scrape_interval_s / 2))
-            else:
-                urls = ", ".join(t.scrape_url for t in read.targets)
-                notes.append(f"read directly from {len(read.targets)} target(s) ({urls})")
-                return dict(read.series)
+    read, why = _read_at_end(collector, prom, block.last_end, direct, retry=True)
+    if read is not None:
+        urls = ", ".join(t.scrape_url for t in read.targets)
+        notes.append(f"read directly from {len(read.targets)} target(s) ({urls})")
+        return dict(read.series)
     deadline = collector._wait_for_scrapes(prom, block.last_end, notes, 0)
     notes.append(f"read from Prometheus after a scrape past its last run ({why})")
     return _series_at(collector, prom, max(deadline, block.last_end) + 0.001)
@@ -193,28 +212,15 @@ def _end_values(
 ) -> dict[str, float]:
     """The counters' sums at the end of the last block: read from the matched targets
     themselves (no scrape wait), else from Prometheus after its next scrape of them."""
-    why = "the stage asked for the scrape wait"
-    if direct:
-        wait = end + END_MARGIN_S - collector._clock()
-        if wait > 0:
-            collector._sleep(wait)
-        try:
-            read = read_direct(
-                prom,
-                COUNTERS,
-                collector.selectors,
-                timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
-            )
-        except Exception as exc:  # any failure: the scrape wait below still answers
-            why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        else:
-            urls = ", ".join(t.scrape_url for t in read.targets)
-            notes.append(
-                f"the end of the last block was read directly from the {len(read.targets)} "
-                f"target(s) Prometheus matches ({urls}), {END_MARGIN_S:g} s after its last "
-                "run, without waiting for a scrape"
-            )
-            return read.sums
+    read, why = _read_at_end(collector, prom, end, direct, retry=False)
+    if read is not None:
+        urls = ", ".join(t.scrape_url for t in read.targets)
+        notes.append(
+            f"the end of the last block was read directly from the {len(read.targets)} "
+            f"target(s) Prometheus matches ({urls}), {END_MARGIN_S:g} s after its last "
+            "run, without waiting for a scrape"
+        )
+        return read.sums
     deadline = collector._wait_for_scrapes(prom, end, notes, 0)
     notes.append(
         "the end of the last block was read from Prometheus after it scraped every matched "
