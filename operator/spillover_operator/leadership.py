@@ -224,3 +224,29 @@ def kopf_run_options(argv: Sequence[str]) -> KopfRunOptions:
         elif key == "--liveness":
             liveness = _endpoint(value)
     return KopfRunOptions(tuple(sorted(set(namespaces))), liveness)
+
+
+def leader_summary(lease: Mapping[str, Any] | None, now: datetime.datetime) -> str:
+    """Who leads, from the leader Lease read at wall time `now` (for `spilloverctl
+    status`: with `replicas: 2`, which replica acts, and whether one does)."""
+    if lease is None:
+        return f"none yet (no Lease {LEASE_NAME!r}: no operator has led in this namespace)"
+    holder = holder_of(lease)
+    spec = lease.get("spec") or {}
+    stamp = spec.get("renewTime") or spec.get("acquireTime")
+    try:
+        renewed = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        renewed = None
+    if not holder:
+        return f"none: the Lease {LEASE_NAME!r} was released (a standby takes it within seconds)"
+    if renewed is None:
+        return f"{holder} (its Lease {LEASE_NAME!r} has no renewTime)"
+    age = max(0.0, (now - renewed).total_seconds())
+    duration = duration_of(lease)
+    if age <= duration:
+        return f"{holder} (leader Lease renewed {age:.0f} s ago)"
+    return (
+        f"none for {age - duration:.0f} s: {holder} last renewed the leader Lease {age:.0f} s "
+        f"ago and a standby would have taken it after {duration:.0f} s (is any replica running?)"
+    )

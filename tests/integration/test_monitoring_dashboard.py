@@ -1,20 +1,25 @@
 """The dashboard and the alerts of manifests/monitoring/ against a real operator.
 
-The real operator process (`kopf run`, as a ServiceAccount bound to the Role of
-manifests/base) runs against the local control plane with a SpilloverPolicy, its WRC
-Deployment and one recipe mcp-host Deployment. The test Prometheus scrapes the
-operator's metrics port the way the PodMonitor asks (its job label, `honorLabels`, the
+Two real operator processes (`kopf run`, as a ServiceAccount bound to the Role of
+manifests/base), as the shipped Deployment's `replicas: 2` runs them: one leads, one
+stands by. They run against the local control plane with a SpilloverPolicy, its WRC
+Deployment and one recipe mcp-host Deployment. The test Prometheus scrapes both
+operators' metrics ports the way the PodMonitor asks (its job label, `honorLabels`, the
 target's namespace label spillover-system) and loads the PrometheusRule's rules. Then:
 
 - every `expr` of every dashboard panel, with `$namespace` set to the test's namespace,
   is evaluated through Prometheus's HTTP API without error, and the key panels return
-  the values the cluster has (operator up, spillover on, policy Ready, one recipe pod
-  current, ...); the dashboard's `namespace` variable lists the namespace;
+  the values the cluster has (both replicas up, exactly one leading, spillover on,
+  policy Ready, one recipe pod current, ...): the standby adds no second policy series;
+  the dashboard's `namespace` variable lists the namespace;
 - every rule loads and evaluates without error, and no alert's condition holds while
   all is well;
 - with the kill switch engaged the conditions of SpilloverKillSwitchEngagedTooLong and
   SpilloverRecipePodsStale hold for that policy (before their `for:` times, which
-  promtool's unit tests check), and with the operator stopped SpilloverOperatorDown's.
+  promtool's unit tests check);
+- the leader stopped: the standby takes over, the dashboard shows one replica leading
+  again and SpilloverOperatorNoLeader's condition does not hold; with both stopped
+  SpilloverOperatorDown's condition holds.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from monitoring_manifests import (
     write_rules,
 )
 from prometheus.server import PrometheusServer
+from spillover_operator import leadership
 from spillover_operator.client import patch_policy
 from spillover_operator.constants import ENABLED_VAR, GROUP, PLURAL, VERSION
 
@@ -65,6 +71,8 @@ RATE_INTERVAL = "1m"
 # rate over one observation, firing alerts) may be empty here.
 KEY_PANELS = {
     ("Operator up", "A"),
+    ("Replicas leading (1 = one operator acts)", "A"),
+    ("Replicas leading (1 = one operator acts)", "B"),
     ("Heartbeat Lease age", "A"),
     ("Spillover enabled (0 = kill switch engaged)", "A"),
     ("Policy Ready", "A"),
@@ -110,15 +118,17 @@ def create_workloads(api: client.ApiClient, namespace: str) -> None:
         apps.create_namespaced_deployment(namespace, model(client.V1Deployment, body))
 
 
-def start_prometheus(prometheus_factory: Any, op: OperatorProcess, rules: Path) -> PrometheusServer:
-    """The test Prometheus scraping the operator as the shipped PodMonitor would: the job
+def start_prometheus(
+    prometheus_factory: Any, ops: list[OperatorProcess], rules: Path
+) -> PrometheusServer:
+    """The test Prometheus scraping the operators as the shipped PodMonitor would: the job
     named by its jobLabel, its honorLabels, and the target labels the Prometheus
-    Operator adds (the pod's namespace and name)."""
+    Operator adds (the pod's namespace; the replicas differ by `instance`)."""
     monitor = yaml.safe_load(PODMONITOR_FILE.read_text())
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["path"] == "/metrics"  # what the test server scrapes
     server: PrometheusServer = prometheus_factory(
-        [f"127.0.0.1:{op.metrics_port}"],
+        [f"127.0.0.1:{op.metrics_port}" for op in ops],
         job=JOB,
         labels={"namespace": "spillover-system", "pod": "spillover-operator-0"},
         honor_labels=bool(endpoint.get("honorLabels")),
@@ -169,9 +179,27 @@ def test_dashboard_queries_and_alert_rules_against_a_real_operator(
 ) -> None:
     kubeconfig = install_rbac(control_plane, admin, namespace)
     create_workloads(admin, namespace)
-    op = OperatorProcess(namespace, kubeconfig, tmp_path / "operator")
+    # Two replicas, as the shipped Deployment runs them; op leads, standby waits.
+    op, standby = (
+        OperatorProcess(
+            namespace, kubeconfig, tmp_path / "operator", name=name,
+            extra_env={leadership.ID_VAR: name},
+        )
+        for name in ("op-a", "op-b")
+    )  # fmt: skip
     op.start()
     try:
+        wait_for(
+            "op-a leads",
+            lambda: op.metric("spillover_operator_leader", namespace=namespace) == 1,
+            operator=op,
+        )
+        standby.start()
+        wait_for(
+            "op-b stands by",
+            lambda: standby.metric("spillover_operator_leader", namespace=namespace) == 0,
+            operator=standby,
+        )
         client.CustomObjectsApi(admin).create_namespaced_custom_object(
             GROUP,
             VERSION,
@@ -198,7 +226,7 @@ def test_dashboard_queries_and_alert_rules_against_a_real_operator(
             operator=op,
         )
 
-        prom = start_prometheus(prometheus_factory, op, write_rules(tmp_path / "rules"))
+        prom = start_prometheus(prometheus_factory, [op, standby], write_rules(tmp_path / "rules"))
 
         # ---- the dashboard: every query evaluates, the key ones have data
         last: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -216,7 +244,13 @@ def test_dashboard_queries_and_alert_rules_against_a_real_operator(
         except pytest.fail.Exception as exc:
             empty = sorted(key for key in KEY_PANELS if not last.get(key))
             raise AssertionError(f"{exc}\nkey panels without data: {empty}") from None
-        assert values(last[("Operator up", "A")]) == [1.0]
+        assert values(last[("Operator up", "A")]) == [1.0, 1.0]
+        leading = ("Replicas leading (1 = one operator acts)", "A")
+        assert values(last[leading]) == [1.0]
+        per_replica = last[("Replicas leading (1 = one operator acts)", "B")]
+        assert values(per_replica, instance=f"127.0.0.1:{op.metrics_port}") == [1.0]
+        assert values(per_replica, instance=f"127.0.0.1:{standby.metrics_port}") == [0.0]
+        # The policy's series come from the leader alone: one per panel, not two.
         assert values(
             last[("Spillover enabled (0 = kill switch engaged)", "A")], policy=POLICY
         ) == [1.0]
@@ -263,10 +297,41 @@ def test_dashboard_queries_and_alert_rules_against_a_real_operator(
         )
         board = dashboard_results(prom, namespace)
         assert values(board[("Spillover enabled (0 = kill switch engaged)", "A")]) == [0.0]
+
+        # ---- the leader stopped: the standby takes over; one replica leads again
+        op.stop()
+        no_leader = next(a for a in alerts() if a["alert"] == "SpilloverOperatorNoLeader")
+        wait_for(
+            "the standby leading, on the dashboard",
+            lambda: (
+                values(
+                    dashboard_results(prom, namespace)[
+                        ("Replicas leading (1 = one operator acts)", "B")
+                    ],
+                    instance=f"127.0.0.1:{standby.metrics_port}",
+                )
+                == [1.0]
+            ),
+            operator=standby,
+        )
+        board = dashboard_results(prom, namespace)
+        assert values(board[leading]) == [1.0]
+        assert values(board[("Operator up", "A")], instance=f"127.0.0.1:{op.metrics_port}") == [0.0]
+        assert query(prom, no_leader["expr"]) == [], "SpilloverOperatorNoLeader holds"
+        # The new leader reports the policy as it is: kill switch engaged, Ready.
+        wait_for(
+            "the new leader's policy series",
+            lambda: (
+                values(dashboard_results(prom, namespace)[("Policy Ready", "A")], policy=POLICY)
+                == [1.0]
+            ),
+            operator=standby,
+        )
     finally:
         op.stop()
+        standby.stop()
 
-    # ---- the operator stopped: SpilloverOperatorDown's condition holds
+    # ---- both stopped: SpilloverOperatorDown's condition holds
     down = next(a for a in alerts() if a["alert"] == "SpilloverOperatorDown")
     wait_for(
         "SpilloverOperatorDown's condition", lambda: values(query(prom, down["expr"])) == [1.0]

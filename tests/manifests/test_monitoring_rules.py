@@ -37,6 +37,7 @@ PROMTOOL_TIMEOUT_S = 120
 EXPECTED_ALERTS = {
     "SpilloverOperatorDown",  # no operator answers its scrape
     "SpilloverOperatorHeartbeatStale",  # the heartbeat Lease is not renewed
+    "SpilloverOperatorNoLeader",  # replicas run, none holds the leader Lease
     "SpilloverKillSwitchEngagedTooLong",
     "SpilloverRecipePodsStale",  # recipe pods still run old values after a change
     "SpilloverPolicyNotReady",

@@ -149,3 +149,31 @@ def test_the_readiness_endpoint_comes_from_kopf_s_command_line() -> None:
     other = leadership.kopf_run_options(["kopf", "run", "--liveness", "http://127.0.0.1:9/h"])
     assert other.liveness == Endpoint("127.0.0.1", 9, "/h")
     assert leadership.kopf_run_options(["kopf", "run"]).liveness is None
+
+
+# ---- leader_summary: what `spilloverctl status` says about who leads
+
+
+def test_leader_summary_names_a_current_holder_and_its_renewal_age() -> None:
+    assert leadership.leader_summary(_lease("op-a", 3), WALL) == (
+        "op-a (leader Lease renewed 3 s ago)"
+    )
+
+
+def test_leader_summary_says_nobody_leads_past_the_lease_duration() -> None:
+    message = leadership.leader_summary(_lease("op-a", 120), WALL)
+    assert message.startswith("none for 105 s: op-a last renewed the leader Lease 120 s ago")
+
+
+def test_leader_summary_of_a_released_or_missing_lease() -> None:
+    released = leadership.leader_summary(_lease(None, 1), WALL)
+    assert released.startswith("none: the Lease 'spillover-operator-leader' was released")
+    assert leadership.leader_summary(None, WALL).startswith("none yet (no Lease")
+
+
+def test_leader_summary_of_a_lease_without_a_renew_time() -> None:
+    lease = _lease("op-b")
+    del lease["spec"]["renewTime"]
+    assert leadership.leader_summary(lease, WALL) == (
+        "op-b (its Lease 'spillover-operator-leader' has no renewTime)"
+    )
