@@ -315,9 +315,7 @@ def test_a_bad_number_or_name_in_a_matrix(cli: Run, tmp_path: Path, old: str, ne
     assert not out.exists()
 
 
-def test_the_runs_of_a_stage_are_bounded_before_they_are_planned(
-    cli: Run, tmp_path: Path
-) -> None:
+def test_the_runs_of_a_stage_are_bounded_before_they_are_planned(cli: Run, tmp_path: Path) -> None:
     """Each bound alone would pass (10000 repetitions are allowed); 5 configurations x
     3 cells x 10000 repetitions are 150000 runs, more than a stage may plan."""
     cells = "[" + ", ".join(f"{{name: {n}, size_class: {n}}}"
