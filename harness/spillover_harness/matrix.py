@@ -17,9 +17,8 @@ import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # The platform's names and bounds have one home, the operator's constants; the
@@ -35,7 +34,9 @@ from spillover_operator.constants import BUDGET_VAR as BUDGET_VAR
 from spillover_operator.constants import ENABLED_VAR as ENABLED_VAR
 from spillover_operator.constants import SPILLOVER_VARS as SPILLOVER_VARS
 from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
+from spillover_operator.strict_load import StrictLoadError, load_yaml, shorten
 
+from spillover_harness.input_file import InputFileError, read_text_file
 from spillover_harness.sim.model import PARAMETERS as SIM_MODEL_PARAMETERS
 from spillover_harness.sim.model import SimModel
 
@@ -54,6 +55,15 @@ KNOWN_INPUTS: Final[Mapping[str, Mapping[str, str]]] = {
 DECISION_OFF: Final = "false"
 
 _DECIMAL = re.compile(r"[0-9]+")
+
+# Bounds that keep a matrix's cost finite before anything is planned: a name goes into
+# run ids and folder names, repetitions and runs into lists of runs.
+NAME_MAX: Final = 64
+REPETITIONS_MAX: Final = 10_000
+RUNS_MAX: Final = 100_000
+RUN_TIMEOUT_MAX_S: Final = 24 * 3600.0
+SEED_MAX: Final = 2**32 - 1
+CONCURRENCY_MAX: Final = 64
 
 SizeClass = Literal["small", "medium", "large"]
 
@@ -77,7 +87,7 @@ class Configuration(_Strict):
     """One configuration: the environment the mcp-host gets, and which design intercepts
     the tool results (`strategy`: spillover, the default, or the handoff cache)."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     env: dict[str, str] = {}
     description: str = ""
     strategy: Strategy = "spillover"
@@ -110,13 +120,13 @@ class Configuration(_Strict):
 
 
 class InputSpec(_Strict):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     size_class: SizeClass
     description: str = ""
 
 
 class Recipe(_Strict):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     inputs: list[InputSpec] = Field(min_length=1)
     description: str = ""
 
@@ -130,9 +140,9 @@ class Recipe(_Strict):
 
 
 class Repetitions(_Strict):
-    sim: int = Field(ge=1)
-    minikube: int = Field(ge=1)
-    dev: int = Field(ge=1)
+    sim: int = Field(ge=1, le=REPETITIONS_MAX)
+    minikube: int = Field(ge=1, le=REPETITIONS_MAX)
+    dev: int = Field(ge=1, le=REPETITIONS_MAX)
 
     def for_stage(self, stage: str) -> int:
         value: int = getattr(self, stage)
@@ -156,14 +166,14 @@ class Decision(_Strict):
 
 
 class Matrix(_Strict):
-    name: str
+    name: str = Field(min_length=1, max_length=NAME_MAX)
     description: str = ""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     configurations: list[Configuration] = Field(min_length=2)
     recipes: list[Recipe] = Field(min_length=1)
     repetitions: Repetitions
-    run_timeout_s: float = Field(gt=0)
-    concurrency: int = Field(ge=1, le=64)
+    run_timeout_s: float = Field(gt=0, le=RUN_TIMEOUT_MAX_S, allow_inf_nan=False)
+    concurrency: int = Field(ge=1, le=CONCURRENCY_MAX)
     acceptance: Acceptance
     decision: Decision
     # The simulator's model of the agent (docs/simulator.md §1.5); None: its defaults.
@@ -173,6 +183,7 @@ class Matrix(_Strict):
     def _checked(self) -> Matrix:
         """Every cross-reference and platform value, all problems listed at once."""
         problems = cross_reference_problems(self)
+        problems += size_problems(self)
         problems += platform_problems(self, skip_unknown=bool(problems))
         problems += sim_model_problems(self.sim_model)
         if problems:
@@ -214,6 +225,27 @@ class Matrix(_Strict):
     def decision_values(self) -> tuple[str, ...]:
         """Every decision this matrix can reach: the chain's defaults, then the fallback."""
         return (*(step.default for step in self.decision.chain), self.decision.fallback)
+
+
+def runs_per_stage(matrix: Matrix, stage: str) -> int:
+    """How many runs the matrix plans for `stage`."""
+    return len(matrix.configurations) * len(matrix.cells()) * matrix.repetitions.for_stage(stage)
+
+
+def size_problems(matrix: Matrix) -> list[str]:
+    """A stage of more than RUNS_MAX runs: refused before anything plans (or allocates)
+    them."""
+    problems = []
+    for stage in ("sim", "minikube", "dev"):
+        runs = runs_per_stage(matrix, stage)
+        if runs > RUNS_MAX:
+            problems.append(
+                f"key 'repetitions.{stage}': {runs} runs for stage {stage} "
+                f"({len(matrix.configurations)} configurations x {len(matrix.cells())} "
+                f"recipe/inputs x {matrix.repetitions.for_stage(stage)} repetitions); allowed: "
+                f"at most {RUNS_MAX} runs per stage: lower the repetitions"
+            )
+    return problems
 
 
 def cross_reference_problems(matrix: Matrix) -> list[str]:
@@ -421,7 +453,7 @@ def parse_matrix(data: object, *, source: str = "<matrix>") -> Matrix:
                 msg = err["msg"].removeprefix("Value error, ")
                 # A cross-reference check runs on a whole mapping: its message
                 # already names the key, and echoing the mapping helps nobody.
-                got = "" if isinstance(value, dict | list) else f" (got {value!r})"
+                got = "" if isinstance(value, dict | list) else f" (got {shorten(value)})"
                 if isinstance(value, bool) and err["type"] != "bool_type":
                     got += _YAML_BOOL_HINT
                 where = f"key '{loc}': " if loc else ""
@@ -433,37 +465,11 @@ def parse_matrix(data: object, *, source: str = "<matrix>") -> Matrix:
 _YAML_BOOL_HINT = '; YAML reads a bare off/on/no/yes/true/false as a boolean: quote it, e.g. "off"'
 
 
-class _DuplicateKey(yaml.YAMLError):
-    pass
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping with the same key twice (YAML would keep the
-    last value without a word, and the matrix would silently run something else)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor`: merged keys may be overridden, that is its point
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in first_line:
-                raise _DuplicateKey(
-                    f"line {line}: duplicate key {key!r} (first at line {first_line[key]}); "
-                    f"YAML would silently keep only the last value: keep one"
-                )
-            first_line[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
 def _parse_yaml(text: str, source: str) -> Matrix:
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no object tags
-    except _DuplicateKey as exc:
-        raise MatrixError(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise MatrixError(f"{source}: not valid YAML: {exc}") from None
+        data = load_yaml(text, source)  # duplicate keys, .inf, huge integers refused
+    except StrictLoadError as exc:
+        raise MatrixError(str(exc)) from None
     return parse_matrix(data, source=source)
 
 
@@ -472,10 +478,8 @@ def load_matrix(path: Path | None = None) -> Matrix:
     if path is None:
         ref = resources.files("spillover_harness.matrices").joinpath(DEFAULT_MATRIX_RESOURCE)
         return _parse_yaml(ref.read_text(encoding="utf-8"), str(ref))
-    if not path.exists():
-        raise MatrixError(f"{path}: no such matrix file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(f"{path}: cannot read the matrix file: {exc}") from None
+        text = read_text_file(path, what="matrix")
+    except InputFileError as exc:
+        raise MatrixError(str(exc)) from None
     return _parse_yaml(text, str(path))

@@ -13,12 +13,12 @@ validated as `StageSummary`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, field_validator
+from spillover_operator.strict_load import StrictLoadError, load_json
 
 from spillover_harness.results_dir import STAGE_FILE, ResultsDirError, read_stage_file
 
@@ -151,10 +151,14 @@ def read_verdict(results: Path) -> VerdictSummary:
     ResultFileInvalid (`detail`: `no \\`decision\\`` when that is what is wrong)."""
     path = results / VERDICT_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
+        data = load_json(path.read_text(encoding="utf-8"), str(path))
     except FileNotFoundError:
         raise ResultFileMissing(path, "FileNotFoundError", "no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except StrictLoadError as exc:
+        detail = str(exc).removeprefix(f"{path}: ")
+        raise ResultFileUnreadable(path, "JSONDecodeError", detail) from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise ResultFileUnreadable(path, type(exc).__name__, str(exc)) from None
     if not isinstance(data, dict):
         raise ResultFileInvalid(path, "invalid", f"a JSON {type(data).__name__}, not an object")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from spillover_operator.strict_load import StrictLoadError, load_json, shorten
 
 SCHEMA_VERSION = 1
 
@@ -182,7 +183,7 @@ def _describe(exc: ValidationError) -> str:
             parts.append(f"missing field '{loc}'")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            parts.append(f"field '{loc}': {msg} (got {err.get('input')!r})")
+            parts.append(f"field '{loc}': {msg} (got {shorten(err.get('input'))})")
     return "; ".join(parts)
 
 
@@ -196,11 +197,10 @@ def now_rfc3339() -> str:
 
 def parse_line(line: str, *, path: Path | str = "<records>", lineno: int = 0) -> RunRecord:
     try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise RecordError(
-            f"{path}:{lineno}: not valid JSON: {exc.msg} at column {exc.colno}"
-        ) from None
+        # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
+        data = load_json(line, f"{path}:{lineno}")
+    except StrictLoadError as exc:
+        raise RecordError(str(exc).replace(" at line 1 column ", " at column ")) from None
     try:
         return RunRecord.from_json(data)
     except RecordError as exc:
@@ -214,16 +214,30 @@ def iter_numbered_records(path: Path) -> Iterator[tuple[int, RunRecord]]:
     write that was cut short (the process was killed mid-append): it is
     reported, not trusted.
     """
-    with path.open("r", encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            if not line.endswith("\n"):
-                raise RecordError(
-                    f"{path}:{lineno}: the last line is incomplete (a write was interrupted); "
-                    f"run the stage again with --resume to repair it"
-                )
-            yield lineno, parse_line(line, path=path, lineno=lineno)
+    if path.is_dir():
+        raise RecordError(
+            f"{path}: is a directory, not a records file; move it aside (the records file is "
+            "a runs.jsonl file)"
+        )
+    lineno = 0
+    try:
+        with path.open("r", encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                if not line.endswith("\n"):
+                    raise RecordError(
+                        f"{path}:{lineno}: the last line is incomplete (a write was "
+                        "interrupted); run the stage again with --resume to repair it"
+                    )
+                yield lineno, parse_line(line, path=path, lineno=lineno)
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            f"{path}:{lineno + 1}: not UTF-8 text (byte {exc.start} of the line's chunk); "
+            "the records file is damaged: restore it or remove the line"
+        ) from None
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read the records file: {exc.strerror or exc}") from None
 
 
 def iter_records(path: Path) -> Iterator[RunRecord]:
@@ -272,6 +286,11 @@ class RecordLog:
     def open(self) -> list[RunRecord]:
         """Repair a torn tail if any, and return the records already there."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise RecordError(
+                f"{self.path}: is a directory, not the records file; move it aside, then "
+                "resume (nothing was run)"
+            )
         if not self.path.exists():
             self.path.touch()
             _fsync_dir(self.path.parent)

@@ -11,7 +11,9 @@ and refuses with the file and the line numbers:
   e.g. a `config` edited after the fact;
 - two different records of the same run (same stage, configuration, recipe,
   input and repetition): which one is right cannot be known;
-- records of several stages (a verdict is for one stage).
+- records of several stages (a verdict is for one stage);
+- (`check_against_stage_file`) records that contradict the stage.json beside them:
+  another stage, or a repetition beyond the matrix stored there.
 
 The documented rule for duplicates: a record identical to one before it (the
 same line twice) is not refused; the evaluator counts the run once and says
@@ -23,14 +25,15 @@ input.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from spillover_harness.matrix import Matrix
 from spillover_harness.records import RecordError, RunKey, RunRecord, read_numbered_records
 from spillover_harness.runner import run_id_for
 
-MAX_LISTED = 20  # problems listed in one message; the rest are counted
+MAX_LISTED = 3  # problems listed in the one-line message; the rest are counted
 
 NumberedRecord = tuple[int, RunRecord]
 
@@ -115,13 +118,49 @@ def check_against_matrix(
     if problems:
         listed = problems[:MAX_LISTED]
         more = len(problems) - len(listed)
-        tail = f"\n  ... and {more} more" if more else ""
+        tail = f" (and {more} more)" if more else ""
         raise RecordError(
-            f"{path}: {len(problems)} record(s) do not fit matrix '{matrix.name}':\n  "
-            + "\n  ".join(listed)
+            f"{path}: {len(problems)} record(s) do not fit matrix '{matrix.name}': "
+            + "; ".join(listed)
             + tail
-            + "\nfix the records file, or evaluate it with the matrix its stage ran with"
+            + ". Fix the records file (keep one record per run, as the stage wrote it), or "
+            "evaluate it with the matrix its stage ran with"
         )
+
+
+def check_against_stage_file(
+    records: Sequence[NumberedRecord], stage_file: Mapping[str, Any], path: Path | str
+) -> None:
+    """Refuse records that contradict the stage.json beside them: another stage than
+    the one it names, or a repetition beyond its stored matrix's (the stage that made
+    the directory did not make them)."""
+    stage = stage_file.get("stage")
+    source = Path(path).parent / "stage.json" if isinstance(path, Path) else "stage.json"
+    if isinstance(stage, str):
+        other = [(n, r) for n, r in records if r.stage != stage]
+        if other:
+            n, r = other[0]
+            raise RecordError(
+                f"{path}: line {n}: a record of stage {r.stage}, but {source} says the "
+                f"directory holds stage {stage} ({len(other)} such record(s)); keep each "
+                "stage's records in its own results directory"
+            )
+    matrix = stage_file.get("matrix")
+    reps = matrix.get("repetitions") if isinstance(matrix, Mapping) else None
+    if isinstance(reps, Mapping):
+        beyond = [
+            (n, r)
+            for n, r in records
+            if isinstance(reps.get(r.stage), int) and r.repetition > reps[r.stage]
+        ]
+        if beyond:
+            n, r = beyond[0]
+            raise RecordError(
+                f"{path}: line {n}: repetition {r.repetition} of {r.run_id}, but the matrix "
+                f"in {source} runs {reps[r.stage]} repetition(s) of stage {r.stage} "
+                f"({len(beyond)} such record(s)); the stage did not write them: restore the "
+                "records file the stage wrote"
+            )
 
 
 def read_checked_records(path: Path, matrix: Matrix) -> list[RunRecord]:

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spillover_operator.strict_load import StrictLoadError, load_json
+
 from spillover_harness.matrix import Matrix, MatrixError, parse_matrix
 from spillover_harness.records import now_rfc3339
 
@@ -265,7 +267,13 @@ def read_stage_file(out_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
+        data = load_json(path.read_text(encoding="utf-8"), str(path))
+    except StrictLoadError as exc:
+        raise ResultsDirError(
+            f"{exc}; stage.json is written by `spillover-harness run`: restore it, or run the "
+            "stage into a new --out"
+        ) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ResultsDirError(f"{path}: unreadable ({exc})") from None
     if not isinstance(data, dict):
@@ -310,8 +318,18 @@ def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 def _has_records(path: Path) -> bool:
     if not path.exists():
         return False
-    with path.open("rb") as handle:
-        return any(line.strip() for line in handle)
+    if path.is_dir():
+        raise ResultsDirError(
+            f"{path}: is a directory, not the records file; move it aside (nothing was run)"
+        )
+    try:
+        with path.open("rb") as handle:
+            return any(line.strip() for line in handle)
+    except OSError as exc:
+        raise ResultsDirError(
+            f"{path}: cannot read the records file: {exc.strerror or exc}; fix its "
+            "permissions or pass another --out"
+        ) from None
 
 
 @dataclass(frozen=True)

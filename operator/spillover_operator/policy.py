@@ -24,6 +24,7 @@ from spillover_operator.constants import (
     THRESHOLD_MIN,
 )
 from spillover_operator.labels import SelectorError, parse_selector
+from spillover_operator.strict_load import cut, shorten
 
 OnDelete = Literal["Retain", "Remove"]
 ON_DELETE_VALUES: tuple[OnDelete, ...] = ("Retain", "Remove")
@@ -116,7 +117,8 @@ def _type_name(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
+    """A value as a message quotes it, cut (a 1 MB value is not echoed back)."""
+    return shorten(value) if isinstance(value, str) else cut(str(value))
 
 
 def _bounded_int(
@@ -216,7 +218,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
             )
         elif len(raw_dep) > 253 or not _SUBDOMAIN_RE.match(raw_dep):
             problems.append(
-                f"spec.target.deployment: {raw_dep!r} is not a valid Deployment name "
+                f"spec.target.deployment: {_show(raw_dep)} is not a valid Deployment name "
                 "(lowercase letters, digits, '-' and '.', starting and ending with a "
                 "letter or digit, at most 253 characters)"
             )
@@ -231,7 +233,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
                 )
             elif len(raw_cont) > 63 or not _LABEL_RE.match(raw_cont):
                 problems.append(
-                    f"spec.target.container: {raw_cont!r} is not a valid container name "
+                    f"spec.target.container: {_show(raw_cont)} is not a valid container name "
                     "(lowercase letters, digits and '-', starting and ending with a letter "
                     "or digit, at most 63 characters); omit it to use the first container"
                 )
@@ -365,7 +367,7 @@ def parse_policy_document(doc: Any, *, source: str) -> tuple[dict[str, Any], Pol
             problems.append(f"metadata.name: must be a string, got {_type_name(name)}")
         elif len(name) > 253 or not _SUBDOMAIN_RE.match(name):
             problems.append(
-                f"metadata.name: {name!r} is not a valid name (lowercase letters, digits, "
+                f"metadata.name: {_show(name)} is not a valid name (lowercase letters, digits, "
                 "'-' and '.', starting and ending with a letter or digit)"
             )
         ns = raw_meta.get("namespace")

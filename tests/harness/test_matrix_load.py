@@ -198,7 +198,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(MatrixError, match="no such matrix file"):
         load_matrix(tmp_path / "nope.yaml")
-    with pytest.raises(MatrixError, match="cannot read the matrix file"):
+    with pytest.raises(MatrixError, match="is a directory, not a matrix file"):
         load_matrix(tmp_path)
 
 

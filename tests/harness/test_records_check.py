@@ -137,7 +137,7 @@ def test_records_outside_the_matrix_are_refused(
     assert "line 1: " in message and expected in message
 
 
-def test_every_problem_is_listed_with_its_line_up_to_a_limit(
+def test_the_first_problems_are_listed_on_one_line_the_rest_counted(
     tmp_path: Path, stage_lines: list[str]
 ) -> None:
     lines = stage_lines
@@ -145,8 +145,9 @@ def test_every_problem_is_listed_with_its_line_up_to_a_limit(
         lines = _edit(lines, index, repetition=9)
     message = refused(write(tmp_path / "runs.jsonl", lines))
     assert "30 record(s) do not fit" in message
-    assert "line 1: " in message and "line 20: " in message and "line 21: " not in message
-    assert "... and 10 more" in message
+    assert "\n" not in message  # one line: the problem, the lines, the fix
+    assert "line 1: " in message and "line 3: " in message and "line 4: " not in message
+    assert "(and 27 more)" in message and "Fix the records file" in message
 
 
 def test_records_of_several_stages_are_refused(tmp_path: Path, stage_lines: list[str]) -> None:

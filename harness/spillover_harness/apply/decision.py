@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillover_operator.constants import BUDGET_VAR, THRESHOLD_DEFAULT
+from spillover_operator.constants import (
+    BUDGET_MAX,
+    BUDGET_MIN,
+    BUDGET_VAR,
+    THRESHOLD_DEFAULT,
+    THRESHOLD_MAX,
+    THRESHOLD_MIN,
+)
+from spillover_operator.strict_load import shorten
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
 from spillover_harness.readback import (
@@ -41,6 +49,7 @@ __all__ = [
     "StageDecision",
     "apply_command",
     "apply_patch",
+    "check_decision",
     "describe_change",
     "read_decision",
     "spec_patch",
@@ -117,18 +126,27 @@ def read_decision(
             f"{path}: the decision is {decision!r}, not a decision; nothing is applied. "
             "Run the runs the report lists, then evaluate again",
         )
+    try:
+        stage_file = read_stage(results)
+    except ReadBackError as exc:
+        raise DecisionRefused("unreadable", str(exc)) from None
     stage = verdict.stage
-    if stage == "sim" and not allow_simulated:
+    stage_says = stage_file.stage if stage_file is not None else None
+    if "sim" in (stage, stage_says) and not allow_simulated:
         raise DecisionRefused(
             "simulated",
             f"{path}: this verdict comes from the simulator (stage sim), not from the "
             "platform; apply a cluster stage's verdict, or pass --allow-simulated to apply "
             "it knowingly",
         )
-    try:
-        stage_file = read_stage(results)
-    except ReadBackError as exc:
-        raise DecisionRefused("unreadable", str(exc)) from None
+    if stage_says is not None and stage != stage_says:
+        raise DecisionRefused(
+            "unreadable",
+            f"{path}: the verdict names stage {stage!r}, but {results / 'stage.json'} says the "
+            f"directory holds stage {stage_says!r}: the verdict was edited or comes from "
+            f"another directory; write it again (spillover-harness report --records "
+            f"{results / 'runs.jsonl'} --out {results})",
+        )
     if stage_file is not None and stage_file.simulated_platform and not allow_simulated:
         raise DecisionRefused(
             "simulated",
@@ -151,19 +169,46 @@ def _budget_of(decision: str, matrix: Matrix | None) -> int | None:
     return None
 
 
+def check_decision(decision: str, matrix: Matrix, path: Path | str) -> None:
+    """Refuse a decision the matrix that made the stage cannot reach (an edited
+    verdict.json): only its chain's defaults and its fallback are decisions."""
+    if decision not in matrix.decision_values:
+        raise DecisionRefused(
+            "unreadable",
+            f"{path}: the decision {shorten(decision)} is not one the matrix "
+            f"'{matrix.name}' can reach ({', '.join(matrix.decision_values)}): the verdict "
+            "was edited or comes from another matrix; apply a verdict the stage wrote",
+        )
+
+
 def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
-    """The JSON merge patch of `spec` that applies `decision` (see the module doc)."""
+    """The JSON merge patch of `spec` that applies `decision` (see the module doc);
+    DecisionRefused for a value the platform does not take (its CRD's bounds)."""
     if decision == DECISION_OFF:
         return {"enabled": False}
-    if not decision.isdigit():
-        raise DecisionRefused("unreadable", f"decision {decision!r} is not a threshold or false")
+    if not decision.isdigit() or len(decision) > 12:
+        raise DecisionRefused(
+            "unreadable", f"decision {shorten(decision)} is not a threshold or false"
+        )
     threshold = int(decision)
+    if not THRESHOLD_MIN <= threshold <= THRESHOLD_MAX:
+        raise DecisionRefused(
+            "unreadable",
+            f"decision {threshold} is outside the bytes a SpilloverPolicy's thresholdBytes "
+            f"takes ({THRESHOLD_MIN}..{THRESHOLD_MAX}); nothing is applied: the verdict was "
+            "edited, apply one the stage wrote",
+        )
     patch: dict[str, Any] = {
         "enabled": True,
         "thresholdBytes": None if threshold == THRESHOLD_DEFAULT else threshold,
     }
     budget = _budget_of(decision, matrix)
     if budget is not None:
+        if not BUDGET_MIN <= budget <= BUDGET_MAX:  # a stored matrix is checked; kept as a guard
+            raise DecisionRefused(
+                "unreadable",
+                f"budget {budget} is outside what budgetBytes takes ({BUDGET_MIN}..{BUDGET_MAX})",
+            )
         patch["budgetBytes"] = budget
     return patch
 

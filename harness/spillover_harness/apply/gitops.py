@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from spillover_operator.strict_load import StrictLoadError, load_yaml_all
 
 from spillover_harness.apply.decision import apply_patch
 from spillover_harness.atomic_file import atomic_write_bytes
+from spillover_harness.input_file import InputFileError, read_text_file, shown
 
 __all__ = ["ManifestEdit", "ManifestError", "edit_manifest", "plan_manifest_edit"]
 
@@ -82,11 +84,11 @@ def plan_manifest_edit(
 ) -> ManifestEdit:
     """The edited file (not written) and the spec before and after."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: no such manifest file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: cannot read the manifest: {exc}") from None
+        text = read_text_file(path, what="manifest")
+        # duplicate keys (which one would the cluster get?), .inf, huge integers refused
+        load_yaml_all(text, shown(path))
+    except (InputFileError, StrictLoadError) as exc:
+        raise ManifestError(str(exc)) from None
     try:
         docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as exc:
@@ -159,10 +161,12 @@ def plan_manifest_edit(
 def edit_manifest(
     path: Path, policy: str, namespace: str | None, patch: Mapping[str, Any], *, write: bool
 ) -> ManifestEdit:
-    """Plan the edit and, with `write`, write the file (atomically, its mode kept)."""
+    """Plan the edit and, with `write`, write the file (atomically, its mode kept). A
+    symlink stays a link: the file it points to is the one rewritten."""
     edit = plan_manifest_edit(path, policy, namespace, patch)
-    if write and edit.text != path.read_text(encoding="utf-8"):
-        mode = path.stat().st_mode & 0o777
-        atomic_write_bytes(path, edit.text.encode("utf-8"))
-        path.chmod(mode)
+    target = path.resolve()  # the atomic rename would replace a link by a plain file
+    if write and edit.text != target.read_text(encoding="utf-8"):
+        mode = target.stat().st_mode & 0o777
+        atomic_write_bytes(target, edit.text.encode("utf-8"))
+        target.chmod(mode)
     return edit

@@ -12,7 +12,18 @@ from typing import Any
 
 from spillover_operator import exit_codes
 
-from spillover_harness.cli.common import FORMATTER, BadInput, epilog, err
+from spillover_harness.cli.common import (
+    FORMATTER,
+    BadInput,
+    dir_path,
+    epilog,
+    err,
+    file_path,
+    load_matrix_arg,
+    load_records,
+)
+from spillover_harness.input_file import shown
+from spillover_harness.matrix import Matrix
 
 CODES = (
     exit_codes.OK,
@@ -55,7 +66,11 @@ def add_parser(sub: Any) -> None:
         epilog=epilog(*CODES, extra="See docs/harness.md, 'apply-decision'."),
     )
     p.add_argument(
-        "--results", required=True, type=Path, metavar="DIR", help="a stage's results directory"
+        "--results",
+        required=True,
+        type=dir_path,
+        metavar="DIR",
+        help="a stage's results directory",
     )
     p.add_argument("--policy", default=DEFAULT_POLICY, metavar="NAME", help="default: spillover")
     p.add_argument(
@@ -70,7 +85,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--context", default=None, metavar="NAME", help="kube context")
     p.add_argument(
         "--gitops",
-        type=Path,
+        type=file_path,
         default=None,
         metavar="FILE",
         help="edit the SpilloverPolicy in this manifest (in a Git checkout) instead of the "
@@ -91,7 +106,12 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_apply_decision(args: argparse.Namespace) -> int:
-    from spillover_harness.apply.decision import DecisionRefused, read_decision, spec_patch
+    from spillover_harness.apply.decision import (
+        DecisionRefused,
+        check_decision,
+        read_decision,
+        spec_patch,
+    )
 
     if args.gitops is not None and (args.kubeconfig or args.context):
         raise BadInput("--gitops edits a file, not the cluster: drop --kubeconfig / --context")
@@ -101,27 +121,46 @@ def cmd_apply_decision(args: argparse.Namespace) -> int:
             allow_incomplete=args.allow_incomplete,
             allow_simulated=args.allow_simulated,
         )
-        patch = spec_patch(stage.decision, _stored_matrix(args.results))
+        matrix = _decision_matrix(args.results, stage.matrix)
+        patch = spec_patch(stage.decision, matrix)  # the platform's bounds
+        check_decision(stage.decision, matrix, stage.verdict_path)  # the matrix's chain
     except DecisionRefused as exc:
         err(f"error: {exc}")
         return _REFUSAL_CODES.get(exc.kind, exit_codes.BAD_INPUT)
+    records = args.results / "runs.jsonl"
+    if records.exists():  # the records the verdict was made of fit the stage's matrix
+        load_records(records, matrix)
     print(f"decision: {stage.decision} (stage {stage.stage}, matrix {stage.matrix})")
     if args.gitops is not None:
         return _apply_gitops(args, patch)
     return _apply_cluster(args, patch)
 
 
-def _stored_matrix(results: Path) -> Any:
-    """The matrix that made the stage (stage.json), for the deciding budget; or None."""
+def _decision_matrix(results: Path, name: str) -> Matrix:
+    """The matrix that made the stage (stored in stage.json): its chain says which
+    decisions exist and its configurations which budget goes with one. Without a
+    stored matrix, the packaged one when the verdict names it; else refused."""
     from spillover_harness.results_dir import ResultsDirError, read_stage_file, stored_matrix
 
     try:
         stage_file = read_stage_file(results)
-        if stage_file is None:
-            return None
-        return stored_matrix(stage_file, source=str(results / "stage.json"))
-    except ResultsDirError:
-        return None
+        stored = (
+            stored_matrix(stage_file, source=str(results / "stage.json"))
+            if stage_file is not None
+            else None
+        )
+    except ResultsDirError as exc:
+        raise BadInput(f"{exc}; nothing is applied") from None
+    if stored is not None:
+        return stored
+    default = load_matrix_arg(None)
+    if name == default.name:
+        return default
+    raise BadInput(
+        f"{shown(results)}: no stage.json with the matrix {name!r} beside verdict.json, so "
+        "the decision cannot be checked against its chain; nothing is applied: pass the "
+        "results directory the stage wrote"
+    )
 
 
 def _print_change(lines: list[str], where: str, *, dry_run: bool) -> None:

@@ -4,15 +4,19 @@ helpers, and loading the matrix and the records."""
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from spillover_operator import exit_codes
+from spillover_operator.strict_load import SHORT, cut, shorten
 
-from spillover_harness.matrix import Matrix, MatrixError, load_matrix
-from spillover_harness.records import RecordError, RunRecord, read_records
+from spillover_harness.input_file import shown
+from spillover_harness.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_matrix
+from spillover_harness.records import RecordError, RunRecord, read_numbered_records
 
 
 class BadInput(Exception):
@@ -29,10 +33,24 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message}\n")
+        # argparse quotes the value it refuses ('...'): cut a long one
+        message = _QUOTED.sub(lambda m: cut(m.group(0)), message)
+        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {bounded(message)}\n")
 
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
+
+_QUOTED = re.compile(r"'([^'\n]{" + str(SHORT + 1) + r",})'")
+_LINE_MAX = 2000
+
+
+def bounded(text: str) -> str:
+    """A message with no line longer than _LINE_MAX: the last guard against echoing a
+    1 MB bad value back (each message cuts the values it quotes itself)."""
+    return "\n".join(
+        line if len(line) <= _LINE_MAX else f"{line[: _LINE_MAX - 200]}…{line[-199:]}"
+        for line in text.split("\n")
+    )
 
 
 def epilog(*codes: int, extra: str = "") -> str:
@@ -42,44 +60,110 @@ def epilog(*codes: int, extra: str = "") -> str:
 
 
 def err(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(bounded(text), file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------
 # arguments
 
+_INT_CHARS = 12  # longer than any count or seed an option takes: refused before int()
+
+
+def _int(text: str) -> int:
+    stripped = text.strip()
+    if len(stripped) > _INT_CHARS or not re.fullmatch(r"[+-]?[0-9]+", stripped):
+        raise argparse.ArgumentTypeError(f"not an integer: {shorten(text)}")
+    return int(stripped)
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argument type: a decimal integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(
+                f"must be >= {low} (got {value}); allowed: {low}..{high}"
+            )
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"must be <= {high} (got {value}); allowed: {low}..{high}"
+            )
+        return value
+
+    return parse
+
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = _int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
     return value
 
 
+# Runs at once: the matrix's own bound (`Matrix.concurrency`).
+concurrency = bounded_int(1, CONCURRENCY_MAX)
+
+TIMEOUT_MAX_S = 24 * 3600.0
+
+
 def positive_float(text: str) -> float:
+    """A finite number > 0, at most a day (a timeout in seconds)."""
     try:
-        value = float(text)
+        value = float(text) if len(text) <= 40 else math.nan
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(
+            f"not a finite number: {shorten(text)}; allowed: > 0 and at most {TIMEOUT_MAX_S:g}"
+        )
+    if not 0 < value <= TIMEOUT_MAX_S:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range; allowed: > 0 and at most {TIMEOUT_MAX_S:g}"
+        )
     return value
 
 
-def dir_path(text: str) -> Path:
-    """A directory to write: never the empty string (Path('') is the current directory)."""
+_PATH_MAX = 4096  # bytes, Linux's PATH_MAX
+_NAME_MAX = 255  # bytes of one path component
+
+
+def _checked_path(text: str, what: str) -> Path:
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path; name a directory (e.g. results/sim)")
+        raise argparse.ArgumentTypeError(f"an empty path; name a {what}")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"a path with a NUL byte: {shorten(text)}")
+    size = len(text.encode("utf-8", "surrogateescape"))
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in text.split("/"))
+    if size > _PATH_MAX or longest > _NAME_MAX:
+        raise argparse.ArgumentTypeError(
+            f"the path {shorten(text)} is too long ({size} bytes, longest name {longest}); "
+            f"allowed: {_PATH_MAX} bytes, {_NAME_MAX} per name: pass a shorter path"
+        )
     return Path(text)
+
+
+def dir_path(text: str) -> Path:
+    """A directory to write: never the empty string (Path('') is the current directory),
+    never longer than the file system takes."""
+    return _checked_path(text, "directory (e.g. results/sim)")
+
+
+def file_path(text: str) -> Path:
+    """A file to read: not empty, not longer than the file system takes."""
+    return _checked_path(text, "file")
+
+
+def profile_arg(text: str) -> str:
+    """A shipped profile's name or a profile file (checked like `file_path`)."""
+    _checked_path(text, "profile (minikube, dev, local or a file)")
+    return text
 
 
 def add_matrix_arg(p: argparse.ArgumentParser, *, default_help: str | None = None) -> None:
     p.add_argument(
         "--matrix",
-        type=Path,
+        type=file_path,
         default=None,
         metavar="FILE",
         help=default_help or "matrix YAML (default: the packaged spillover-default.yaml)",
@@ -105,7 +189,10 @@ def add_study_args(p: argparse.ArgumentParser, *, what: str) -> None:
     )
     p.add_argument("--resume", action="store_true", help=f"continue the {what} recorded in --out")
     p.add_argument(
-        "--concurrency", type=positive_int, metavar="N", help="runs at once (default: the matrix's)"
+        "--concurrency",
+        type=concurrency,
+        metavar="N",
+        help=f"runs at once, 1..{CONCURRENCY_MAX} (default: the matrix's)",
     )
 
 
@@ -123,6 +210,7 @@ def study_resume_argv(args: argparse.Namespace) -> list[str]:
 def add_cluster_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
+        type=profile_arg,
         default=None,
         metavar="FILE",
         help="cluster profile YAML, or the shipped 'minikube' / 'dev' (docs/cluster-profile.md)",
@@ -138,7 +226,9 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_records_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--records", required=True, type=Path, metavar="FILE", help="a runs.jsonl file")
+    p.add_argument(
+        "--records", required=True, type=file_path, metavar="FILE", help="a runs.jsonl file"
+    )
     add_matrix_arg(
         p,
         default_help="the matrix the records were made with (default: the one stored in "
@@ -163,15 +253,31 @@ def load_matrix_arg(path: Path | None) -> Matrix:
         raise BadInput(f"bad matrix: {exc}") from None
 
 
-def load_records(path: Path) -> list[RunRecord]:
+def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
+    """The records of `path`, checked as a whole before anything counts them: against
+    `matrix` (`records_check`: configurations, cells, repetitions, run ids, two
+    different records of one run, one stage) and against the stage.json beside them."""
+    from spillover_harness.records_check import check_against_matrix, check_against_stage_file
+    from spillover_harness.results_dir import ResultsDirError, read_stage_file
+
     if path.is_dir():
-        raise BadInput(f"{path}: is a directory; pass its runs.jsonl")
+        raise BadInput(f"{shown(path)}: is a directory; pass its runs.jsonl")
     try:
-        return read_records(path)
+        numbered = read_numbered_records(path)
     except RecordError as exc:
         raise BadInput(f"bad records file: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read the records file: {exc}") from None
+        raise BadInput(f"{shown(path)}: cannot read the records file: {exc}") from None
+    records = [record for _, record in numbered]
+    check_records_match_matrix(records, matrix)
+    try:
+        check_against_matrix(numbered, matrix, path)
+        stage_file = read_stage_file(path.parent)
+        if stage_file is not None:
+            check_against_stage_file(numbered, stage_file, path)
+    except (RecordError, ResultsDirError) as exc:
+        raise BadInput(f"bad records file: {exc}") from None
+    return records
 
 
 def check_records_match_matrix(records: Sequence[RunRecord], matrix: Matrix) -> None:

@@ -12,7 +12,6 @@ from spillover_harness.cli.common import (
     FORMATTER,
     Interrupted,
     add_records_args,
-    check_records_match_matrix,
     epilog,
     expected_matrix,
     load_records,
@@ -59,8 +58,7 @@ def add_parser(sub: Any) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     matrix = expected_matrix(args.records, args.matrix)
-    records = load_records(args.records)
-    check_records_match_matrix(records, matrix)
+    records = load_records(args.records, matrix)
     try:
         verdict = judge(records, matrix, allow_incomplete=args.allow_incomplete)
         if args.format == "json":

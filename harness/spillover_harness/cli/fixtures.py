@@ -7,7 +7,8 @@ from typing import Any
 
 from spillover_operator import exit_codes
 
-from spillover_harness.cli.common import FORMATTER, BadInput, dir_path, epilog
+from spillover_harness.cli.common import FORMATTER, BadInput, bounded_int, dir_path, epilog
+from spillover_harness.matrix import SEED_MAX
 
 CODES = (exit_codes.OK, exit_codes.INTERNAL, exit_codes.BAD_INPUT, exit_codes.INTERRUPTED)
 
@@ -34,7 +35,7 @@ def add_parser(sub: Any) -> None:
     exp.add_argument("dir", type=dir_path, metavar="DIR", help="output directory (created)")
     exp.add_argument(
         "--seed",
-        type=int,
+        type=bounded_int(0, SEED_MAX),
         default=None,
         metavar="N",
         help="fixture seed (default: the default matrix's seed, i.e. the simulator's inputs)",

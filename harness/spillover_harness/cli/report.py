@@ -4,21 +4,23 @@ records file. The output directory is held like a stage's (one writer at a time)
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from spillover_operator import exit_codes
 
 from spillover_harness.cli.common import (
     FORMATTER,
+    BadInput,
     Interrupted,
     add_records_args,
-    check_records_match_matrix,
     dir_path,
     epilog,
     expected_matrix,
     load_records,
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
+from spillover_harness.input_file import shown
 
 CODES = (
     exit_codes.OK,
@@ -50,12 +52,30 @@ def add_parser(sub: Any) -> None:
     rep.set_defaults(func=cmd_report)
 
 
+def _refuse_another_stages_dir(out: Path, records: Path) -> None:
+    """A directory holding a stage (its stage.json) keeps the verdict of its own
+    records: a report of other records written there would replace it."""
+    from spillover_harness.results_dir import STAGE_FILE
+
+    try:
+        holds_stage = (out / STAGE_FILE).exists()
+        same = holds_stage and out.resolve() == records.parent.resolve()
+    except OSError as exc:
+        raise BadInput(f"{shown(out)}: cannot use it as --out: {exc.strerror or exc}") from None
+    if holds_stage and not same:
+        raise BadInput(
+            f"{shown(out)} holds another stage's results ({STAGE_FILE}); its report and "
+            f"verdict belong to its own runs.jsonl, not to {shown(records)}: pass a new --out "
+            "directory (or the records file's own directory)"
+        )
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from spillover_harness.results_dir import hold_results_dir
 
     matrix = expected_matrix(args.records, args.matrix)
-    records = load_records(args.records)
-    check_records_match_matrix(records, matrix)
+    records = load_records(args.records, matrix)
+    _refuse_another_stages_dir(args.out, args.records)
     with hold_results_dir(args.out, command=args.invoked):
         try:
             verdict = judge(records, matrix, allow_incomplete=args.allow_incomplete)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from spillover_operator import exit_codes
@@ -22,12 +21,12 @@ from spillover_harness.cli.common import (
     Interrupted,
     add_cluster_args,
     add_matrix_arg,
+    concurrency,
     dir_path,
     epilog,
     err,
     load_matrix_arg,
     positive_float,
-    positive_int,
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
 from spillover_harness.matrix import Matrix
@@ -154,7 +153,7 @@ def add_parser(sub: Any) -> None:
     add_cluster_args(run)
     run.add_argument(
         "--stage1-results",
-        type=Path,
+        type=dir_path,
         default=None,
         metavar="DIR",
         help="dev only: the Stage 1 (minikube) results directory whose accepted verdict "
@@ -186,7 +185,7 @@ def add_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--concurrency",
-        type=positive_int,
+        type=concurrency,
         metavar="N",
         help="sim: runs at once (default: the matrix's `concurrency`); cluster stages: runs "
         "of one configuration at once (default 1; never two configurations at once, and the "

@@ -5,10 +5,12 @@ report which ones flip the simulated decision, and at what value
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from typing import Any
 
 from spillover_operator import exit_codes
+from spillover_operator.strict_load import shorten
 
 from spillover_harness.cli.common import (
     FORMATTER,
@@ -34,12 +36,23 @@ def values_arg(text: str) -> tuple[str, list[float]]:
     """`NAME=v1,v2,...`."""
     name, sep, rest = text.partition("=")
     try:
-        values = [float(v) for v in rest.split(",") if v.strip()]
+        values = [float(v) for v in rest.split(",") if v.strip() and len(v) <= 40]
     except ValueError:
         values = []
-    if not sep or not name.strip() or not values:
+    if (
+        not sep
+        or not name.strip()
+        or not values
+        or len(values) != len([v for v in rest.split(",") if v.strip()])
+    ):
         raise argparse.ArgumentTypeError(
-            f"expected NAME=VALUE,VALUE,... (e.g. max_iterations=10,15,50), got {text!r}"
+            f"expected NAME=VALUE,VALUE,... (e.g. max_iterations=10,15,50), got {shorten(text)}"
+        )
+    bad = [f"{v:g}" for v in values if not math.isfinite(v)]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"{name.strip()}={', '.join(bad)}: not a finite number; give finite values "
+            "within the parameter's bounds (docs/simulator.md §1.5)"
         )
     return name.strip(), values
 

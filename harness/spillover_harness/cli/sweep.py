@@ -31,7 +31,7 @@ def int_list(text: str) -> list[int]:
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit():
+        if not part.isdigit() or len(part) > 12:
             raise argparse.ArgumentTypeError(
                 f"not a comma-separated list of byte counts: {part!r} in {text!r}"
             )

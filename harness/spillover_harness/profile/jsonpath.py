@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from spillover_operator.strict_load import shorten
+
 __all__ = ["JsonPath"]
 
 _JP_TOKEN = re.compile(
@@ -48,15 +50,15 @@ class JsonPath:
         if src.startswith("$"):
             src = src[1:]
         elif not src.startswith((".", "[")):
-            raise ValueError(f"a JSONPath starts with '$' or '.': {text!r}")
+            raise ValueError(f"a JSONPath starts with '$' or '.': {shorten(text)}")
         steps: list[_Step] = []
         pos = 0
         while pos < len(src):
             m = _JP_TOKEN.match(src, pos)
             if m is None:
                 raise ValueError(
-                    f"unsupported JSONPath {text!r} at {src[pos:]!r} (supported: $, .name, "
-                    "['name'], [0], [*], .*)"
+                    f"unsupported JSONPath {shorten(text)} at {shorten(src[pos:])} "
+                    "(supported: $, .name, ['name'], [0], [*], .*)"
                 )
             if m.group("name") is not None:
                 steps.append(("key", m.group("name")))

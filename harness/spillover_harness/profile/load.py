@@ -6,9 +6,10 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
+from spillover_operator.strict_load import StrictLoadError, load_yaml, shorten
 
+from spillover_harness.input_file import InputFileError, InputFileMissing, read_text_file, shown
 from spillover_harness.profile.model import Profile
 
 __all__ = ["DEFAULT_PROFILES", "ProfileError", "load_profile", "parse_profile"]
@@ -54,7 +55,7 @@ def parse_profile(data: object, *, source: str = "<profile>") -> Profile:
                 lines.append(f"{source}: missing key '{loc}.mode' (one of: {', '.join(_RUN_TAGS)})")
             else:
                 msg = err["msg"].removeprefix("Value error, ")
-                lines.append(f"{source}: key '{loc}': {msg} (got {err.get('input')!r})")
+                lines.append(f"{source}: key '{loc}': {msg} (got {shorten(err.get('input'))})")
         raise ProfileError("\n".join(lines)) from None
 
 
@@ -64,13 +65,19 @@ def load_profile(path: Path | str) -> Profile:
         ref = resources.files("spillover_harness.profiles").joinpath(f"{path}.yaml")
         return parse_profile(_yaml(ref.read_text(encoding="utf-8"), str(ref)), source=str(ref))
     p = Path(path)
-    if not p.exists():
-        raise ProfileError(f"{p}: no such profile file (shipped: {', '.join(DEFAULT_PROFILES)})")
-    return parse_profile(_yaml(p.read_text(encoding="utf-8"), str(p)), source=str(p))
+    try:
+        text = read_text_file(p, what="profile")
+    except InputFileMissing:
+        raise ProfileError(
+            f"{shown(p)}: no such profile file (shipped: {', '.join(DEFAULT_PROFILES)})"
+        ) from None
+    except InputFileError as exc:
+        raise ProfileError(str(exc)) from None
+    return parse_profile(_yaml(text, shown(p)), source=shown(p))
 
 
 def _yaml(text: str, source: str) -> object:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{source}: not valid YAML: {exc}") from None
+        return load_yaml(text, source)  # duplicate keys, .inf, huge integers refused
+    except StrictLoadError as exc:
+        raise ProfileError(str(exc)) from None

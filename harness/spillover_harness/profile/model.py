@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from spillover_operator.strict_load import shorten
 
 from spillover_harness.profile.jsonpath import JsonPath
 from spillover_harness.profile.template import (
@@ -66,15 +67,15 @@ class Wrc(_Strict):
     @field_validator("deployment")
     @classmethod
     def _dns_name(cls, v: str) -> str:
-        if not DNS1123_SUBDOMAIN.match(v):
-            raise ValueError(f"not a valid Deployment name: {v!r}")
+        if len(v) > 253 or not DNS1123_SUBDOMAIN.match(v):
+            raise ValueError(f"not a valid Deployment name: {shorten(v)}")
         return v
 
     @field_validator("container")
     @classmethod
     def _dns_label(cls, v: str | None) -> str | None:
-        if v is not None and not DNS1123_LABEL.match(v):
-            raise ValueError(f"not a valid container name: {v!r}")
+        if v is not None and (len(v) > 63 or not DNS1123_LABEL.match(v)):
+            raise ValueError(f"not a valid container name: {shorten(v)}")
         return v
 
 
@@ -151,8 +152,8 @@ class HttpRun(_RunBase):
     @field_validator("service")
     @classmethod
     def _service_name(cls, v: str) -> str:
-        if not DNS1123_LABEL.match(v):
-            raise ValueError(f"not a valid Service name: {v!r}")
+        if len(v) > 63 or not DNS1123_LABEL.match(v):
+            raise ValueError(f"not a valid Service name: {shorten(v)}")
         return v
 
     @field_validator("execute_path", "body")
@@ -346,7 +347,7 @@ class Pods(_Strict):
     @classmethod
     def _label_key(cls, v: str | None) -> str | None:
         if v is not None and not _LABEL_KEY.match(v):
-            raise ValueError(f"not a valid label key: {v!r}")
+            raise ValueError(f"not a valid label key: {shorten(v)}")
         return v
 
     def mcp_host_selector(self, recipe: str) -> str:
@@ -386,7 +387,7 @@ class DiskCheck(_Strict):
     @classmethod
     def _dir(cls, v: str) -> str:
         if not v.startswith("/"):
-            raise ValueError(f"the output directory must be an absolute path: {v!r}")
+            raise ValueError(f"the output directory must be an absolute path: {shorten(v)}")
         check_placeholders(v, DISK_PLACEHOLDERS)
         return v
 
@@ -481,13 +482,13 @@ class Profile(_Strict):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, v: str) -> str:
-        if not DNS1123_LABEL.match(v):
-            raise ValueError(f"not a valid namespace name: {v!r}")
+        if len(v) > 63 or not DNS1123_LABEL.match(v):
+            raise ValueError(f"not a valid namespace name: {shorten(v)}")
         return v
 
     @field_validator("policy")
     @classmethod
     def _policy(cls, v: str) -> str:
-        if not DNS1123_SUBDOMAIN.match(v):
-            raise ValueError(f"not a valid SpilloverPolicy name: {v!r}")
+        if len(v) > 253 or not DNS1123_SUBDOMAIN.match(v):
+            raise ValueError(f"not a valid SpilloverPolicy name: {shorten(v)}")
         return v

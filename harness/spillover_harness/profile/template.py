@@ -6,6 +6,8 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping
 
+from spillover_operator.strict_load import shorten
+
 __all__ = [
     "DISK_PLACEHOLDERS",
     "POLL_PLACEHOLDERS",
@@ -32,14 +34,14 @@ def placeholders(text: str) -> set[str]:
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
-        raise ValueError(f"bad placeholder syntax in {text!r}: {exc}") from None
+        raise ValueError(f"bad placeholder syntax in {shorten(text)}: {exc}") from None
     names: set[str] = set()
     for _, field, spec, conv in parsed:
         if field is None:
             continue
         if field == "" or spec or conv:
             raise ValueError(
-                f"placeholders are plain names like {{run_id}}, got {{{field}}} in {text!r}"
+                f"placeholders are plain names like {{run_id}}, got {{{field}}} in {shorten(text)}"
             )
         names.add(field)
     return names

@@ -8,6 +8,7 @@ import re
 from typing import Annotated
 
 from pydantic import AfterValidator
+from spillover_operator.strict_load import shorten
 
 from spillover_harness.profile.jsonpath import JsonPath
 
@@ -69,7 +70,7 @@ def check_label_selector(value: str) -> str:
         raise ValueError("a label selector cannot be empty (it would match every pod)")
     for term in _split_selector(value):
         if not _SELECTOR_TERM.match(term):
-            raise ValueError(f"not a Kubernetes label selector term: {term.strip()!r}")
+            raise ValueError(f"not a Kubernetes label selector term: {shorten(term.strip())}")
     return value
 
 
@@ -90,14 +91,14 @@ def split_prom_matchers(value: str) -> list[tuple[str, str, str]]:
         if m is None:
             raise ValueError(
                 f'not a list of PromQL label matchers (like job="mcp-host", '
-                f'namespace="clerum"), without braces: {value!r}'
+                f'namespace="clerum"), without braces: {shorten(value)}'
             )
         found.append((m.group(1), m.group(2), m.group(3)))
         pos = m.end()
         if pos >= len(text):
             return found
         if text[pos] != ",":
-            raise ValueError(f"matchers are separated by commas: {value!r}")
+            raise ValueError(f"matchers are separated by commas: {shorten(value)}")
         pos += 1
         if text[pos:].strip() == "":
             return found

@@ -11,6 +11,7 @@ reference value (docs/simulator.md §7).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,7 +95,15 @@ def plan_points(
     model = base.simulator_model()
     plan: list[tuple[ModelParameter, list[float]]] = []
     for p in chosen:
-        tested = [p.typed(v) for v in values.get(p.name, p.sweep)]
+        given = values.get(p.name, p.sweep)
+        wrong = [v for v in given if not math.isfinite(v) or (p.integer and v != int(v))]
+        if wrong:
+            kind = "an integer" if p.integer else "a finite number"
+            raise ValueError(
+                f"--values {p.name}: {', '.join(f'{v:g}' for v in wrong)} is not {kind}; "
+                f"allowed: {kind} from {p.low:g} to {p.high:g} ({p.unit})"
+            )
+        tested = [p.typed(v) for v in given]
         bad = [v for v in tested if not p.low <= v <= p.high]
         if bad:
             raise ValueError(

@@ -16,8 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from spillover_operator.constants import PASSTHROUGH_VAR
 from spillover_operator.envplan import (
     EnvPlan,
@@ -37,6 +35,7 @@ from spillover_operator.policy import (
     spec_to_json,
 )
 from spillover_operator.resolved_env import ConfigMapLookup, ConfigMapUnreadable
+from spillover_operator.strict_load import StrictLoadError, load_yaml_all
 
 from .errors import BadInput
 
@@ -72,17 +71,10 @@ def read_text(path: str) -> str:
 def load_one_document(text: str, source: str, what: str) -> Any:
     """The single YAML document in `text`; BadInput if it is not YAML, empty or several."""
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = exc.problem or exc.context or "syntax error"
-        raise BadInput(
-            f"{source}: not valid YAML{where}: {problem}. Check the indentation and quoting "
-            "around that spot."
-        ) from None
-    except yaml.YAMLError as exc:
-        raise BadInput(f"{source}: not valid YAML: {exc}") from None
+        # duplicate keys (`enabled: false` then `enabled: true`), .inf, huge integers refused
+        docs = load_yaml_all(text, source)
+    except StrictLoadError as exc:
+        raise BadInput(str(exc)) from None
     if not docs:
         raise BadInput(
             f"{source}: empty file; expected one {what} manifest "
