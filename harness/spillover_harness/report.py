@@ -21,18 +21,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
+    ALL_CRITERIA,
     CRITERIA,
-    CRITERION_TITLES,
-    CellEvidence,
     CellSummary,
     Verdict,
 )
+from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
@@ -72,6 +71,9 @@ STAGE_DESCRIPTIONS = {
 
 MAX_NOTES = 50  # distinct notes printed; the rest are counted
 
+# Every criterion this evaluator judges, by key: each renders its own cells.
+CRITERION_VIEWS: dict[str, CriterionView] = {c.key: c for c in ALL_CRITERIA}
+
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "❔ inconclusive"}
 
 
@@ -100,23 +102,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return lines
 
 
-def _number(value: float | Fraction | None, digits: int = 2) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, Fraction) and value.denominator == 1:
-        return f"{value.numerator:,}"
-    as_float = float(value)
-    if as_float.is_integer():
-        return f"{int(as_float):,}"
-    return f"{as_float:,.{digits}f}".rstrip("0").rstrip(".")
-
-
-def _ratio(num: int, den: int, empty: str = "n/a") -> str:
-    if den == 0:
-        return empty
-    return f"{num}/{den} ({100 * num / den:.1f}%)"
-
-
 def _fence(text: str) -> str:
     longest = run = 0
     for ch in text:
@@ -128,66 +113,44 @@ def _fence(text: str) -> str:
 # -- per-criterion presentation --------------------------------------------------------
 
 
-def _evidence_values(key: str, ev: CellEvidence, baseline: str) -> tuple[str, str, str]:
-    """(configuration's figure, baseline's figure, limit) as text for one criterion."""
-    counts, bcounts = ev.counts, ev.baseline_counts or {}
-    if key == "success_rate":
-        return (
-            _ratio(counts["succeeded"], counts["valid"], "no valid run"),
-            _ratio(bcounts["succeeded"], bcounts["valid"], "no valid run"),
-            f">= {baseline}'s rate",
-        )
-    if key == "iteration_limit":
-
-        def hits(c: Mapping[str, int]) -> str:
-            unknown = f", {c['unknown']} unmeasured" if c["unknown"] else ""
-            return f"{c['hits']} hit(s) in {c['valid']} run(s){unknown}"
-
-        return (hits(counts), hits(bcounts), f"<= {bcounts['hits']} hit(s)")
-    if key == "input_tokens":
-        op = "<" if ev.size_class == "large" else "<="
-        return (_number(ev.value), _number(ev.baseline_value), f"{op} {_number(ev.limit)}")
-    if key == "summary_quality":
-        return (
-            _ratio(counts["quality_ok"], counts["known"], "none judged"),
-            _ratio(bcounts["quality_ok"], bcounts["known"], "none judged"),
-            f">= {baseline}'s rate",
-        )
-    # no_leak
-    extra = []
-    if counts["leaked"]:
-        extra.append(f"{counts['leaked']} leaked")
-    if counts["unchecked"]:
-        extra.append(f"{counts['unchecked']} unchecked")
-    tail = f" ({', '.join(extra)})" if extra else ""
-    return (f"{counts['clean']}/{counts['valid']} clean{tail}", "not judged", "all clean")
+def criterion_keys(verdict: Verdict) -> list[str]:
+    """The criteria the verdict judged, in its order (the five of CRITERIA for a verdict
+    of this evaluator; whatever a configuration holds otherwise)."""
+    keys: dict[str, None] = {}
+    for cv in verdict.configs.values():
+        keys.update(dict.fromkeys(cv.criteria))
+    return list(keys) or list(CRITERIA)
 
 
-def _criteria_section(verdict: Verdict) -> list[str]:
+def _criteria_section(
+    verdict: Verdict, views: Mapping[str, CriterionView] = CRITERION_VIEWS
+) -> list[str]:
+    """A table per criterion; each criterion renders its own cells (evaluate.render)."""
     base = verdict.baseline
-    tolerance_pct = _number(verdict.tolerance * 100)
     lines = ["## Criteria", ""]
-    for number, key in enumerate(CRITERIA, start=1):
-        lines.append(f"### {number}. {CRITERION_TITLES[key]} (`{key}`)")
+    for index, key in enumerate(criterion_keys(verdict), start=1):
+        view = view_for(key, views)
+        lines.append(f"### {index}. {view.title} (`{key}`)")
         lines.append("")
-        first = next(iter(verdict.configs.values()), None)
+        first = next(
+            (cv.criteria[key] for cv in verdict.configs.values() if key in cv.criteria), None
+        )
         if first is not None:
-            lines.append(f"Rule: {first.criteria[key].rule}.")
-            if key == "input_tokens":
-                lines.append(
-                    f"Tolerance: {tolerance_pct}% above {base}'s median for small and medium "
-                    f"inputs; strictly below {base}'s median for large inputs."
-                )
+            lines.append(f"Rule: {first.rule}.")
+            lines.extend(view.rule_notes(base, verdict.tolerance))
             lines.append("")
         rows: list[list[object]] = []
         for name, cv in verdict.configs.items():
-            crit = cv.criteria[key]
+            crit = cv.criteria.get(key)
+            if crit is None:
+                rows.append([name, "—", "—", "—", "—", "—", "—", "—", "—", "not judged"])
+                continue
             if not crit.cells:
                 rows.append(
                     [name, "—", "—", "—", "—", "—", "—", "—", _STATUS[crit.status], crit.reason]
                 )
             for ev in crit.cells:
-                value, baseline_value, limit = _evidence_values(key, ev, base)
+                text = view.cell_text(ev, base)
                 n = f"{ev.n} / {ev.n_baseline}" if ev.n_baseline is not None else f"{ev.n}"
                 errors = (
                     f"{ev.harness_errors} / {ev.harness_errors_baseline}"
@@ -199,15 +162,16 @@ def _criteria_section(verdict: Verdict) -> list[str]:
                         name,
                         ev.label,
                         ev.size_class or "—",
-                        value,
-                        baseline_value,
-                        limit,
+                        text.value,
+                        text.baseline_value,
+                        text.limit,
                         n,
                         errors,
                         _STATUS[ev.status],
                         ev.reason,
                     ]
                 )
+        both = view.with_baseline
         header = [
             "configuration",
             "recipe / input",
@@ -215,14 +179,16 @@ def _criteria_section(verdict: Verdict) -> list[str]:
             "value",
             base,
             "limit",
-            f"n (config / {base})" if key != "no_leak" else "n",
-            f"harness_error (config / {base})" if key != "no_leak" else "harness_error",
+            f"n (config / {base})" if both else "n",
+            f"harness_error (config / {base})" if both else "harness_error",
             "status",
             "evidence",
         ]
         lines.extend(_table(header, rows))
         summary = "; ".join(
-            f"{name}: {_STATUS[cv.criteria[key].status]}" for name, cv in verdict.configs.items()
+            f"{name}: {_STATUS[cv.criteria[key].status]}"
+            for name, cv in verdict.configs.items()
+            if key in cv.criteria
         )
         lines.extend(["", f"Result: {summary}.", ""])
     return lines
@@ -270,12 +236,12 @@ def _summary_row(s: CellSummary) -> list[object]:
         f"{s.succeeded}/{s.valid}",
         s.harness_errors,
         hits,
-        _number(s.median_input_tokens),
-        _number(s.median_output_tokens),
-        _number(s.median_iterations),
-        _number(s.median_duration_s),
-        _number(s.median_persisted),
-        _number(s.median_reads),
+        number(s.median_input_tokens),
+        number(s.median_output_tokens),
+        number(s.median_iterations),
+        number(s.median_duration_s),
+        number(s.median_persisted),
+        number(s.median_reads),
         quality,
     ]
 
@@ -486,6 +452,7 @@ def render_markdown(
     stage_notes: Sequence[str] = (),
     apply_hint: str | None = None,
     simulated_platform: bool = False,
+    views: Mapping[str, CriterionView] = CRITERION_VIEWS,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -535,14 +502,15 @@ def render_markdown(
     lines.extend(["## Configurations", ""])
     if not verdict.configs:
         lines.extend(["No configuration was judged: the stage is incomplete.", ""])
-    header = ["configuration", "verdict", *CRITERIA, "runs", "harness_error"]
+    keys = criterion_keys(verdict)
+    header = ["configuration", "verdict", *keys, "runs", "harness_error"]
     rows: list[list[object]] = []
     for name, cv in verdict.configs.items():
         rows.append(
             [
                 name,
                 _STATUS[cv.verdict],
-                *(_STATUS[cv.criteria[k].status] for k in CRITERIA),
+                *(_STATUS[cv.criteria[k].status] if k in cv.criteria else "—" for k in keys),
                 cv.runs,
                 cv.harness_errors,
             ]
@@ -582,7 +550,7 @@ def render_markdown(
         )
         lines.append("")
     if verdict.configs:
-        lines.extend(_criteria_section(verdict))
+        lines.extend(_criteria_section(verdict, views))
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
     lines.extend(_cells_section(verdict))
