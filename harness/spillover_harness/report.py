@@ -34,9 +34,10 @@ from spillover_harness.evaluate import (
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
+from spillover_harness.readback import ReadBackError, read_stage
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
-from spillover_harness.results_dir import ResultsDirError, read_stage_file, simulated_platform
+from spillover_harness.sim.config import parse_spillover_env
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -54,6 +55,25 @@ SIMULATED_PLATFORM_DISCLAIMER = (
     "platform, and `apply-decision` and the Stage 2 gate refuse it as they refuse stage "
     "`sim`'s."
 )
+
+# What a simulated decision would take to be applied: never a bypass flag.
+SIMULATED_NOT_APPLIED = (
+    "**Not a decision to apply as it stands:** it is the simulator's answer (stage "
+    "`{stage}`), and `apply-decision` refuses it. What it would take: run the cluster "
+    "stage on the platform (`spillover-harness run --stage minikube --profile minikube "
+    "--out results/minikube`, then `--stage dev`; docs/harness.md) and apply that "
+    "stage's verdict."
+)
+
+
+def faults_note(faults: Sequence[str]) -> str:
+    """The line a faulted stage's report opens with."""
+    return (
+        f"**Faults injected into the simulator: {', '.join(f'`{f}`' for f in faults)}.** "
+        "This stage tests that the harness's checks catch a broken mcp-host; its decision "
+        "is never one to apply (`apply-decision` refuses it)."
+    )
+
 
 # Where a reader of a simulated verdict sees how robust it is (docs/simulator.md §7):
 # `make sensitivity` writes results/sensitivity next to `make demo`'s results/sim.
@@ -393,6 +413,51 @@ def _consistency_section(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _in_effect(env: Mapping[str, str]) -> str:
+    """What an mcp-host with these variables runs with (the platform's defaults and
+    bounds, sim.config), e.g. `spillover on, threshold 131072, budget 16777216`."""
+    config, warnings = parse_spillover_env(env)
+    if not config.enabled:
+        said = "spillover off"
+    else:
+        said = f"spillover on, threshold {config.threshold}, budget {config.budget}"
+    if warnings:
+        said += f" ({len(warnings)} invalid value(s) replaced by the default)"
+    return said
+
+
+def _env_section(verdict: Verdict, matrix: Matrix) -> list[str]:
+    """Each configuration's env as the matrix sets it and what that means, so a name
+    (`off`, `32KiB`) can be checked against what it ran with."""
+    envs = verdict.config_env or {c.name: dict(c.env) for c in matrix.configurations}
+    rows: list[list[object]] = []
+    for name, env in envs.items():
+        role = "baseline" if name == verdict.baseline else ""
+        try:
+            config = matrix.configuration(name)
+        except (KeyError, ValueError):
+            config = None
+        if config is not None and config.strategy == "handoff" and config.handoff is not None:
+            h = config.handoff
+            set_text = "none (strategy handoff)"
+            effect = (
+                f"handoff cache: threshold_tokens {h.threshold_tokens}, max_entries "
+                f"{h.max_entries}, preview_chars {h.preview_chars}"
+            )
+        else:
+            set_text = (
+                ", ".join(f"`{k}={v}`" for k, v in env.items()) or "none (every variable unset)"
+            )
+            effect = _in_effect(env)
+        rows.append([name, role or "—", set_text, effect])
+    return [
+        "### What each configuration sets",
+        "",
+        *_table(["configuration", "role", "spillover variables set", "in effect"], rows),
+        "",
+    ]
+
+
 def _title(verdict: Verdict) -> str:
     """The first line: the decision, and whether the stage was incomplete."""
     title = f"# Spillover validation: decision `{verdict.decision}`"
@@ -452,29 +517,42 @@ def render_markdown(
     stage_notes: Sequence[str] = (),
     apply_hint: str | None = None,
     simulated_platform: bool = False,
+    faults: Sequence[str] = (),
     views: Mapping[str, CriterionView] = CRITERION_VIEWS,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
     version validated, a Stage 1 override); `apply_hint` is the command that applies
-    a decision (shown only when the verdict decided); `simulated_platform`: a cluster
-    stage whose mcp-host was the simulator (profile `local`), disclaimed like sim."""
+    a decision (shown only when a platform stage decided: a simulated one says what it
+    would take instead, never a bypass flag); `simulated_platform`: a cluster stage
+    whose mcp-host was the simulator (profile `local`), disclaimed like sim; `faults`:
+    the simulator faults the stage ran with (a test of the checks, never applied)."""
     base = verdict.baseline
     stage = verdict.stage
-    lines: list[str] = [
-        _title(verdict),
-        "",
-        f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
-        "",
-    ]
-    if apply_hint is not None and verdict.decided and verdict.incomplete is None:
-        lines.extend(
-            [
-                f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
-                "`--gitops FILE` edits a policy manifest instead of the cluster).",
-                "",
-            ]
-        )
+    simulated = stage == "sim" or simulated_platform
+    lines: list[str] = [_title(verdict), ""]
+    # The disclaimer first: a reader of a simulated stage learns what it is before
+    # reading its decision.
+    if stage == "sim":
+        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
+    elif simulated_platform:
+        lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
+    if faults:
+        lines.extend([f"> {faults_note(faults)}", ""])
+    lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
+    if verdict.decided and verdict.incomplete is None:
+        if faults:
+            pass  # said above: never applied
+        elif simulated:
+            lines.extend([SIMULATED_NOT_APPLIED.format(stage=stage), ""])
+        elif apply_hint is not None:
+            lines.extend(
+                [
+                    f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
+                    "`--gitops FILE` edits a policy manifest instead of the cluster).",
+                    "",
+                ]
+            )
     if stage is None:
         lines.append("**Stage:** none (no record to evaluate).")
     else:
@@ -484,10 +562,6 @@ def render_markdown(
         lines.extend([f"- {note}"])
     if stage_notes:
         lines.append("")
-    if stage == "sim":
-        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
-    elif simulated_platform:
-        lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [
@@ -527,6 +601,7 @@ def render_markdown(
             "",
         ]
     )
+    lines.extend(_env_section(verdict, matrix))
     if verdict.runs_needed and verdict.configs:
         lines.extend(["## Runs needed", ""])
         need_rows = []
@@ -596,18 +671,18 @@ def write_report(
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
     try:
-        on_simulator = simulated_platform(read_stage_file(out_dir))
-    except ResultsDirError:
-        on_simulator = False  # the stage file is checked where it is used; no claim here
-    hint = apply_command(out_dir, simulated=verdict.stage == "sim" or on_simulator)
+        stage_file = read_stage(out_dir)
+    except ReadBackError:
+        stage_file = None  # the stage file is checked where it is used; no claim here
     text = render_markdown(
         verdict,
         records,
         matrix,
         plot_links=links,
         stage_notes=stage_notes,
-        apply_hint=hint,
-        simulated_platform=on_simulator,
+        apply_hint=apply_command(out_dir),
+        simulated_platform=stage_file is not None and stage_file.simulated_platform,
+        faults=stage_file.driver.faults if stage_file is not None else (),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

@@ -154,4 +154,5 @@ def evaluate(
         ),
         advisory=advice,
         tolerance=tolerance,
+        config_env={c.name: dict(c.env) for c in matrix.configurations},
     )
