@@ -31,6 +31,7 @@ from spillover_harness.evaluate import (
     CellSummary,
     Verdict,
 )
+from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
@@ -276,10 +277,23 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         "",
         f"Median input-token ratio (configuration / {base}) per cell with a "
         f"{adv.confidence:.0%} percentile bootstrap confidence interval "
-        f"({adv.resamples:,} resamples, seed {adv.seed}). Where the runs of both sides "
-        "pair (the same seed and input), the bootstrap is paired: the CI is that of the "
-        "median per-pair ratio (method `paired`); otherwise each side is resampled on its "
-        "own (method `independent`).",
+        f"({adv.resamples:,} resamples, seed {adv.seed}). "
+        + (
+            "Runs of stage sim with the same cell and repetition met the same seeded agent, "
+            "so where they pair the bootstrap is paired: the CI is that of the median "
+            "per-pair ratio (method `paired`); otherwise each side is resampled on its own "
+            "(method `independent`)."
+            if verdict.stage == "sim"
+            else "A cluster stage's runs are not seeded (a real model answers), so a "
+            "repetition number pairs nothing: each side is resampled on its own (method "
+            "`independent`)."
+        ),
+        "",
+        f"Reading: `clear pass` / `clear fail` when the whole CI is on one side of the "
+        f"limit; when the CI spans the limit, `close call` if the ratio is within "
+        f"{CLOSE_CALL_BAND:.0%} of the limit, else `leans pass` / `leans fail` (the ratio "
+        "is far from the limit, but the runs are too few or too spread for the CI to "
+        "clear it).",
         "",
     ]
     rows: list[list[object]] = []
@@ -291,7 +305,7 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         per = "per configuration" if t.method == "paired" else "per side"
         if t.identical:
             reading += ": every pair equal, more runs would not change it"
-        elif t.reading == "close call":
+        elif t.reading in ("close call", "leans pass", "leans fail"):
             reading += (
                 f": ~{t.runs_to_resolve} run(s) {per} would likely settle it"
                 if t.runs_to_resolve is not None

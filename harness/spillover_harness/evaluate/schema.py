@@ -206,7 +206,7 @@ class TokenRatio(_Schema):
     strict: bool  # large inputs: the ratio must be strictly below the limit
     n: int
     n_baseline: int
-    reading: str  # clear pass | clear fail | close call | no data
+    reading: str  # clear pass | clear fail | close call | leans pass | leans fail | no data
     runs_to_resolve: int | None
     hint: str
     method: Method
