@@ -92,11 +92,18 @@ class VerdictSummary(_ReadModel):
     incomplete: IncompleteSummary | None = None
     stage: StrictStr | None = None
     matrix: StrictStr = ""
+    # Each configuration's spillover variables ({} from a verdict.json before the field).
+    config_env: dict[StrictStr, dict[StrictStr, StrictStr]] = {}
 
     @field_validator("decided", mode="before")
     @classmethod
     def _only_true_decides(cls, value: Any) -> bool:
         return value is True
+
+    @field_validator("config_env", mode="before")
+    @classmethod
+    def _absent_env_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
 
     @field_validator("incomplete", mode="before")
     @classmethod
@@ -112,11 +119,18 @@ class StageDriver(_ReadModel):
     profile: StrictStr | None = None
     mcp_host_version: StrictStr | None = None
     simulated_platform: bool = False
+    # The simulator's fault switches the stage ran with (`run --stage sim --fault`).
+    faults: tuple[StrictStr, ...] = ()
 
     @field_validator("simulated_platform", mode="before")
     @classmethod
     def _only_true_is_simulated(cls, value: Any) -> bool:
         return value is True
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: Any) -> Any:
+        return () if value is None else value
 
 
 class StageSummary(_ReadModel):

@@ -21,23 +21,24 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
+    ALL_CRITERIA,
     CRITERIA,
-    CRITERION_TITLES,
-    CellEvidence,
     CellSummary,
     Verdict,
 )
+from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND
+from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
+from spillover_harness.readback import ReadBackError, read_stage
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
-from spillover_harness.results_dir import ResultsDirError, read_stage_file, simulated_platform
+from spillover_harness.sim.config import parse_spillover_env
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -56,6 +57,25 @@ SIMULATED_PLATFORM_DISCLAIMER = (
     "`sim`'s."
 )
 
+# What a simulated decision would take to be applied: never a bypass flag.
+SIMULATED_NOT_APPLIED = (
+    "**Not a decision to apply as it stands:** it is the simulator's answer (stage "
+    "`{stage}`), and `apply-decision` refuses it. What it would take: run the cluster "
+    "stage on the platform (`spillover-harness run --stage minikube --profile minikube "
+    "--out results/minikube`, then `--stage dev`; docs/harness.md) and apply that "
+    "stage's verdict."
+)
+
+
+def faults_note(faults: Sequence[str]) -> str:
+    """The line a faulted stage's report opens with."""
+    return (
+        f"**Faults injected into the simulator: {', '.join(f'`{f}`' for f in faults)}.** "
+        "This stage tests that the harness's checks catch a broken mcp-host; its decision "
+        "is never one to apply (`apply-decision` refuses it)."
+    )
+
+
 # Where a reader of a simulated verdict sees how robust it is (docs/simulator.md §7):
 # `make sensitivity` writes results/sensitivity next to `make demo`'s results/sim.
 SENSITIVITY_LINK = (
@@ -71,6 +91,9 @@ STAGE_DESCRIPTIONS = {
 }
 
 MAX_NOTES = 50  # distinct notes printed; the rest are counted
+
+# Every criterion this evaluator judges, by key: each renders its own cells.
+CRITERION_VIEWS: dict[str, CriterionView] = {c.key: c for c in ALL_CRITERIA}
 
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "❔ inconclusive"}
 
@@ -100,23 +123,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return lines
 
 
-def _number(value: float | Fraction | None, digits: int = 2) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, Fraction) and value.denominator == 1:
-        return f"{value.numerator:,}"
-    as_float = float(value)
-    if as_float.is_integer():
-        return f"{int(as_float):,}"
-    return f"{as_float:,.{digits}f}".rstrip("0").rstrip(".")
-
-
-def _ratio(num: int, den: int, empty: str = "n/a") -> str:
-    if den == 0:
-        return empty
-    return f"{num}/{den} ({100 * num / den:.1f}%)"
-
-
 def _fence(text: str) -> str:
     longest = run = 0
     for ch in text:
@@ -128,66 +134,44 @@ def _fence(text: str) -> str:
 # -- per-criterion presentation --------------------------------------------------------
 
 
-def _evidence_values(key: str, ev: CellEvidence, baseline: str) -> tuple[str, str, str]:
-    """(configuration's figure, baseline's figure, limit) as text for one criterion."""
-    counts, bcounts = ev.counts, ev.baseline_counts or {}
-    if key == "success_rate":
-        return (
-            _ratio(counts["succeeded"], counts["valid"], "no valid run"),
-            _ratio(bcounts["succeeded"], bcounts["valid"], "no valid run"),
-            f">= {baseline}'s rate",
-        )
-    if key == "iteration_limit":
-
-        def hits(c: Mapping[str, int]) -> str:
-            unknown = f", {c['unknown']} unmeasured" if c["unknown"] else ""
-            return f"{c['hits']} hit(s) in {c['valid']} run(s){unknown}"
-
-        return (hits(counts), hits(bcounts), f"<= {bcounts['hits']} hit(s)")
-    if key == "input_tokens":
-        op = "<" if ev.size_class == "large" else "<="
-        return (_number(ev.value), _number(ev.baseline_value), f"{op} {_number(ev.limit)}")
-    if key == "summary_quality":
-        return (
-            _ratio(counts["quality_ok"], counts["known"], "none judged"),
-            _ratio(bcounts["quality_ok"], bcounts["known"], "none judged"),
-            f">= {baseline}'s rate",
-        )
-    # no_leak
-    extra = []
-    if counts["leaked"]:
-        extra.append(f"{counts['leaked']} leaked")
-    if counts["unchecked"]:
-        extra.append(f"{counts['unchecked']} unchecked")
-    tail = f" ({', '.join(extra)})" if extra else ""
-    return (f"{counts['clean']}/{counts['valid']} clean{tail}", "not judged", "all clean")
+def criterion_keys(verdict: Verdict) -> list[str]:
+    """The criteria the verdict judged, in its order (the five of CRITERIA for a verdict
+    of this evaluator; whatever a configuration holds otherwise)."""
+    keys: dict[str, None] = {}
+    for cv in verdict.configs.values():
+        keys.update(dict.fromkeys(cv.criteria))
+    return list(keys) or list(CRITERIA)
 
 
-def _criteria_section(verdict: Verdict) -> list[str]:
+def _criteria_section(
+    verdict: Verdict, views: Mapping[str, CriterionView] = CRITERION_VIEWS
+) -> list[str]:
+    """A table per criterion; each criterion renders its own cells (evaluate.render)."""
     base = verdict.baseline
-    tolerance_pct = _number(verdict.tolerance * 100)
     lines = ["## Criteria", ""]
-    for number, key in enumerate(CRITERIA, start=1):
-        lines.append(f"### {number}. {CRITERION_TITLES[key]} (`{key}`)")
+    for index, key in enumerate(criterion_keys(verdict), start=1):
+        view = view_for(key, views)
+        lines.append(f"### {index}. {view.title} (`{key}`)")
         lines.append("")
-        first = next(iter(verdict.configs.values()), None)
+        first = next(
+            (cv.criteria[key] for cv in verdict.configs.values() if key in cv.criteria), None
+        )
         if first is not None:
-            lines.append(f"Rule: {first.criteria[key].rule}.")
-            if key == "input_tokens":
-                lines.append(
-                    f"Tolerance: {tolerance_pct}% above {base}'s median for small and medium "
-                    f"inputs; strictly below {base}'s median for large inputs."
-                )
+            lines.append(f"Rule: {first.rule}.")
+            lines.extend(view.rule_notes(base, verdict.tolerance))
             lines.append("")
         rows: list[list[object]] = []
         for name, cv in verdict.configs.items():
-            crit = cv.criteria[key]
+            crit = cv.criteria.get(key)
+            if crit is None:
+                rows.append([name, "—", "—", "—", "—", "—", "—", "—", "—", "not judged"])
+                continue
             if not crit.cells:
                 rows.append(
                     [name, "—", "—", "—", "—", "—", "—", "—", _STATUS[crit.status], crit.reason]
                 )
             for ev in crit.cells:
-                value, baseline_value, limit = _evidence_values(key, ev, base)
+                text = view.cell_text(ev, base)
                 n = f"{ev.n} / {ev.n_baseline}" if ev.n_baseline is not None else f"{ev.n}"
                 errors = (
                     f"{ev.harness_errors} / {ev.harness_errors_baseline}"
@@ -199,15 +183,16 @@ def _criteria_section(verdict: Verdict) -> list[str]:
                         name,
                         ev.label,
                         ev.size_class or "—",
-                        value,
-                        baseline_value,
-                        limit,
+                        text.value,
+                        text.baseline_value,
+                        text.limit,
                         n,
                         errors,
                         _STATUS[ev.status],
                         ev.reason,
                     ]
                 )
+        both = view.with_baseline
         header = [
             "configuration",
             "recipe / input",
@@ -215,14 +200,16 @@ def _criteria_section(verdict: Verdict) -> list[str]:
             "value",
             base,
             "limit",
-            f"n (config / {base})" if key != "no_leak" else "n",
-            f"harness_error (config / {base})" if key != "no_leak" else "harness_error",
+            f"n (config / {base})" if both else "n",
+            f"harness_error (config / {base})" if both else "harness_error",
             "status",
             "evidence",
         ]
         lines.extend(_table(header, rows))
         summary = "; ".join(
-            f"{name}: {_STATUS[cv.criteria[key].status]}" for name, cv in verdict.configs.items()
+            f"{name}: {_STATUS[cv.criteria[key].status]}"
+            for name, cv in verdict.configs.items()
+            if key in cv.criteria
         )
         lines.extend(["", f"Result: {summary}.", ""])
     return lines
@@ -270,12 +257,12 @@ def _summary_row(s: CellSummary) -> list[object]:
         f"{s.succeeded}/{s.valid}",
         s.harness_errors,
         hits,
-        _number(s.median_input_tokens),
-        _number(s.median_output_tokens),
-        _number(s.median_iterations),
-        _number(s.median_duration_s),
-        _number(s.median_persisted),
-        _number(s.median_reads),
+        number(s.median_input_tokens),
+        number(s.median_output_tokens),
+        number(s.median_iterations),
+        number(s.median_duration_s),
+        number(s.median_persisted),
+        number(s.median_reads),
         quality,
     ]
 
@@ -290,10 +277,23 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         "",
         f"Median input-token ratio (configuration / {base}) per cell with a "
         f"{adv.confidence:.0%} percentile bootstrap confidence interval "
-        f"({adv.resamples:,} resamples, seed {adv.seed}). Where the runs of both sides "
-        "pair (the same seed and input), the bootstrap is paired: the CI is that of the "
-        "median per-pair ratio (method `paired`); otherwise each side is resampled on its "
-        "own (method `independent`).",
+        f"({adv.resamples:,} resamples, seed {adv.seed}). "
+        + (
+            "Runs of stage sim with the same cell and repetition met the same seeded agent, "
+            "so where they pair the bootstrap is paired: the CI is that of the median "
+            "per-pair ratio (method `paired`); otherwise each side is resampled on its own "
+            "(method `independent`)."
+            if verdict.stage == "sim"
+            else "A cluster stage's runs are not seeded (a real model answers), so a "
+            "repetition number pairs nothing: each side is resampled on its own (method "
+            "`independent`)."
+        ),
+        "",
+        f"Reading: `clear pass` / `clear fail` when the whole CI is on one side of the "
+        f"limit; when the CI spans the limit, `close call` if the ratio is within "
+        f"{CLOSE_CALL_BAND:.0%} of the limit, else `leans pass` / `leans fail` (the ratio "
+        "is far from the limit, but the runs are too few or too spread for the CI to "
+        "clear it).",
         "",
     ]
     rows: list[list[object]] = []
@@ -305,7 +305,7 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         per = "per configuration" if t.method == "paired" else "per side"
         if t.identical:
             reading += ": every pair equal, more runs would not change it"
-        elif t.reading == "close call":
+        elif t.reading in ("close call", "leans pass", "leans fail"):
             reading += (
                 f": ~{t.runs_to_resolve} run(s) {per} would likely settle it"
                 if t.runs_to_resolve is not None
@@ -427,6 +427,51 @@ def _consistency_section(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _in_effect(env: Mapping[str, str]) -> str:
+    """What an mcp-host with these variables runs with (the platform's defaults and
+    bounds, sim.config), e.g. `spillover on, threshold 131072, budget 16777216`."""
+    config, warnings = parse_spillover_env(env)
+    if not config.enabled:
+        said = "spillover off"
+    else:
+        said = f"spillover on, threshold {config.threshold}, budget {config.budget}"
+    if warnings:
+        said += f" ({len(warnings)} invalid value(s) replaced by the default)"
+    return said
+
+
+def _env_section(verdict: Verdict, matrix: Matrix) -> list[str]:
+    """Each configuration's env as the matrix sets it and what that means, so a name
+    (`off`, `32KiB`) can be checked against what it ran with."""
+    envs = verdict.config_env or {c.name: dict(c.env) for c in matrix.configurations}
+    rows: list[list[object]] = []
+    for name, env in envs.items():
+        role = "baseline" if name == verdict.baseline else ""
+        try:
+            config = matrix.configuration(name)
+        except (KeyError, ValueError):
+            config = None
+        if config is not None and config.strategy == "handoff" and config.handoff is not None:
+            h = config.handoff
+            set_text = "none (strategy handoff)"
+            effect = (
+                f"handoff cache: threshold_tokens {h.threshold_tokens}, max_entries "
+                f"{h.max_entries}, preview_chars {h.preview_chars}"
+            )
+        else:
+            set_text = (
+                ", ".join(f"`{k}={v}`" for k, v in env.items()) or "none (every variable unset)"
+            )
+            effect = _in_effect(env)
+        rows.append([name, role or "—", set_text, effect])
+    return [
+        "### What each configuration sets",
+        "",
+        *_table(["configuration", "role", "spillover variables set", "in effect"], rows),
+        "",
+    ]
+
+
 def _title(verdict: Verdict) -> str:
     """The first line: the decision, and whether the stage was incomplete."""
     title = f"# Spillover validation: decision `{verdict.decision}`"
@@ -486,28 +531,42 @@ def render_markdown(
     stage_notes: Sequence[str] = (),
     apply_hint: str | None = None,
     simulated_platform: bool = False,
+    faults: Sequence[str] = (),
+    views: Mapping[str, CriterionView] = CRITERION_VIEWS,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
     version validated, a Stage 1 override); `apply_hint` is the command that applies
-    a decision (shown only when the verdict decided); `simulated_platform`: a cluster
-    stage whose mcp-host was the simulator (profile `local`), disclaimed like sim."""
+    a decision (shown only when a platform stage decided: a simulated one says what it
+    would take instead, never a bypass flag); `simulated_platform`: a cluster stage
+    whose mcp-host was the simulator (profile `local`), disclaimed like sim; `faults`:
+    the simulator faults the stage ran with (a test of the checks, never applied)."""
     base = verdict.baseline
     stage = verdict.stage
-    lines: list[str] = [
-        _title(verdict),
-        "",
-        f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.",
-        "",
-    ]
-    if apply_hint is not None and verdict.decided and verdict.incomplete is None:
-        lines.extend(
-            [
-                f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
-                "`--gitops FILE` edits a policy manifest instead of the cluster).",
-                "",
-            ]
-        )
+    simulated = stage == "sim" or simulated_platform
+    lines: list[str] = [_title(verdict), ""]
+    # The disclaimer first: a reader of a simulated stage learns what it is before
+    # reading its decision.
+    if stage == "sim":
+        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
+    elif simulated_platform:
+        lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
+    if faults:
+        lines.extend([f"> {faults_note(faults)}", ""])
+    lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
+    if verdict.decided and verdict.incomplete is None:
+        if faults:
+            pass  # said above: never applied
+        elif simulated:
+            lines.extend([SIMULATED_NOT_APPLIED.format(stage=stage), ""])
+        elif apply_hint is not None:
+            lines.extend(
+                [
+                    f"**To apply it:** `{apply_hint}` (`--dry-run` shows the change first; "
+                    "`--gitops FILE` edits a policy manifest instead of the cluster).",
+                    "",
+                ]
+            )
     if stage is None:
         lines.append("**Stage:** none (no record to evaluate).")
     else:
@@ -517,10 +576,6 @@ def render_markdown(
         lines.extend([f"- {note}"])
     if stage_notes:
         lines.append("")
-    if stage == "sim":
-        lines.extend([f"> {SIM_DISCLAIMER}", ">", f"> {SENSITIVITY_LINK}", ""])
-    elif simulated_platform:
-        lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [
@@ -535,14 +590,15 @@ def render_markdown(
     lines.extend(["## Configurations", ""])
     if not verdict.configs:
         lines.extend(["No configuration was judged: the stage is incomplete.", ""])
-    header = ["configuration", "verdict", *CRITERIA, "runs", "harness_error"]
+    keys = criterion_keys(verdict)
+    header = ["configuration", "verdict", *keys, "runs", "harness_error"]
     rows: list[list[object]] = []
     for name, cv in verdict.configs.items():
         rows.append(
             [
                 name,
                 _STATUS[cv.verdict],
-                *(_STATUS[cv.criteria[k].status] for k in CRITERIA),
+                *(_STATUS[cv.criteria[k].status] if k in cv.criteria else "—" for k in keys),
                 cv.runs,
                 cv.harness_errors,
             ]
@@ -559,6 +615,7 @@ def render_markdown(
             "",
         ]
     )
+    lines.extend(_env_section(verdict, matrix))
     if verdict.runs_needed and verdict.configs:
         lines.extend(["## Runs needed", ""])
         need_rows = []
@@ -582,7 +639,7 @@ def render_markdown(
         )
         lines.append("")
     if verdict.configs:
-        lines.extend(_criteria_section(verdict))
+        lines.extend(_criteria_section(verdict, views))
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
     lines.extend(_cells_section(verdict))
@@ -628,18 +685,18 @@ def write_report(
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
     try:
-        on_simulator = simulated_platform(read_stage_file(out_dir))
-    except ResultsDirError:
-        on_simulator = False  # the stage file is checked where it is used; no claim here
-    hint = apply_command(out_dir, simulated=verdict.stage == "sim" or on_simulator)
+        stage_file = read_stage(out_dir)
+    except ReadBackError:
+        stage_file = None  # the stage file is checked where it is used; no claim here
     text = render_markdown(
         verdict,
         records,
         matrix,
         plot_links=links,
         stage_notes=stage_notes,
-        apply_hint=hint,
-        simulated_platform=on_simulator,
+        apply_hint=apply_command(out_dir),
+        simulated_platform=stage_file is not None and stage_file.simulated_platform,
+        faults=stage_file.driver.faults if stage_file is not None else (),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

@@ -40,12 +40,17 @@ def test_a_verdict_the_evaluator_writes_reads_back(tmp_path: Path) -> None:
     if verdict.incomplete is not None and read.incomplete is not None:
         assert read.incomplete.missing == verdict.incomplete.missing
         assert read.incomplete.judged is verdict.incomplete.judged
+    # every configuration's spillover variables, the baseline's too
+    assert read.config_env == verdict.config_env
+    assert read.config_env["off"] == {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"}
+    assert read.config_env["128KiB"] == {}
 
 
 def test_a_verdict_from_before_decided_reads_with_decided_none(tmp_path: Path) -> None:
     read = read_verdict(_write(tmp_path, "verdict.json", {"decision": "131072"}))
     assert read == VerdictSummary(decision="131072")
     assert read.decided is None and read.incomplete is None and read.matrix == ""
+    assert read.config_env == {}  # a verdict.json from before config_env
 
 
 @pytest.mark.parametrize(("value", "decided"), [(True, True), (False, False), ("yes", False)])
@@ -98,6 +103,9 @@ def test_stage_json_reads_back_through_results_dir(tmp_path: Path) -> None:
     assert read.driver.profile == "local" and read.driver.mcp_host_version == "sha256:a"
     assert read.simulated_platform
     assert StageSummary.model_validate({"stage": "sim", "driver": None}).driver.kind is None
+    assert read.driver.faults == ()
+    faulted = {"stage": "sim", "driver": {"kind": "sim", "faults": ["ignore-env"]}}
+    assert StageSummary.model_validate(faulted).driver.faults == ("ignore-env",)
 
 
 def test_a_stage_json_that_cannot_be_used(tmp_path: Path) -> None:

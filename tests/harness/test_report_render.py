@@ -77,6 +77,46 @@ def test_sim_report_says_plainly_that_figures_come_from_the_simulator() -> None:
     assert "**Stage:** `sim`" in text
 
 
+def test_the_report_shows_what_each_configuration_sets() -> None:
+    """A name is not evidence: `off` is shown with the variables it really sets."""
+    records = dataset(stage="sim")
+    misnamed = MATRIX.model_copy(
+        update={
+            "configurations": [
+                c.model_copy(update={"env": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD": "131072"}})
+                if c.name == "off"
+                else c
+                for c in MATRIX.configurations
+            ]
+        }
+    )
+    v = evaluate(records, misnamed, allow_incomplete=True, resamples=10)
+    assert v.to_json()["config_env"]["off"] == {
+        "CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD": "131072"
+    }
+    text = render_markdown(v, records, misnamed)
+    assert "### What each configuration sets" in text
+    assert (
+        "| off | baseline | `CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD=131072` | "
+        "spillover on, threshold 131072, budget 16777216 |"
+    ) in text
+    assert "| 128KiB | — | none (every variable unset) | spillover on, threshold 131072" in text
+    assert "| 32KiB | — | `CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD=32768` | " in text
+
+
+def test_a_faulted_stage_says_so_first_and_names_no_way_to_apply_it() -> None:
+    records = dataset(n=5, stage="sim")
+    v = evaluate(records, MATRIX, resamples=10)
+    assert v.decided
+    text = render_markdown(
+        v, records, MATRIX, apply_hint="spillover-harness apply-decision", faults=["ignore-env"]
+    )
+    assert "**Faults injected into the simulator: `ignore-env`.**" in text
+    assert text.index("Faults injected") < text.index("**Decision:")
+    assert "apply-decision`" in text and "refuses it" in text
+    assert "To apply it" not in text and "--allow-simulated" not in text
+
+
 @pytest.mark.parametrize("stage", ["minikube", "dev"])
 def test_cluster_stage_reports_have_no_simulator_disclaimer(stage: str) -> None:
     records = dataset(stage=stage)

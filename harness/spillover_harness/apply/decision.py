@@ -59,18 +59,19 @@ __all__ = [
 DEFAULT_POLICY = "spillover"
 
 
-def apply_command(results: Path, *, simulated: bool) -> str:
-    """The command that applies the decision of the stage in `results` (the report's)."""
+def apply_command(results: Path) -> str:
+    """The command that applies the decision of the stage in `results` (the report's).
+
+    Only for a stage of the platform: a simulated verdict's report names no command
+    (what it would take is a cluster stage), so no bypass flag is ever suggested."""
     argv = ["spillover-harness", "apply-decision", "--results", str(results)]
     argv += ["--policy", DEFAULT_POLICY, "-n", "NAMESPACE"]
-    if simulated:
-        argv.append("--allow-simulated")
     return shlex.join(argv).replace("NAMESPACE", "<namespace>")
 
 
 class DecisionRefused(Exception):
     """The verdict cannot be applied; `kind` says why: inconclusive | incomplete |
-    simulated | unreadable."""
+    simulated | faulted | unreadable."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -85,6 +86,9 @@ class StageDecision:
     stage: str | None
     matrix: str
     verdict_path: Path
+    # The simulator's answer (stage sim, or a cluster stage on a simulated platform),
+    # applied knowingly with allow_simulated: never called "validated".
+    simulated: bool = False
 
 
 def read_decision(
@@ -107,6 +111,18 @@ def read_decision(
     except ResultFileInvalid as exc:
         raise DecisionRefused("unreadable", f"{path}: not a verdict ({exc.detail})") from None
     decision = verdict.decision
+    try:
+        stage_file = read_stage(results)
+    except ReadBackError as exc:
+        raise DecisionRefused("unreadable", str(exc)) from None
+    faults = stage_file.driver.faults if stage_file is not None else ()
+    if faults:
+        raise DecisionRefused(
+            "faulted",
+            f"{path}: this stage ran with simulator faults injected ({', '.join(faults)}): it "
+            "tests the harness's checks and is never a decision to apply; run the stage "
+            "without --fault",
+        )
     incomplete = verdict.incomplete
     if incomplete is not None and not (allow_incomplete and incomplete.judged):
         raise DecisionRefused(
@@ -126,10 +142,6 @@ def read_decision(
             f"{path}: the decision is {decision!r}, not a decision; nothing is applied. "
             "Run the runs the report lists, then evaluate again",
         )
-    try:
-        stage_file = read_stage(results)
-    except ReadBackError as exc:
-        raise DecisionRefused("unreadable", str(exc)) from None
     stage = verdict.stage
     stage_says = stage_file.stage if stage_file is not None else None
     if "sim" in (stage, stage_says) and not allow_simulated:
@@ -155,7 +167,8 @@ def read_decision(
             "the platform; apply a verdict of the platform's own Minikube or dev stage, or "
             "pass --allow-simulated to apply it knowingly",
         )
-    return StageDecision(decision, stage, verdict.matrix, path)
+    simulated = stage == "sim" or (stage_file is not None and stage_file.simulated_platform)
+    return StageDecision(decision, stage, verdict.matrix, path, simulated)
 
 
 def _budget_of(decision: str, matrix: Matrix | None) -> int | None:

@@ -60,8 +60,8 @@ def add_parser(sub: Any) -> None:
             "rolls it out (check with `spilloverctl status`). --gitops FILE edits the\n"
             "policy in a manifest of a Git checkout instead (only the changed lines),\n"
             "--dry-run prints the change and writes nothing. An inconclusive verdict\n"
-            "(exit 8) or an incomplete stage (exit 9) is refused, and a simulated\n"
-            "verdict (stage sim) unless --allow-simulated."
+            "(exit 8) or an incomplete stage (exit 9) is refused, a stage run with\n"
+            "--fault always, and a simulated verdict (stage sim) unless --allow-simulated."
         ),
         epilog=epilog(*CODES, extra="See docs/harness.md, 'apply-decision'."),
     )
@@ -132,7 +132,7 @@ def cmd_apply_decision(args: argparse.Namespace) -> int:
         load_records(records, matrix)
     print(f"decision: {stage.decision} (stage {stage.stage}, matrix {stage.matrix})")
     if args.gitops is not None:
-        return _apply_gitops(args, patch)
+        return _apply_gitops(args, patch, simulated=stage.simulated)
     return _apply_cluster(args, patch)
 
 
@@ -206,7 +206,7 @@ def _apply_cluster(args: argparse.Namespace, patch: dict[str, Any]) -> int:
     return exit_codes.OK
 
 
-def _apply_gitops(args: argparse.Namespace, patch: dict[str, Any]) -> int:
+def _apply_gitops(args: argparse.Namespace, patch: dict[str, Any], *, simulated: bool) -> int:
     from spillover_harness.apply.decision import describe_change
     from spillover_harness.apply.gitops import ManifestError, edit_manifest
 
@@ -224,11 +224,23 @@ def _apply_gitops(args: argparse.Namespace, patch: dict[str, Any]) -> int:
             err(f"note: {args.gitops} is not in a Git checkout; commit it where it belongs")
         else:
             rel = args.gitops.resolve().relative_to(top)
+            message = shlex.quote(commit_message(simulated=simulated))
             print(
-                f"commit it: git -C {shlex.quote(str(top))} commit -m "
-                f"'spillover: apply the validated decision' -- {shlex.quote(str(rel))}"
+                f"commit it: git -C {shlex.quote(str(top))} commit -m {message} -- "
+                f"{shlex.quote(str(rel))}"
             )
     return exit_codes.OK
+
+
+def commit_message(*, simulated: bool) -> str:
+    """The suggested commit message: a simulated verdict was not validated on the
+    platform, and the message must not say it was."""
+    if simulated:
+        return (
+            "spillover: set the simulator's decision (not validated on the platform; "
+            "applied with --allow-simulated)"
+        )
+    return "spillover: apply the validated decision"
 
 
 def _git_toplevel(path: Path) -> Path | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,15 +31,36 @@ from spillover_harness.cli.common import (
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
 from spillover_harness.matrix import Matrix
+from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD, SimFaults
 
 STAGES = ("sim", "minikube", "dev")
 CLUSTER = ("minikube", "dev")
 DEFAULT_APPLY_TIMEOUT_S = 600.0
 
+# The simulator's fault switches (sim.step.SimFaults), by the name --fault takes. Each
+# makes the simulated mcp-host misbehave the way a broken one would, so a reader can
+# see the checks catch it: a faulted stage is a test of the harness, never a decision
+# to apply (apply-decision refuses it).
 FAULTS = {
-    "spill-to-disk": "write spilled results under <run output dir>/.spill",
-    "log-results": "log tool-result content",
+    "spill-to-disk": "write spilled results under <run output dir>/.spill (no_leak fails)",
+    "log-results": "log tool-result content (no_leak fails)",
+    "ignore-env": "run with the defaults whatever the environment says (consistency fails)",
+    "default-threshold": f"the default threshold drifted to {DRIFTED_DEFAULT_THRESHOLD} "
+    "(consistency fails)",
+    "first-party": "feed the first-party spillover counters too (consistency fails)",
 }
+
+
+def sim_faults(names: Sequence[str]) -> SimFaults:
+    """The simulator's fault switches for the --fault names given."""
+    return SimFaults(
+        write_spill_to_disk="spill-to-disk" in names,
+        log_tool_results="log-results" in names,
+        ignore_env="ignore-env" in names,
+        default_threshold=DRIFTED_DEFAULT_THRESHOLD if "default-threshold" in names else None,
+        feed_first_party="first-party" in names,
+    )
+
 
 CODES = (
     exit_codes.OK,
@@ -202,9 +224,9 @@ def add_parser(sub: Any) -> None:
         action="append",
         choices=sorted(FAULTS),
         default=[],
-        help="sim only, repeatable: make the simulated mcp-host misbehave so the leak "
-        "checks can be seen to work (criterion no_leak must fail). "
-        + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()),
+        help="sim only, repeatable: make the simulated mcp-host misbehave so the checks "
+        "can be seen to work (the decision changes or a check fails; apply-decision refuses "
+        "the verdict). " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()),
     )
     run.set_defaults(func=cmd_run)
 
@@ -248,21 +270,21 @@ def _matrix_source(args: argparse.Namespace) -> str:
 
 
 def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
-    from spillover_harness.drivers.sim import SimDriver, SimFaults
+    from spillover_harness.drivers.sim import SimDriver
     from spillover_harness.fixtures import build_fixtures
     from spillover_harness.runner import StageOptions, StopRequest, run_stage, stop_on_signals
 
     faults: list[str] = args.fault
     driver = SimDriver(
-        faults=SimFaults(
-            write_spill_to_disk="spill-to-disk" in faults,
-            log_tool_results="log-results" in faults,
-        ),
+        faults=sim_faults(faults),
         fixtures=build_fixtures(matrix.seed),
         model=matrix.simulator_model(),
     )
     if faults:
-        err(f"faults injected into the simulator: {', '.join(faults)}")
+        err(
+            f"faults injected into the simulator: {', '.join(faults)} (a test of the checks: "
+            "its verdict is never applied)"
+        )
     options = StageOptions(
         resume=args.resume,
         concurrency=args.concurrency,

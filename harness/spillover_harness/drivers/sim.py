@@ -8,8 +8,12 @@ Each run writes, under `job.out_dir/runs/<run_id>/`:
 
 Then it checks the run like cluster mode does: `.spill` entries under the run
 directory after every iteration and at the end (`disk_clean`), the log lines read
-back from `logs.jsonl` scanned for the fixture's canaries (`logs_clean`), and the
-output judged by the quality checks (`quality_ok`).
+back from `logs.jsonl` scanned for the fixture's canaries (`logs_clean`), the
+output judged by the quality checks (`quality_ok`), and whether the mcp-host did
+what the configuration says (`consistency_ok`, checks/consistency.py: what it
+persisted against the fixture's result sizes, and the first-party counters of
+the run's own registry, which workflow runs must not move). A handoff
+configuration has no spillover env to hold it to: its consistency is not checked.
 
 The inputs are one FixtureSet for the whole driver (the same inputs for every
 run, as on a real platform): the one given, else `build_fixtures(fixture_seed)`,
@@ -30,8 +34,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from spillover_harness.checks import find_spill_entries, judge_output, scan_logs_for_canaries
+from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
 from spillover_harness.drivers.base import RunJob
-from spillover_harness.fixtures import FixtureSet, fixtures_for
+from spillover_harness.fixtures import Fixture, FixtureSet, fixtures_for
 from spillover_harness.records import RunRecord, now_rfc3339
 from spillover_harness.sim.handoff import HandoffSettings
 from spillover_harness.sim.metrics import SpilloverMetrics
@@ -54,13 +59,11 @@ class SimDriver:
         *,
         fixture_seed: int | None = None,
         limits: StepLimits | None = None,
-        metrics: SpilloverMetrics | None = None,
         model: SimModel | None = None,
     ) -> None:
         self.faults = faults
         self.model = model if model is not None else SimModel()
         self.limits = limits if limits is not None else StepLimits.from_model(self.model)
-        self.metrics = metrics if metrics is not None else SpilloverMetrics()
         self._fixtures = fixtures
         self._fixture_seed = fixture_seed
         self._lock = threading.Lock()
@@ -118,6 +121,9 @@ class SimDriver:
                 seen_during.extend(find_spill_entries(run_dir))
 
         logs_path = run_dir / "logs.jsonl"
+        # The run's own counters: the stage runs concurrently, so a shared registry's
+        # movement could not be told apart per run (the first-party check reads them).
+        metrics = SpilloverMetrics()
         with logs_path.open("w", encoding="utf-8") as stream:
             run: StepRun = run_step(
                 fixture=fixture,
@@ -127,7 +133,7 @@ class SimDriver:
                 run_id=job.run_id,
                 output_dir=output_dir,
                 faults=self.faults,
-                metrics=self.metrics,
+                metrics=metrics,
                 limits=replace(self.limits, timeout_s=job.timeout_s),
                 cancel=cancel,
                 log_stream=stream,
@@ -155,9 +161,12 @@ class SimDriver:
             notes.append(
                 f"handoff cache: {run.cache_evictions} evictions, {run.cache_ref_misses} ref misses"
             )
+        consistency = _consistency(job, fixture, run, metrics)
+        notes += [f"consistency: {c}" for c in consistency or []]
         return self._record(
             job,
             started,
+            consistency_ok=None if consistency is None else not consistency,
             cache_evictions=run.cache_evictions,
             cache_ref_misses=run.cache_ref_misses,
             outcome=run.outcome,
@@ -174,6 +183,16 @@ class SimDriver:
             logs_clean=not leaks,
             notes=notes,
         )
+
+
+def _consistency(
+    job: RunJob, fixture: Fixture, run: StepRun, metrics: SpilloverMetrics
+) -> list[str] | None:
+    """The run's consistency problems (empty: consistent); None for a handoff run."""
+    if job.config.strategy == "handoff":
+        return None
+    problems = check_run(job.config.env, fixture, run.persisted, run.outcome) or []
+    return problems + first_party_moved({name: metrics.value(name) for name in FIRST_PARTY})
 
 
 def _handoff(job: RunJob) -> HandoffSettings | None:

@@ -2,15 +2,24 @@
 
 They are attached to the verdict but never change a status or the decision.
 
-Pairing: the runner seeds a run from the matrix seed, the cell and the
-repetition, not from the configuration (`runner.seed_for`), so the runs of
-two configurations with the same (recipe, input, repetition) met the same
-scripted agent: they pair. Where runs pair (at least 2 pairs, covering at
+Pairing: on stage sim the runner seeds a run from the matrix seed, the cell
+and the repetition, not from the configuration (`runner.seed_for`), so the
+runs of two configurations with the same (recipe, input, repetition) met the
+same scripted agent: they pair. On a cluster stage the agent is a real model
+that no seed steers, so a repetition number pairs nothing: those runs are
+always resampled independently (`Context.seeded`). Where runs pair (at least 2 pairs, covering at
 least half of the smaller side), the paired bootstrap is used (the median of
 the per-pair ratios); otherwise the two sides are resampled independently.
 The advisory says which (`method`). A cell whose pairs all have the same
 figure on both sides (`identical`) gets no runs-needed hint: more runs of the
 same seeds cannot change anything.
+
+Wording, from the numbers (stated in the report): the CI wholly on one side of
+the limit reads `clear pass` / `clear fail`. A CI across the limit reads
+`close call` only when the point ratio is within `CLOSE_CALL_BAND` (10%) of the
+limit; farther out it reads `leans pass` / `leans fail` (the point is far from
+the limit but the runs are too few or too spread for the CI to clear it), so
+a 3.14x ratio is never called close.
 """
 
 from __future__ import annotations
@@ -23,6 +32,22 @@ from spillover_harness import stats
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.schema import Advisory, Method, TokenRatio
 from spillover_harness.stats import FloatArray
+
+# A CI across the limit is a "close call" only when the point ratio lies within this
+# fraction of the limit (0.90x .. 1.10x of it); farther out it "leans" one way.
+CLOSE_CALL_BAND = 0.10
+
+
+def reading_for(point: float, ci: tuple[float, float], limit: float, *, strict: bool) -> str:
+    """The advisory's word for a ratio against its limit (see the module doc)."""
+    low, high = ci
+    if high < limit if strict else high <= limit:
+        return "clear pass"
+    if low >= limit if strict else low > limit:
+        return "clear fail"
+    if abs(point / limit - 1) <= CLOSE_CALL_BAND:
+        return "close call"
+    return "leans fail" if point > limit else "leans pass"
 
 
 def token_pairs(c: CellData, b: CellData) -> tuple[FloatArray, FloatArray]:
@@ -65,7 +90,7 @@ def _token_ratio(
     method: Method
     paired_ratio: float | None = None
     identical = False
-    if _pairs_usable(b_vals, n, n_base):
+    if ctx.seeded and _pairs_usable(b_vals, n, n_base):
         method = "paired"
         ci = stats.bootstrap_paired_median_ratio_ci(
             c_vals, b_vals, confidence=confidence, resamples=resamples, seed=seed
@@ -85,14 +110,9 @@ def _token_ratio(
         reading, hint = "no data", ""
     else:
         low, high = ci
-        clears = high < limit if strict else high <= limit
-        breaks = low >= limit if strict else low > limit
-        if clears:
-            reading, hint = "clear pass", ""
-        elif breaks:
-            reading, hint = "clear fail", ""
-        else:
-            reading = "close call"
+        reading = reading_for(point, ci, limit, strict=strict)
+        hint = ""
+        if reading not in ("clear pass", "clear fail"):
             if method == "paired":
                 how = (
                     f"median per-pair ratio {point:.3f} over {sample} pair(s) of runs with the "
@@ -103,20 +123,13 @@ def _token_ratio(
                 how = f"median ratio {ratio:.3f}, {confidence:.0%} CI"
                 unit = f"run(s) per side (now {min(n, n_base)})"
             ci_text = f"[{low:.3f}, {high:.3f}]"
-            if identical:
-                hint = ""  # every pair equal: no number of runs would move it
-            else:
+            said = f"{label} ({reading}): {how} {ci_text} straddles the limit {limit:.2f}"
+            if not identical:  # every pair equal: no number of runs would move it
                 runs = stats.estimated_runs_to_resolve(point, ci, limit, sample)
                 if runs is None:
-                    hint = (
-                        f"{label}: {how} {ci_text} straddles the limit {limit:.2f}; more runs "
-                        "would not settle it"
-                    )
+                    hint = f"{said}; more runs would not settle it"
                 else:
-                    hint = (
-                        f"{label}: {how} {ci_text} straddles the limit {limit:.2f}; about "
-                        f"{runs} {unit} would likely settle it"
-                    )
+                    hint = f"{said}; about {runs} {unit} would likely settle it"
     return TokenRatio(
         config=cfg,
         recipe=recipe,

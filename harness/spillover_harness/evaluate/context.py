@@ -164,6 +164,9 @@ class Context:
     cells: tuple[Cell, ...]
     quality_recipes: tuple[str, ...]
     data: dict[Key, CellData]
+    # Runs of one (recipe, input, repetition) met the same seeded agent (stage sim): the
+    # advisory may pair them. On a cluster stage the agent is a real model, unseeded.
+    seeded: bool = True
 
     def get(self, config: str, recipe: str, input_name: str) -> CellData:
         return self.data[(config, recipe, input_name)]

@@ -104,6 +104,7 @@ def evaluate(
         cells=cell_list,
         quality_recipes=tuple(matrix.acceptance.quality_recipes),
         data=data,
+        seeded=stage == "sim",
     )
     judged = [name for name in config_names if name != base]
     configs: dict[str, ConfigVerdict] = {}
@@ -154,4 +155,5 @@ def evaluate(
         ),
         advisory=advice,
         tolerance=tolerance,
+        config_env={c.name: dict(c.env) for c in matrix.configurations},
     )

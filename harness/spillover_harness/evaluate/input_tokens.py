@@ -13,7 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, RunsNeeded
+from spillover_harness.evaluate.render import CellText, number
+from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, fmt
 from spillover_harness.stats import median
 
@@ -98,3 +99,13 @@ class InputTokens(CellCriterion):
                 f"{base}'s median {fmt(b_med)} = {fmt(limit)} ({unit.size_class} input)"
             )
         return Judgement(PASS if ok else FAIL, reason)
+
+    def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
+        op = "<" if ev.size_class == "large" else "<="
+        return CellText(number(ev.value), number(ev.baseline_value), f"{op} {number(ev.limit)}")
+
+    def rule_notes(self, baseline: str, tolerance: Fraction) -> list[str]:
+        return [
+            f"Tolerance: {number(tolerance * 100)}% above {baseline}'s median for small and "
+            f"medium inputs; strictly below {baseline}'s median for large inputs."
+        ]

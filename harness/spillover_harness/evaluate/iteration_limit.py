@@ -14,10 +14,12 @@ always needs every run measured. The runs with a null are named for rerun.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, RunsNeeded
+from spillover_harness.evaluate.render import CellText
+from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rerun
 
 
@@ -81,3 +83,11 @@ class IterationLimit(CellCriterion):
             PASS if ok else FAIL,
             f"{c.hits} limit hit(s) {'<=' if ok else '>'} {base}'s {b.hits}{note}",
         )
+
+    def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
+        def hits(c: Mapping[str, int]) -> str:
+            unknown = f", {c['unknown']} unmeasured" if c["unknown"] else ""
+            return f"{c['hits']} hit(s) in {c['valid']} run(s){unknown}"
+
+        bcounts = ev.baseline_counts or {}
+        return CellText(hits(ev.counts), hits(bcounts), f"<= {bcounts['hits']} hit(s)")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS
+from spillover_harness.evaluate.render import CellText
+from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rerun
 
 
@@ -63,3 +64,15 @@ class NoLeak(CellCriterion):
             )
             return Judgement(INCONCLUSIVE, reason, (need,))
         return Judgement(PASS, f"disk and logs clean on all {c.valid} valid run(s)")
+
+    def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
+        counts = ev.counts
+        extra = []
+        if counts["leaked"]:
+            extra.append(f"{counts['leaked']} leaked")
+        if counts["unchecked"]:
+            extra.append(f"{counts['unchecked']} unchecked")
+        tail = f" ({', '.join(extra)})" if extra else ""
+        return CellText(
+            f"{counts['clean']}/{counts['valid']} clean{tail}", "not judged", "all clean"
+        )

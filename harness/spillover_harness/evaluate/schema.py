@@ -206,7 +206,7 @@ class TokenRatio(_Schema):
     strict: bool  # large inputs: the ratio must be strictly below the limit
     n: int
     n_baseline: int
-    reading: str  # clear pass | clear fail | close call | no data
+    reading: str  # clear pass | clear fail | close call | leans pass | leans fail | no data
     runs_to_resolve: int | None
     hint: str
     method: Method
@@ -280,6 +280,10 @@ class Verdict(_Schema):
     cells: tuple[CellSummary, ...]
     advisory: Advisory
     tolerance: Fraction = Field(exclude=True)
+    # Per configuration (baseline included, matrix order): the spillover variables it
+    # sets, verbatim from the matrix ({}: none, the platform's defaults), so a reader
+    # sees what `off` or `32KiB` really ran with. Absent from an older verdict.json.
+    config_env: dict[str, dict[str, str]] = {}
 
     @property
     def ignored_total(self) -> int:

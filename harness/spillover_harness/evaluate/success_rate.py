@@ -9,7 +9,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
-from spillover_harness.evaluate.schema import FAIL, PASS
+from spillover_harness.evaluate.render import CellText, ratio
+from spillover_harness.evaluate.schema import FAIL, PASS, CellEvidence
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
 
 
@@ -43,4 +44,12 @@ class SuccessRate(CellCriterion):
             PASS if ok else FAIL,
             f"{rate(c.succeeded, c.valid)} {'>=' if ok else '<'} "
             f"{ctx.baseline}'s {rate(b.succeeded, b.valid)}",
+        )
+
+    def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
+        counts, bcounts = ev.counts, ev.baseline_counts or {}
+        return CellText(
+            ratio(counts["succeeded"], counts["valid"], "no valid run"),
+            ratio(bcounts["succeeded"], bcounts["valid"], "no valid run"),
+            f">= {baseline}'s rate",
         )

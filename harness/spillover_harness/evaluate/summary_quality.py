@@ -11,7 +11,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, RunsNeeded
+from spillover_harness.evaluate.render import CellText, ratio
+from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
 
 
@@ -83,4 +84,12 @@ class SummaryQuality(CellCriterion):
             PASS if ok else FAIL,
             f"quality ok {rate(c.quality_true, c.quality_known)} {'>=' if ok else '<'} "
             f"{base}'s {rate(b.quality_true, b.quality_known)}",
+        )
+
+    def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
+        counts, bcounts = ev.counts, ev.baseline_counts or {}
+        return CellText(
+            ratio(counts["quality_ok"], counts["known"], "none judged"),
+            ratio(bcounts["quality_ok"], bcounts["known"], "none judged"),
+            f">= {baseline}'s rate",
         )

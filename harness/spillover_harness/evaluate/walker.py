@@ -1,7 +1,9 @@
 """The interface every criterion follows and the cell walk they share.
 
 A criterion is anything with a `key`, a `title` and `judge(ctx, config)`
-(`Criterion`). The five of docs/reference.md §3 are `CellCriterion`s: the
+(`Criterion`), and shows itself in the report through `cell_text` and
+`rule_notes` (`evaluate.render.CriterionView`; `CellCriterion` gives defaults
+that render any evidence). The five of docs/reference.md §3 are `CellCriterion`s: the
 walk over the matrix's cells (or, for criterion 4, over a recipe's inputs
 together) is done here once -- which sides must have a valid run, the
 inconclusive cell when one has none, the evidence of every cell, the
@@ -23,6 +25,7 @@ from fractions import Fraction
 from typing import ClassVar, Protocol
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.render import CellText, CriterionView, default_cell_text
 from spillover_harness.evaluate.schema import (
     FAIL,
     INCONCLUSIVE,
@@ -34,14 +37,9 @@ from spillover_harness.evaluate.schema import (
 )
 
 
-class Criterion(Protocol):
-    """One acceptance criterion: judges a configuration against the baseline."""
-
-    @property
-    def key(self) -> str: ...
-
-    @property
-    def title(self) -> str: ...
+class Criterion(CriterionView, Protocol):
+    """One acceptance criterion: judges a configuration against the baseline, and
+    shows its evidence in the report (`CriterionView`)."""
 
     def judge(self, ctx: Context, config: str) -> CriterionResult: ...
 
@@ -222,6 +220,16 @@ class CellCriterion(ABC):
         self, ctx: Context, config: str, unit: Unit, c: CellData, b: CellData, f: Figures
     ) -> Judgement:
         """The unit's status; only called when every side has a valid run."""
+
+    # -- how the report shows it (evaluate.render.CriterionView) ------------------------
+
+    def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
+        """One evidence row as text; the default shows the evidence's numbers."""
+        return default_cell_text(ev, with_baseline=self.with_baseline)
+
+    def rule_notes(self, baseline: str, tolerance: Fraction) -> list[str]:
+        """Lines printed under the rule (none by default)."""
+        return []
 
     def judge(self, ctx: Context, config: str) -> CriterionResult:
         sides = (config, ctx.baseline) if self.with_baseline else (config,)

@@ -580,18 +580,16 @@ def summarize_agent(seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: 
     if not isinstance(view, Spilled):
         yield Turn(summarize_text(str(view.get("title", "")), str(view.get("content", ""))))
         return
+    # All the ranges in one answer (parallel reads), as the handoff reader asks for all
+    # its sections at once: both strategies read a document the same way (§8).
     data = b""
-    while len(data) < view.size:
-        if lazy and len(data) >= model.lazy_read_fraction * view.size:
-            break  # "I have the head, the middle and the tail": a lazy reader stops here.
-        results = yield Turn(
-            ctx.say(f"Reading the document from byte {len(data)}."),
-            (ctx.call(READ_TOOL, ref=view.ref, offset=len(data), length=view.max_read),),
-        )
-        r = parse_content(results[0])
-        if isinstance(r, Spilled) or not r.get("data"):
-            break
-        data += str(r["data"]).encode("utf-8")
+    if lazy:
+        # "I have the head, the middle and the tail": a lazy reader asks for the first
+        # `lazy_read_fraction` of the ranges only.
+        data = yield from _read_head(ctx, view, math.ceil(model.lazy_read_fraction * view.size))
+    else:
+        whole = yield from ctx.read_all(view, "Reading the whole document.")
+        data = whole or b""
     title_match = re.search(r'"title":"((?:[^"\\]|\\.)*)"', view.head)
     title = unescape_fragment(title_match.group(1)) if title_match else "the document"
     if len(data) >= view.size:
@@ -599,6 +597,22 @@ def summarize_agent(seed: str, model: SimModel = SimModel()) -> Agent:  # noqa: 
     else:
         text = unescape_fragment(data.decode("utf-8", errors="ignore") + view.tail)
     yield Turn(summarize_text(title, text))
+
+
+def _read_head(ctx: _Ctx, view: Spilled, upto: int) -> _Reads:
+    """The ranges of a spilled result that start before byte `upto`, in one answer;
+    returns their bytes in order (a range that did not come back is left out)."""
+    calls = tuple(
+        ctx.call(READ_TOOL, ref=view.ref, offset=o, length=min(view.max_read, view.size - o))
+        for o in range(0, min(upto, view.size), view.max_read)
+    )
+    results = yield Turn(ctx.say("Reading the first part of the document."), calls)
+    pieces: dict[int, bytes] = {}
+    for content in results:
+        r = parse_content(content)
+        if not isinstance(r, Spilled) and r.get("data"):
+            pieces[int(r["offset"])] = str(r["data"]).encode("utf-8")
+    return b"".join(pieces[o] for o in sorted(pieces))
 
 
 def _summarize_stashed(ctx: _Ctx, s: Stashed, lazy: bool, again: bool = True) -> Agent:

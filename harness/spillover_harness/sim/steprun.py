@@ -11,6 +11,7 @@ from spillover_harness.sim.model import SimModel
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_MAX_ITERATIONS",
+    "DRIFTED_DEFAULT_THRESHOLD",
     "SimFaults",
     "StepLimits",
     "StepRun",
@@ -30,6 +31,10 @@ class StepLimits:
     def from_model(cls, model: SimModel, timeout_s: float | None = None) -> StepLimits:
         """The limits a step runs with under `model` (its iteration cap and context window)."""
         return cls(model.max_iterations, model.context_window_tokens, timeout_s)
+
+
+# The drifted default of the `default_threshold` fault (`run --fault default-threshold`).
+DRIFTED_DEFAULT_THRESHOLD = 32768
 
 
 @dataclass(frozen=True)

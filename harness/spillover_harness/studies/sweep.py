@@ -14,7 +14,7 @@ the verdict. Pure except for `run_sweep`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,8 @@ __all__ = [
     "SweepPoint",
     "SweepResult",
     "check_points",
+    "edge_reasons",
+    "input_result_sizes",
     "point_name",
     "run_sweep",
     "summarize",
@@ -145,6 +147,69 @@ class SweepResult:
     def _previous(self, point: SweepPoint) -> SweepPoint | None:
         i = self.points.index(point)
         return self.points[i - 1] if i > 0 else None
+
+
+ResultSizes = Mapping[str, Sequence[tuple[int, int]]]  # "recipe/input" -> (least, most) bytes
+
+
+def input_result_sizes(matrix: Matrix) -> dict[str, list[tuple[int, int]]]:
+    """Each input's tool results as (text bytes, serialized bytes at most), from the
+    fixtures the sweep runs on (the matrix's seed): what a threshold is compared with."""
+    from spillover_harness.checks.consistency import tool_result_sizes
+    from spillover_harness.fixtures import build_fixtures
+
+    fixtures = build_fixtures(matrix.seed)
+    return {
+        f"{r.name}/{i.name}": tool_result_sizes(fixtures.get(r.name, i.name))
+        for r, i in matrix.cells()
+    }
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1000:,.0f} KB"
+
+
+def _between(sizes: ResultSizes, low: int, high: int) -> list[str]:
+    """The inputs with a tool result that a threshold of `low` spills and one of `high`
+    keeps inline (a result of at least the threshold spills), with their sizes."""
+    said: list[str] = []
+    for cell, results in sizes.items():
+        hit = sorted(least for least, most in results if most >= low and least < high)
+        if hit:
+            span = _kb(hit[0]) if _kb(hit[0]) == _kb(hit[-1]) else f"{_kb(hit[0])}-{_kb(hit[-1])}"
+            said.append(f"{cell} ({len(hit)} result(s) of ~{span})")
+    return said
+
+
+def edge_reasons(result: SweepResult, sizes: ResultSizes) -> list[str]:
+    """Why the passing range ends where it does: for each edge, the inputs whose tool
+    results lie between the last passing point and the failing point next to it. The
+    sweep's answer is bounded by the sizes of these inputs, not by a property of the
+    threshold itself; other inputs could move the edges."""
+    lines: list[str] = []
+    points = result.points
+    for i, p in enumerate(points):
+        if not p.passed:
+            continue
+        for j, side in ((i - 1, "below"), (i + 1, "above")):
+            if not 0 <= j < len(points):
+                continue
+            q = points[j]
+            if q.passed or q.budget != p.budget:
+                continue
+            low, high = sorted((p.threshold, q.threshold))
+            inputs = _between(sizes, low, high)
+            what = (
+                "; ".join(inputs)
+                if inputs
+                else "no tool result of the inputs lies between them (the step differs "
+                "for another reason: see the evidence)"
+            )
+            lines.append(
+                f"{_label(p)} passes, {_label(q)} {side} it does not: between {low} and "
+                f"{high} bytes lie {what}"
+            )
+    return lines
 
 
 def _label(p: SweepPoint) -> str:

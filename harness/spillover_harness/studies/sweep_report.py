@@ -19,7 +19,13 @@ from spillover_harness.evaluate import CRITERIA, Verdict
 from spillover_harness.matrix import Matrix
 from spillover_harness.records import RunRecord
 from spillover_harness.report import SIM_DISCLAIMER
-from spillover_harness.studies.sweep import SweepPoint, SweepResult
+from spillover_harness.studies.sweep import (
+    ResultSizes,
+    SweepPoint,
+    SweepResult,
+    edge_reasons,
+    input_result_sizes,
+)
 
 __all__ = ["SweepPaths", "render_sweep", "sweep_figure", "write_sweep_report"]
 
@@ -102,7 +108,32 @@ def _point_row(p: SweepPoint, cells: Sequence[str]) -> str:
     )
 
 
-def render_sweep(result: SweepResult, matrix: Matrix, *, plot: str, runs: int, command: str) -> str:
+def _edges_section(result: SweepResult, sizes: ResultSizes) -> list[str]:
+    reasons = edge_reasons(result, sizes)
+    if not reasons:
+        return []
+    return [
+        "**What sets the edges:** the inputs' sizes, not the threshold as such. "
+        "A tool result of at least the threshold spills; the range ends where one of "
+        "these inputs' results crosses it, so other inputs would move it (sizes are the "
+        "results' text; the JSON the threshold sees is slightly larger):",
+        "",
+        *(f"- {r}" for r in reasons),
+        "",
+    ]
+
+
+def render_sweep(
+    result: SweepResult,
+    matrix: Matrix,
+    *,
+    plot: str,
+    runs: int,
+    command: str,
+    sizes: ResultSizes | None = None,
+) -> str:
+    """sweep.md's text; `sizes` ("recipe/input" -> its tool results' sizes) explain the
+    passing range's edges."""
     best = result.best
     share = (
         None
@@ -112,8 +143,11 @@ def render_sweep(result: SweepResult, matrix: Matrix, *, plot: str, runs: int, c
     lines = [
         f"# Threshold sweep of `{matrix.name.removesuffix('-sweep')}`",
         "",
+        f"> {SIM_DISCLAIMER}",
+        "",
         f"**Passing range:** {result.passing_range()}",
         "",
+        *_edges_section(result, sizes or {}),
         "**Lowest-token passing point:** "
         + (
             f"`{best.name}` ({_fmt(best.input_tokens)} input tokens, "
@@ -121,8 +155,6 @@ def render_sweep(result: SweepResult, matrix: Matrix, *, plot: str, runs: int, c
             if best is not None
             else "none: no point passes every criterion"
         ),
-        "",
-        SIM_DISCLAIMER,
         "",
         f"{len(result.points)} points x {len(result.cells)} cells x "
         f"{matrix.repetitions.sim} repetitions, each judged against `{result.baseline}` "
@@ -167,7 +199,7 @@ class SweepPaths:
         self.evidence = out_dir / "evidence"
 
 
-def _as_json(result: SweepResult) -> dict[str, Any]:
+def _as_json(result: SweepResult, sizes: ResultSizes) -> dict[str, Any]:
     best = result.best
     return {
         "baseline": result.baseline,
@@ -176,6 +208,7 @@ def _as_json(result: SweepResult) -> dict[str, Any]:
         "cells": list(result.cells),
         "passing": [p.name for p in result.passing],
         "passing_range": result.passing_range(),
+        "passing_range_edges": edge_reasons(result, sizes),
         "lowest_token_passing": best.name if best is not None else None,
         "points": [asdict(p) for p in result.points],
     }
@@ -198,13 +231,17 @@ def write_sweep_report(
     buf = io.BytesIO()
     sweep_figure(result).savefig(buf, format="png", dpi=100)
     atomic_write_bytes(paths.plot, buf.getvalue())
-    atomic_write_bytes(paths.json, (json.dumps(_as_json(result), indent=2) + "\n").encode("utf-8"))
+    sizes = input_result_sizes(matrix)
+    atomic_write_bytes(
+        paths.json, (json.dumps(_as_json(result, sizes), indent=2) + "\n").encode("utf-8")
+    )
     text = render_sweep(
         result,
         matrix,
         plot=paths.plot.relative_to(out_dir).as_posix(),
         runs=len(records),
         command=command,
+        sizes=sizes,
     )
     atomic_write_bytes(paths.report_md, text.encode("utf-8"))
     return paths

@@ -111,6 +111,31 @@ def test_a_verdict_of_a_simulated_platform_is_refused_like_sim(tmp_path: Path) -
     assert main(["apply-decision", "--results", str(results), "--dry-run"]) == BAD_INPUT
 
 
+def test_a_faulted_stage_is_refused_even_with_allow_simulated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = verdict_dir(tmp_path, stage="sim")
+    stage = {"stage": "sim", "driver": {"kind": "sim", "faults": ["default-threshold"]}}
+    (results / "stage.json").write_text(json.dumps(stage), encoding="utf-8")
+    with pytest.raises(DecisionRefused, match=r"faults injected \(default-threshold\)") as info:
+        read_decision(results, allow_simulated=True)
+    assert info.value.kind == "faulted"
+    argv = ["apply-decision", "--results", str(results), "--dry-run", "--allow-simulated"]
+    assert main(argv) == BAD_INPUT
+    assert "never a decision to apply" in capsys.readouterr().err
+
+
+def test_a_simulated_decision_is_marked_so_the_commit_message_does_not_call_it_validated(
+    tmp_path: Path,
+) -> None:
+    from spillover_harness.cli.apply_decision import commit_message
+
+    assert read_decision(verdict_dir(tmp_path, stage="sim"), allow_simulated=True).simulated
+    assert not read_decision(verdict_dir(tmp_path, stage="minikube")).simulated
+    assert "validated decision" in commit_message(simulated=False)
+    assert "not validated on the platform" in commit_message(simulated=True)
+
+
 def test_opt_ins(tmp_path: Path) -> None:
     judged = verdict_dir(tmp_path, incomplete={"missing": 3, "judged": True}, stage="sim")
     decision = read_decision(judged, allow_incomplete=True, allow_simulated=True)

@@ -110,7 +110,11 @@ def test_end_to_end_from_a_simulated_stage_into_a_git_checkout(
     assert main(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(results)]) == OK
     assert json.loads((results / "verdict.json").read_text())["decision"] == "131072"
     report = (results / "report.md").read_text(encoding="utf-8")
-    assert f"apply-decision --results {results} --policy spillover" in report
+    # A simulated verdict's report names no apply command (no bypass flag handed over):
+    # the disclaimer comes first, then what it would take (the cluster stage).
+    assert "apply-decision --results" not in report and "--allow-simulated" not in report
+    assert report.index("embedded simulator") < report.index("**Decision:")
+    assert "run the cluster stage" in report
 
     repo = tmp_path / "gitops"
     (repo / "clusters" / "dev").mkdir(parents=True)
@@ -133,6 +137,8 @@ def test_end_to_end_from_a_simulated_stage_into_a_git_checkout(
     assert main([*argv, "--allow-simulated"]) == OK
     out = capsys.readouterr().out
     assert "commit it: git -C" in out
+    assert "validated" in out and "apply the validated decision" not in out
+    assert "not validated on the platform" in out
     diff = git(repo, "diff", "--unified=0")
     changed = [ln for ln in diff.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
     assert changed == ["-  thresholdBytes: 32768"]

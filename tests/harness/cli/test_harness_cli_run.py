@@ -116,6 +116,53 @@ def test_a_fault_makes_no_leak_fail(
     assert json.loads((out / "stage.json").read_text())["driver"]["faults"] == [fault]
 
 
+@pytest.mark.parametrize(
+    ("fault", "broken_on"),
+    [
+        # the baseline `off` runs spillover anyway: it persists results
+        ("ignore-env", "off"),
+        # 128KiB (every variable unset) spills at 32768: the ~104 KB document persists
+        ("default-threshold", "128KiB"),
+        # every spilled result also moves the first-party counters
+        ("first-party", "128KiB"),
+    ],
+)
+def test_a_consistency_fault_breaks_a_check_and_changes_the_decision(
+    fault: str, broken_on: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The faults the consistency checks must catch (checks/consistency.py): the runs
+    say so, the configuration cannot pass, and the clean decision (131072) is lost."""
+    out = tmp_path / fault
+    code, _, stderr = run_cli(
+        sim_args(small_matrix(tmp_path), out, "--no-progress", "--fault", fault), capsys
+    )
+    records = read_records(out / "runs.jsonl")
+    broken = [r for r in records if r.consistency_ok is False]
+    assert broken and broken_on in {r.config for r in broken}, fault
+    assert all(any(n.startswith("consistency: ") for n in r.notes) for r in broken)
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["decision"] != "131072", verdict["decision_reason"]
+    assert "consistency" in verdict["decision_reason"]
+    assert f"faults injected into the simulator: {fault}" in stderr
+    assert json.loads((out / "stage.json").read_text())["driver"]["faults"] == [fault]
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"**Faults injected into the simulator: `{fault}`.**" in report
+    assert code in (OK, INCONCLUSIVE)
+    # a faulted stage is never a decision to apply, even knowingly simulated
+    refused = main(["apply-decision", "--results", str(out), "--dry-run", "--allow-simulated"])
+    assert refused == BAD_INPUT
+    assert "never a decision to apply" in capsys.readouterr().err
+
+
+def test_a_clean_sim_run_is_consistent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "clean"
+    run_cli(sim_args(small_matrix(tmp_path, reps=1), out, "--no-progress"), capsys)
+    records = read_records(out / "runs.jsonl")
+    assert {r.consistency_ok for r in records} == {True}, [
+        (r.run_id, r.notes) for r in records if r.consistency_ok is not True
+    ]
+
+
 def test_an_existing_results_dir_is_refused_without_resume(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

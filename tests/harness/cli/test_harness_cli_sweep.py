@@ -58,9 +58,10 @@ def test_sweep_reports_points_range_and_best(tmp_path: Path) -> None:
     names = [p["name"] for p in data["points"]]
     assert names == ["t32768", "t131072", "t262144"]
     by_name = {p["name"]: p for p in data["points"]}
-    # 32 KiB spills the ~100 KiB document (read back: more tokens); 256 KiB spills
-    # nothing, so the large review is no cheaper than off: both fail criterion 3.
-    assert by_name["t32768"]["criteria"]["input_tokens"] == "fail"
+    # 32 KiB spills the ~100 KiB document, which a lazy reader does not read to its end
+    # (criterion 4); 256 KiB spills nothing, so the large review is no cheaper than off
+    # (criterion 3).
+    assert by_name["t32768"]["criteria"]["summary_quality"] == "fail"
     assert by_name["t262144"]["criteria"]["input_tokens"] == "fail"
     assert by_name["t131072"]["verdict"] == "pass"
     assert data["passing"] == ["t131072"]
@@ -71,6 +72,20 @@ def test_sweep_reports_points_range_and_best(tmp_path: Path) -> None:
     assert by_name["t262144"]["token_ratios"]["code-review/large"] == 1.0
     report = (out / "sweep.md").read_text(encoding="utf-8")
     assert "**Passing range:** 131072" in report
+    # the edges explained by the inputs' sizes: the ~103 KB document below, the
+    # 155-228 KB files of the large review above
+    assert "**What sets the edges:** the inputs' sizes" in report
+    assert (
+        "- 131072 passes, 32768 below it does not: between 32768 and 131072 bytes lie "
+        "code-review/large (2 result(s) of ~34 KB-46 KB); summarize/document (1 result(s) "
+        "of ~103 KB)"
+    ) in report
+    assert (
+        "- 131072 passes, 262144 above it does not: between 131072 and 262144 bytes lie "
+        "code-review/large (3 result(s) of ~155 KB-228 KB)"
+    ) in report
+    assert data["passing_range_edges"][1].startswith("131072 passes, 262144 above")
+    assert report.index("embedded simulator") < report.index("**Passing range:**")
     assert "**Lowest-token passing point:** `t131072`" in report
     assert "plots/sweep.png" in report
     assert (out / "plots" / "sweep.png").read_bytes().startswith(b"\x89PNG")

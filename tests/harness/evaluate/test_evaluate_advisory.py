@@ -136,3 +136,59 @@ def test_the_report_names_the_method() -> None:
     )
     assert "paired (5 pairs)" in row and "every pair equal" in row
     assert "would likely settle it" not in row
+
+
+# -- pairing only where runs share a seed; wording tied to the numbers -------------------
+
+
+def test_cluster_stage_runs_never_pair_by_repetition() -> None:
+    """A cluster stage's runs are not seeded: the same repetition number means nothing."""
+    cells = {
+        ("off", "code-review", "small"): tokens(SEEDED),
+        ("128KiB", "code-review", "small"): tokens(SEEDED),
+    }
+    records = make_dataset(rec, cells, n=5, stage="minikube")
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=500)
+    t = ratio(v, "128KiB", "small")
+    assert (t.method, t.pairs, t.identical, t.paired_ratio) == ("independent", 0, False, None)
+    text = render_markdown(v, records, MATRIX)
+    assert "A cluster stage's runs are not seeded" in text
+    # the same records on stage sim do pair
+    sim = evaluate(make_dataset(rec, cells, n=5), MATRIX, allow_incomplete=True, resamples=500)
+    assert ratio(sim, "128KiB", "small").method == "paired"
+
+
+@pytest.mark.parametrize(
+    ("point", "ci", "limit", "strict", "reading"),
+    [
+        (0.8, (0.7, 0.9), 1.1, False, "clear pass"),
+        (1.3, (1.2, 1.4), 1.1, False, "clear fail"),
+        (1.05, (0.9, 1.2), 1.1, False, "close call"),  # 4.5% below the limit
+        (1.2, (1.0, 1.5), 1.1, False, "close call"),  # 9.1% above
+        (3.14, (0.9, 5.0), 1.1, False, "leans fail"),  # 2.85x the limit: never "close"
+        (0.5, (0.3, 1.2), 1.1, False, "leans pass"),
+        (1.0, (0.9, 1.0), 1.0, True, "close call"),  # large: strictly below the limit
+    ],
+)
+def test_the_reading_follows_the_stated_thresholds(
+    point: float, ci: tuple[float, float], limit: float, strict: bool, reading: str
+) -> None:
+    from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, reading_for
+
+    assert CLOSE_CALL_BAND == 0.10
+    assert reading_for(point, ci, limit, strict=strict) == reading
+
+
+def test_a_far_ratio_with_a_wide_ci_leans_and_the_report_states_the_thresholds() -> None:
+    """Issue 21: a 3.14x ratio was called a close call. Two wildly spread runs per side."""
+    cells = {
+        ("off", "code-review", "medium"): tokens((1000, 1000), reps=(6, 7)),
+        ("128KiB", "code-review", "medium"): tokens((500, 5780), reps=(8, 9)),
+    }
+    records = make_dataset(rec, cells, n=5)
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=2000)
+    t = ratio(v, "128KiB", "medium")
+    assert t.ratio is not None and t.ratio > 2.5
+    assert t.reading == "leans fail", (t.ratio, t.ci)
+    text = render_markdown(v, records, MATRIX)
+    assert "`close call` if the ratio is within 10% of the limit" in text

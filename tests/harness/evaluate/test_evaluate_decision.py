@@ -183,7 +183,8 @@ def test_to_json_shape() -> None:
     v = verdict_for("fail", "inconclusive")
     data = json.loads(json.dumps(v.to_json()))
     assert data["decision"] == "inconclusive"
-    # verdict.json's keys: those it always had, plus decided, decision_values, incomplete
+    # verdict.json's keys: those it always had, plus decided, decision_values, incomplete,
+    # config_env (appended: each configuration's spillover variables)
     assert list(data) == [
         "decision",
         "decision_reason",
@@ -201,7 +202,13 @@ def test_to_json_shape() -> None:
         "warnings",
         "cells",
         "advisory",
+        "config_env",
     ]
+    assert data["config_env"] == {
+        "off": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"},
+        "128KiB": {},
+        "32KiB": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD": "32768"},
+    }
     assert set(data["ignored"]) == {"total", "by_reason"}
     assert list(data["configs"]["128KiB"]["criteria"]["input_tokens"]) == [
         "status",
