@@ -37,7 +37,9 @@ from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
+from spillover_harness.report_memory import memory_section
 from spillover_harness.results_dir import ResultsDirError, read_stage_file, simulated_platform
+from spillover_harness.studies.concurrency import MemoryLane, read_lane
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -486,6 +488,7 @@ def render_markdown(
     stage_notes: Sequence[str] = (),
     apply_hint: str | None = None,
     simulated_platform: bool = False,
+    memory_lane: MemoryLane | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -585,6 +588,7 @@ def render_markdown(
         lines.extend(_criteria_section(verdict))
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
+    lines.extend(memory_section(records, matrix, stage, memory_lane))
     lines.extend(_cells_section(verdict))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:
@@ -640,6 +644,7 @@ def write_report(
         stage_notes=stage_notes,
         apply_hint=hint,
         simulated_platform=on_simulator,
+        memory_lane=read_lane(out_dir),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)
