@@ -55,7 +55,8 @@ def single_value(result: Any) -> float | None:
     """The number of a query's answer: a scalar, or a vector of exactly one sample.
     None when empty or not a single finite number."""
     value: Any = result
-    if isinstance(result, list):
+    scalar = isinstance(result, list) and len(result) == 2 and not isinstance(result[0], dict)
+    if isinstance(result, list) and not scalar:  # a vector
         if len(result) != 1:
             return None
         sample = result[0]
