@@ -229,8 +229,12 @@ def run_cluster(
             result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
             checks = check_blocks(driver.prometheus, driver.blocks)
             notes += [f"counters, {line}" for line in checks.lines]
-            memory, memory_notes = block_memory(driver)
-            notes += memory_notes
+            memory: dict[str, McpHostMemory] = {}
+            if not result.interrupted:  # an interrupted stage exits at once
+                memory, memory_notes = block_memory(driver)
+                notes += memory_notes
+                recorded = {r.run_id for r in result.records}  # not the runs cut short
+                memory = {k: v for k, v in memory.items() if k in recorded}
             if checks.problems or memory:
                 result.records = mark_inconsistent(
                     result.records_path, checks.problems, memory=memory
@@ -245,14 +249,15 @@ def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[
     """Per run id, its configuration block's mcp-host memory (the last block's read now,
     the others' at their switch), and the stage notes on how they were read."""
     out: dict[str, McpHostMemory] = {}
-    notes: list[str] = []
+    seen: dict[str, list[int]] = {}  # note -> the blocks it is about
     blocks = [b for b in driver.blocks if b.runs]
     for number, block in enumerate(blocks, start=1):
         driver.capture_block_memory(block)
         mem = block.memory
         if mem is None:
             continue
-        notes += [f"block {number} ({block.config}): {n}" for n in mem.notes[:3]]
+        for note in mem.notes:
+            seen.setdefault(note, []).append(number)
         figures = McpHostMemory(
             peak_bytes=mem.peak_bytes,
             limit_bytes=mem.limit_bytes,
@@ -262,6 +267,7 @@ def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[
         )
         for run_id in block.runs:
             out[run_id] = figures
+    notes = [f"{note} (block(s) {', '.join(map(str, n))})" for note, n in seen.items()]
     return out, notes
 
 
