@@ -108,13 +108,13 @@ def memory_warnings(
     for p in lane.points if lane is not None else ():
         if p.oom:
             warnings.append(
-                f"`{p.config}` with {p.executions} executions at once: the working set "
+                f"`{p.config}` with {p.executions} execution(s) at once: the working set "
                 f"would reach {_mib(p.peak_bytes)}, past its limit {_mib(p.limit_bytes)}: "
                 "the mcp-host would be OOM-killed"
             )
         elif p.peak_bytes >= warn_fraction * p.limit_bytes:
             warnings.append(
-                f"`{p.config}` with {p.executions} executions at once: the peak working set "
+                f"`{p.config}` with {p.executions} execution(s) at once: the peak working set "
                 f"{_mib(p.peak_bytes)} is {_share(p.peak_bytes, p.limit_bytes)} of its limit "
                 f"{_mib(p.limit_bytes)}"
             )
@@ -139,7 +139,7 @@ def memory_section(
         return []
     fraction = matrix.memory.warn_fraction
     scope = (
-        "each execution alone on its simulated mcp-host (sim/memory.py)"
+        "each execution alone on its simulated mcp-host: sim/memory.py"
         if stage == "sim"
         else "per configuration block, the mcp-host container(s) that served it"
     )

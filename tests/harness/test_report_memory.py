@@ -75,4 +75,4 @@ def test_the_section_shows_budget_fallbacks_tokens_and_the_lane() -> None:
     text = "\n".join(memory_section(records, MATRIX, "minikube", lane))
     assert "| 128KiB | 400.0 MiB | 2,048.0 MiB | 20% | 0 | 0 | 3 in 1 run(s) | 3,000 |" in text
     assert "| 128KiB | 8 | 2,000.0 MiB (OOM-killed) | 1,024.0 MiB | 195% |" in text
-    assert "`128KiB` with 8 executions at once: the working set would reach" in text
+    assert "`128KiB` with 8 execution(s) at once: the working set would reach" in text

@@ -196,7 +196,7 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     assert " in 2 run(s)" in budget_row  # results kept inline because the budget was full
     assert "**Concurrency lane** (code-review/budget" in section
     assert "**Warning:** `128KiB`: the mcp-host's peak working set" in section
-    assert "`128KiB` with 4 executions at once: the working set would reach" in section
+    assert "`128KiB` with 4 execution(s) at once: the working set would reach" in section
     records = read_records(out / "runs.jsonl")
     assert all(r.mcp_host_memory is not None for r in records)
     assert sum(r.budget_inline or 0 for r in records if r.config == "128KiB-budget-1MiB") > 0
