@@ -94,6 +94,10 @@ unit: $(STAMP) prometheus ## Only the tests that need no control plane (promtool
 demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision (again: finishes or re-evaluates it)
 	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume
 
+.PHONY: memory
+memory: $(STAMP) ## The mcp-host's memory, the 1 MiB budget and N executions at once on the simulator (results/memory)
+	$(BIN)/spillover-harness run --stage sim --matrix harness/matrices/memory-budget.yaml --out $(RESULTS)/memory --resume
+
 .PHONY: compare
 compare: $(STAMP) ## off vs spillover vs the handoff cache on the simulator (harness/matrices/strategies.yaml; results/strategies)
 	$(BIN)/spillover-harness run --stage sim --matrix harness/matrices/strategies.yaml --out $(RESULTS)/strategies --resume

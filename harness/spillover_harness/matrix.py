@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # The platform's names and bounds have one home, the operator's constants; the
 # variable names are re-exported here.
@@ -37,6 +37,7 @@ from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
 from spillover_operator.strict_load import StrictLoadError, load_yaml, shorten
 
 from spillover_harness.input_file import InputFileError, read_text_file
+from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.model import PARAMETERS as SIM_MODEL_PARAMETERS
 from spillover_harness.sim.model import SimModel
 
@@ -47,7 +48,7 @@ DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
 # on an input that does not exist. tests/harness/test_matrix_load.py keeps this table
 # and the fixtures in step.
 KNOWN_INPUTS: Final[Mapping[str, Mapping[str, str]]] = {
-    "code-review": {"small": "small", "medium": "medium", "large": "large"},
+    "code-review": {"small": "small", "medium": "medium", "large": "large", "budget": "large"},
     "summarize": {"document": "medium"},
 }
 
@@ -165,6 +166,39 @@ class Decision(_Strict):
     fallback: str
 
 
+class MemoryCell(_Strict):
+    """The cell the concurrency lane runs: one recipe's input."""
+
+    recipe: str = Field(min_length=1)
+    input: str = Field(min_length=1)
+
+
+class MemorySettings(_Strict):
+    """The mcp-host memory section of the report, and the concurrency lane
+    (docs/harness.md, "Memory"): when a configuration's peak working set reaches
+    `warn_fraction` of its limit, the report warns. `concurrency` lists the numbers of
+    executions of one recipe run at once per configuration (the lane; empty: no lane)
+    on `lane` (default: the matrix's first large input, else its first cell). The
+    simulator's mcp-host has `sim_baseline_bytes` and `sim_limit_bytes`; a cluster
+    stage reads the real ones."""
+
+    warn_fraction: float = Field(default=0.8, gt=0, le=1)
+    concurrency: list[int] = Field(default=[], max_length=8)
+    lane: MemoryCell | None = None
+    sim_baseline_bytes: int = Field(default=160 * 1024 * 1024, ge=0, le=1 << 40)
+    sim_limit_bytes: int = Field(default=2048 * 1024 * 1024, ge=1024 * 1024, le=1 << 40)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _counts(cls, value: list[int]) -> list[int]:
+        bad = [n for n in value if not 1 <= n <= 64]
+        if bad:
+            raise ValueError(f"each number of executions at once must be 1..64 (got {bad})")
+        if len(set(value)) != len(value):
+            raise ValueError(f"numbers of executions at once listed twice: {value}")
+        return sorted(value)
+
+
 class Matrix(_Strict):
     name: str = Field(min_length=1, max_length=NAME_MAX)
     description: str = ""
@@ -178,6 +212,8 @@ class Matrix(_Strict):
     decision: Decision
     # The simulator's model of the agent (docs/simulator.md §1.5); None: its defaults.
     sim_model: dict[str, int | float] | None = None
+    # The mcp-host memory section and the concurrency lane (MemorySettings).
+    memory: MemorySettings = MemorySettings()
 
     @model_validator(mode="after")
     def _checked(self) -> Matrix:
@@ -186,6 +222,9 @@ class Matrix(_Strict):
         problems += size_problems(self)
         problems += platform_problems(self, skip_unknown=bool(problems))
         problems += sim_model_problems(self.sim_model)
+        lane = self.memory.lane
+        if lane is not None and self.size_class(lane.recipe, lane.input) is None:
+            problems.append(f"memory.lane {lane.recipe}/{lane.input} is not a cell of this matrix")
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -220,6 +259,23 @@ class Matrix(_Strict):
         for name, value in (self.sim_model or {}).items():
             model = model.with_value(name, value)
         return model
+
+    def simulator_memory(self) -> MemoryModel:
+        """The simulated mcp-host's memory for this matrix (`memory.sim_*`)."""
+        return MemoryModel(
+            baseline_bytes=self.memory.sim_baseline_bytes,
+            limit_bytes=self.memory.sim_limit_bytes,
+        )
+
+    def memory_lane_cell(self) -> tuple[str, str]:
+        """The (recipe, input) the concurrency lane runs (`memory.lane`, else the first
+        large input, else the first cell)."""
+        if self.memory.lane is not None:
+            return self.memory.lane.recipe, self.memory.lane.input
+        cells = self.cells()
+        large = [(r, i) for r, i in cells if i.size_class == "large"]
+        recipe, spec = (large or cells)[0]
+        return recipe.name, spec.name
 
     @property
     def decision_values(self) -> tuple[str, ...]:

@@ -43,7 +43,13 @@ CACHE_FIELDS: tuple[str, ...] = ("cache_evictions", "cache_ref_misses")
 # Fields added to schema 1 after its first release: absent in older records, and left
 # out of a record that does not have them (the cache's, and the cluster stages' serving
 # pod and consistency check).
-OPTIONAL_FIELDS: tuple[str, ...] = (*CACHE_FIELDS, "mcp_host_pods", "consistency_ok")
+OPTIONAL_FIELDS: tuple[str, ...] = (
+    *CACHE_FIELDS,
+    "mcp_host_pods",
+    "consistency_ok",
+    "mcp_host_memory",
+    "budget_inline",
+)
 
 
 class McpHostPod(BaseModel):
@@ -55,6 +61,38 @@ class McpHostPod(BaseModel):
     name: str
     uid: str
     values: dict[str, str | None]
+
+
+class McpHostMemory(BaseModel):
+    """The mcp-host's memory, restarts and OOM kills around a run (optional, schema 1).
+
+    Cluster stages: the figures of the configuration block the run belongs to (`block`,
+    1-based, in the order the blocks ran): the peak working set of the mcp-host
+    container(s) that served it, their memory limit, and the restarts and OOM kills
+    during the block. The simulator: this execution alone on its mcp-host (`block`
+    null). `None` in a field: not measured."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    peak_bytes: int | None = None
+    limit_bytes: int | None = None
+    restarts: int | None = None
+    oom_kills: int | None = None
+    block: int | None = None
+
+    @field_validator("peak_bytes", "limit_bytes", "restarts", "oom_kills")
+    @classmethod
+    def _not_negative(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("cannot be negative (use null for 'not measured')")
+        return value
+
+    @field_validator("block")
+    @classmethod
+    def _block_one_based(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("block is 1-based: it must be >= 1")
+        return value
 
 
 class RunRecord(BaseModel):
@@ -92,6 +130,10 @@ class RunRecord(BaseModel):
     # and whether the platform did what the configuration says (checks/consistency.py):
     # false makes the configuration's verdict unable to pass.
     consistency_ok: bool | None = None
+    # Optional: the mcp-host's memory around the run (McpHostMemory), and how many tool
+    # results were kept inline because the step's spillover budget was full.
+    mcp_host_memory: McpHostMemory | None = None
+    budget_inline: int | None = None
     started_at: str
     finished_at: str
     notes: list[str] = []
@@ -112,6 +154,7 @@ class RunRecord(BaseModel):
         "status_report_bytes",
         "cache_evictions",
         "cache_ref_misses",
+        "budget_inline",
     )
     @classmethod
     def _count_not_negative(cls, value: int | None) -> int | None:

@@ -38,7 +38,9 @@ from spillover_harness.plots import write_plots
 from spillover_harness.readback import ReadBackError, read_stage
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
+from spillover_harness.report_memory import memory_section
 from spillover_harness.sim.config import parse_spillover_env
+from spillover_harness.studies.concurrency import MemoryLane, read_lane
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -533,6 +535,7 @@ def render_markdown(
     simulated_platform: bool = False,
     faults: Sequence[str] = (),
     views: Mapping[str, CriterionView] = CRITERION_VIEWS,
+    memory_lane: MemoryLane | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -642,6 +645,7 @@ def render_markdown(
         lines.extend(_criteria_section(verdict, views))
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
+    lines.extend(memory_section(records, matrix, stage, memory_lane))
     lines.extend(_cells_section(verdict))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:
@@ -697,6 +701,7 @@ def write_report(
         apply_hint=apply_command(out_dir),
         simulated_platform=stage_file is not None and stage_file.simulated_platform,
         faults=stage_file.driver.faults if stage_file is not None else (),
+        memory_lane=read_lane(out_dir),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

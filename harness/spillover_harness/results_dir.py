@@ -40,7 +40,7 @@ from typing import Any
 
 from spillover_operator.strict_load import StrictLoadError, load_json
 
-from spillover_harness.matrix import Matrix, MatrixError, parse_matrix
+from spillover_harness.matrix import Matrix, MatrixError, MemorySettings, parse_matrix
 from spillover_harness.records import now_rfc3339
 
 RECORDS_FILE = "runs.jsonl"
@@ -242,6 +242,8 @@ def _comparable(matrix: Matrix) -> dict[str, Any]:
     # A matrix without the newer keys hashes as before they existed.
     if data.get("sim_model") is None:
         data.pop("sim_model", None)
+    if data.get("memory") == MemorySettings().model_dump(mode="json"):
+        data.pop("memory", None)
     for config in data.get("configurations", []):
         if config.get("strategy") == "spillover" and config.get("handoff") is None:
             config.pop("strategy", None)

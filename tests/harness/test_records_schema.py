@@ -188,3 +188,22 @@ def test_append_writes_one_whole_line_per_record(tmp_path: Path) -> None:
     raw = (tmp_path / "sub" / "runs.jsonl").read_bytes()
     assert raw.endswith(b"\n") and raw.count(b"\n") == 3
     assert all(json.loads(line)["schema"] == 1 for line in raw.splitlines())
+
+
+def test_memory_and_budget_fields_are_optional_and_checked() -> None:
+    """`mcp_host_memory` and `budget_inline` (added to schema 1): absent in older records,
+    written only when measured, refused when negative."""
+    old = RunRecord.from_json(record_dict())
+    assert old.mcp_host_memory is None and old.budget_inline is None
+    assert "mcp_host_memory" not in old.to_json() and "budget_inline" not in old.to_json()
+    memory = {"peak_bytes": 5, "limit_bytes": 10, "restarts": 0, "oom_kills": 0, "block": 2}
+    new = RunRecord.from_json(record_dict(mcp_host_memory=memory, budget_inline=3))
+    assert new.to_json()["mcp_host_memory"] == memory and new.to_json()["budget_inline"] == 3
+    for bad in (
+        {"mcp_host_memory": {**memory, "peak_bytes": -1}},
+        {"mcp_host_memory": {**memory, "block": 0}},
+        {"mcp_host_memory": {**memory, "swap": 1}},
+        {"budget_inline": -1},
+    ):
+        with pytest.raises(RecordError):
+            RunRecord.from_json(record_dict(**bad))

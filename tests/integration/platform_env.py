@@ -242,6 +242,7 @@ class PlatformEnv:
             "logs": {
                 "spill_persisted": "spillover result persisted",
                 "spill_read": "spillover read\\b",
+                "budget_inline": "spillover budget reached; result kept inline",
             },
             "prometheus": {
                 "url": self.prometheus.url,

@@ -142,6 +142,16 @@ def test_minikube_stage_end_to_end_through_the_operator(
     assert (by[("128KiB", "large")].spillover_persisted or 0) > 0  # the config reached the runs
     assert (by[("32KiB", "document")].spillover_persisted or 0) > 0
     assert by[("128KiB", "document")].spillover_persisted in (0, None)
+    # Each run carries its configuration block's memory figures (this control plane has
+    # no kubelet metrics: read, and not measured), and the results kept inline because
+    # the budget was full, counted in the mcp-host's logs (the local profile's pattern).
+    assert [r.mcp_host_memory.block if r.mcp_host_memory else None for r in records] == [
+        1, 1, 2, 2, 3, 3
+    ]  # fmt: skip
+    assert all(r.mcp_host_memory and r.mcp_host_memory.peak_bytes is None for r in records)
+    assert [r.budget_inline for r in records] == [0] * 6
+    report = (out_dir / "report.md").read_text()
+    assert "## mcp-host memory" in report and "peak_working_set query gave no" in report
     stage = json.loads((out_dir / "stage.json").read_text())
     assert stage["driver"]["mcp_host_version"] == "sha256:local-simulator"
     assert "sha256:local-simulator" in (out_dir / "report.md").read_text()

@@ -7,9 +7,11 @@ document for `summarize`; each changed file and its diff for `code-review`):
 - under a threshold T, a run that succeeded and whose tool results reach T (and fit
   the budget) persisted at least one; a run whose results all stay below T (even
   serialized: at most twice the text plus 1 KiB) persisted none;
-- the first-party counters (`clerum_spillover_persisted_total`,
-  `clerum_spillover_reads_total`) do not move during workflow runs (a block-level
-  check, see `first_party_moved`).
+- the first-party metrics do not move during workflow runs (a block-level check,
+  see `first_party_moved`): the counters `clerum_spillover_persisted_total` and
+  `clerum_spillover_reads_total`, and the histogram `clerum_tool_output_bytes`
+  (its `_count` and `_sum` series), which the first-party path observes for every
+  tool output it sees: a workflow run that moves it went through the first-party path.
 
 A broken check makes the configuration's verdict unable to pass
 (`evaluate.decide`). Each function returns the problems found (empty: consistent);
@@ -33,7 +35,18 @@ from spillover_harness.fixtures import CODE_REVIEW, Fixture
 
 FIRST_PARTY_PERSISTED = "clerum_spillover_persisted_total"
 FIRST_PARTY_READS = "clerum_spillover_reads_total"
-FIRST_PARTY = (FIRST_PARTY_PERSISTED, FIRST_PARTY_READS)
+# The first-party histogram of tool output sizes (bytes, label `tool`): Prometheus
+# stores it as `_bucket`, `_count` and `_sum` series; the count and the sum move with
+# every observation, so those two are the ones watched.
+FIRST_PARTY_OUTPUT_BYTES = "clerum_tool_output_bytes"
+FIRST_PARTY_OUTPUT_COUNT = f"{FIRST_PARTY_OUTPUT_BYTES}_count"
+FIRST_PARTY_OUTPUT_SUM = f"{FIRST_PARTY_OUTPUT_BYTES}_sum"
+FIRST_PARTY = (
+    FIRST_PARTY_PERSISTED,
+    FIRST_PARTY_READS,
+    FIRST_PARTY_OUTPUT_COUNT,
+    FIRST_PARTY_OUTPUT_SUM,
+)
 
 # A tool result is a JSON object holding the text as one string: at most the text as a
 # JSON string (every escape, ASCII-only) plus this much for the rest of the object.
@@ -103,9 +116,9 @@ def check_run(
 
 
 def first_party_moved(deltas: Mapping[str, float | None]) -> list[str]:
-    """The first-party counters that moved during a block of workflow runs."""
+    """The first-party metrics that moved during a block of workflow runs."""
     return [
-        f"{name} moved by {value:g} during workflow runs (it counts the first-party "
+        f"{name} moved by {value:g} during workflow runs (it belongs to the first-party "
         "spillover, which workflow runs must not feed)"
         for name, value in deltas.items()
         if value

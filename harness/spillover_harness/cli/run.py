@@ -279,6 +279,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
         faults=sim_faults(faults),
         fixtures=build_fixtures(matrix.seed),
         model=matrix.simulator_model(),
+        memory=matrix.simulator_memory(),
     )
     if faults:
         err(
@@ -296,6 +297,12 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
     stop = StopRequest()
     with stop_on_signals(stop):
         result = run_stage(matrix, args.stage, driver, args.out, options, cancel=stop)
+    if matrix.memory.concurrency and not result.interrupted:
+        from spillover_harness.studies.concurrency import run_lane, write_lane
+
+        lane = run_lane(matrix, driver.fixtures)
+        if lane is not None:
+            err(f"concurrency lane: {write_lane(lane, args.out)}")
     return _finish(args, matrix, result, stop, resume_cmd)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillover_harness.checks.consistency import FIRST_PARTY, first_party_moved
+from spillover_harness.collectors.memory import BlockMemory
 from spillover_harness.collectors.prometheus import (
     PERSISTED,
     READS,
@@ -63,6 +64,10 @@ class Block:
     # replaced the pods that held them (`capture_end`); None: not captured.
     end_series: dict[SeriesKey, float] | None = None
     end_notes: list[str] = field(default_factory=list)
+    # the mcp-host pods that served its runs, and their memory over the block
+    # (collectors/memory.py), read at its end like `end_series`; None: not read yet
+    pods: set[str] = field(default_factory=set)
+    memory: BlockMemory | None = None
 
 
 @dataclass

@@ -22,7 +22,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,6 +53,7 @@ from spillover_harness.cluster.recipe_pods import (
 )
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
 from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
+from spillover_harness.collectors.memory import read_block_memory
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet
@@ -384,7 +385,7 @@ class ClusterDriver:
         )
         if consistency:
             notes += [f"consistency: {c}" for c in consistency]
-        self._block_add(job, persisted, reads, run_end)
+        self._block_add(job, persisted, reads, run_end, [p.name for p in served])
         self._prepare_next_block(job, cancel)
         consistency_ok = None if consistency is None else not consistency
         return self._record(
@@ -448,6 +449,23 @@ class ClusterDriver:
             block = self.blocks[-1] if self.blocks else None
         if block is not None and block.end_series is None:
             capture_end(self.prometheus, block)
+        if block is not None:
+            self.capture_block_memory(block)
+
+    def capture_block_memory(self, block: Block) -> None:
+        """The block's mcp-host memory, restarts and OOM kills (collectors/memory.py),
+        once, at its end: before the switch, or after the stage for the last block."""
+        if block.memory is not None or not block.runs:
+            return
+        block.memory = read_block_memory(
+            self.prometheus,
+            self.profile.memory,
+            namespace=self.profile.namespace,
+            pods=sorted(block.pods),
+            container=self.profile.pods.mcp_host.container or "mcp-host",
+            start=block.first_start,
+            end=block.last_end,
+        )
 
     def _block_begin(self, job: RunJob) -> None:
         with self._block_lock:
@@ -456,13 +474,19 @@ class ClusterDriver:
             self.blocks.append(Block(job.config.name, time.time()))
 
     def _block_add(
-        self, job: RunJob, persisted: int | None, reads: int | None, ended: float
+        self,
+        job: RunJob,
+        persisted: int | None,
+        reads: int | None,
+        ended: float,
+        pods: Sequence[str] = (),
     ) -> None:
         with self._block_lock:
             if not self.blocks:
                 return
             block = self.blocks[-1]
             block.runs.append(job.run_id)
+            block.pods.update(pods)
             block.last_end = max(block.last_end, ended)
             if persisted is None or reads is None:
                 block.complete = False
@@ -692,6 +716,9 @@ class ClusterDriver:
                 "spillover_persisted, spillover_reads: the step's own log lines were not "
                 "seen (not measured)"
             )
+        if logs.budget_inline is not None and step_lines and parsed.llm_calls:
+            # results kept inline because the step's budget was full (one line each)
+            out["budget_inline"] = count_matching(step_lines, logs.budget_inline)
 
         # Criterion 5, logs: the run's lines and the lines that carry no run id at all
         # (a leak there cannot be put on another run); other runs' lines are excluded.

@@ -50,7 +50,7 @@ from spillover_harness.readback import (
     read_stage,
     read_verdict,
 )
-from spillover_harness.records import RunRecord, read_records
+from spillover_harness.records import McpHostMemory, RunRecord, read_records
 from spillover_harness.results_dir import STAGE_FILE
 from spillover_harness.runner import StageOptions, StageResult, run_stage
 
@@ -229,30 +229,82 @@ def run_cluster(
             result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
             checks = check_blocks(driver.prometheus, driver.blocks)
             notes += [f"counters, {line}" for line in checks.lines]
-            if checks.problems:
-                result.records = mark_inconsistent(result.records_path, checks.problems)
+            memory: dict[str, McpHostMemory] = {}
+            if not result.interrupted:  # an interrupted stage exits at once
+                memory, memory_notes = block_memory(driver)
+                notes += memory_notes
+                recorded = {r.run_id for r in result.records}  # not the runs cut short
+                memory = {k: v for k, v in memory.items() if k in recorded}
+            if checks.problems or memory:
+                result.records = mark_inconsistent(
+                    result.records_path, checks.problems, memory=memory
+                )
     finally:
         starter.close()
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
     return ClusterStageOutcome(result, version, notes, guard.restored, override)
 
 
-def mark_inconsistent(path: Path, problems: Mapping[str, list[str]]) -> list[RunRecord]:
-    """The stage's records with the block checks' problems added to the runs named
-    (`consistency_ok: false` and a `consistency:` note each), written back in one
-    atomic replace (the stage has ended: nothing appends any more)."""
-    records = read_records(path)
-    updated = [
-        r.model_copy(
-            update={
-                "consistency_ok": False,
-                "notes": [*r.notes, *(f"consistency: {p}" for p in problems[r.run_id])],
-            }
+def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[str]]:
+    """Per run id, its configuration block's mcp-host memory (the last block's read now,
+    the others' at their switch), and the stage notes on how they were read."""
+    out: dict[str, McpHostMemory] = {}
+    seen: dict[str, list[int]] = {}  # note -> the blocks it is about
+    blocks = [b for b in driver.blocks if b.runs]
+    for number, block in enumerate(blocks, start=1):
+        driver.capture_block_memory(block)
+        mem = block.memory
+        if mem is None:
+            continue
+        for note in mem.notes:
+            seen.setdefault(note, []).append(number)
+        figures = McpHostMemory(
+            peak_bytes=mem.peak_bytes,
+            limit_bytes=mem.limit_bytes,
+            restarts=mem.restarts,
+            oom_kills=mem.oom_kills,
+            block=number,
         )
-        if r.run_id in problems
-        else r
-        for r in records
-    ]
+        for run_id in block.runs:
+            out[run_id] = figures
+    notes = [f"{note} (block(s) {', '.join(map(str, n))})" for note, n in seen.items()]
+    return out, notes
+
+
+def mark_inconsistent(
+    path: Path,
+    problems: Mapping[str, list[str]],
+    *,
+    memory: Mapping[str, McpHostMemory] | None = None,
+) -> list[RunRecord]:
+    """The stage's records with the block checks' problems added to the runs named
+    (`consistency_ok: false` and a `consistency:` note each), and each run's block
+    memory (`mcp_host_memory`), written back in one atomic replace (the stage has
+    ended: nothing appends any more)."""
+    memory = memory or {}
+    records = read_records(path)
+    # a resumed stage numbers its blocks after those of the runs recorded before
+    offset = max(
+        (
+            r.mcp_host_memory.block or 0
+            for r in records
+            if r.run_id not in memory and r.mcp_host_memory is not None
+        ),
+        default=0,
+    )
+    if offset:
+        memory = {
+            k: v.model_copy(update={"block": (v.block or 0) + offset}) for k, v in memory.items()
+        }
+    updated = []
+    for r in records:
+        update: dict[str, object] = {}
+        if r.run_id in problems:
+            update["consistency_ok"] = False
+            update["notes"] = [*r.notes, *(f"consistency: {p}" for p in problems[r.run_id])]
+        if r.run_id in memory:
+            update["mcp_host_memory"] = memory[r.run_id]
+        updated.append(r.model_copy(update=update) if update else r)
     text = "".join(json.dumps(r.to_json()) + "\n" for r in updated)
     atomic_write_bytes(path, text.encode("utf-8"))
     return updated

@@ -37,8 +37,9 @@ from spillover_harness.checks import find_spill_entries, judge_output, scan_logs
 from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import Fixture, FixtureSet, fixtures_for
-from spillover_harness.records import RunRecord, now_rfc3339
+from spillover_harness.records import McpHostMemory, RunRecord, now_rfc3339
 from spillover_harness.sim.handoff import HandoffSettings
+from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.metrics import SpilloverMetrics
 from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
@@ -60,8 +61,10 @@ class SimDriver:
         fixture_seed: int | None = None,
         limits: StepLimits | None = None,
         model: SimModel | None = None,
+        memory: MemoryModel | None = None,
     ) -> None:
         self.faults = faults
+        self.memory = memory if memory is not None else MemoryModel()
         self.model = model if model is not None else SimModel()
         self.limits = limits if limits is not None else StepLimits.from_model(self.model)
         self._fixtures = fixtures
@@ -140,6 +143,7 @@ class SimDriver:
                 on_iteration=check_disk,
                 model=self.model,
                 handoff=_handoff(job),
+                memory=self.memory,
             )
         (run_dir / "status-report.json").write_bytes(run.status_report)
 
@@ -163,10 +167,20 @@ class SimDriver:
             )
         consistency = _consistency(job, fixture, run, metrics)
         notes += [f"consistency: {c}" for c in consistency or []]
+        killed = int(run.oom_killed)
+        memory = McpHostMemory(
+            peak_bytes=run.peak_bytes,
+            limit_bytes=self.memory.limit_bytes,
+            restarts=killed,
+            oom_kills=killed,
+        )
         return self._record(
             job,
             started,
             consistency_ok=None if consistency is None else not consistency,
+            mcp_host_memory=memory,
+            # the handoff cache has no byte budget: nothing to count there
+            budget_inline=None if _handoff(job) is not None else run.budget_fallbacks,
             cache_evictions=run.cache_evictions,
             cache_ref_misses=run.cache_ref_misses,
             outcome=run.outcome,

@@ -36,6 +36,7 @@ __all__ = [
     "FixturesCheck",
     "HttpRun",
     "LogPatterns",
+    "MemoryQueries",
     "OperatorLocation",
     "OutcomeSource",
     "PlatformCommand",
@@ -270,6 +271,11 @@ class LogPatterns(_Strict):
     # (only for a run no other run of the recipe overlapped: docs/harness.md).
     spill_persisted: str | None = r"spillover result persisted"
     spill_read: str | None = r"spillover read\b"
+    # The line the mcp-host logs for each result kept inline because the step's budget
+    # was full (the record's `budget_inline`). None: the logs are not read for it (the
+    # platform's message is not documented; the simulator logs
+    # "spillover budget reached; result kept inline").
+    budget_inline: str | None = None
     # The run id a line carries (group `run_id`): lines of other runs are told apart
     # from unattributed ones, and another run in our window means an overlap.
     run_id: str = (
@@ -304,7 +310,7 @@ class LogPatterns(_Strict):
     def _body(cls, v: str) -> str:
         return compile_pattern(v, ("body_bytes",))
 
-    @field_validator("spill_persisted", "spill_read")
+    @field_validator("spill_persisted", "spill_read", "budget_inline")
     @classmethod
     def _spill(cls, v: str | None) -> str | None:
         return None if v is None else compile_pattern(v, ())
@@ -367,6 +373,66 @@ class PrometheusSource(_Strict):
     selector: PromMatchers = 'namespace="clerum"'
     query_timeout_s: float = Field(default=10.0, gt=0, le=300)
     verify_tls: bool = True
+
+
+_MEMORY_PLACEHOLDERS = frozenset({"namespace", "pods", "container", "window"})
+_SEL = 'namespace="$namespace", pod=~"$pods", container="$container"'
+
+
+class MemoryQueries(_Strict):
+    """PromQL the cluster stages evaluate at each configuration block's end for the
+    mcp-host's memory (docs/cluster-profile.md, "memory"). Each query must give one
+    number (a one-sample vector or a scalar); an empty answer is "not measured". The
+    harness fills in `$namespace` (the profile's), `$pods` (a regex of the mcp-host pods
+    that served the block's runs), `$container` (pods.mcp_host.container) and `$window`
+    (the block's length as a range, e.g. `95s`). A query set to null is not run (its
+    figure is not measured). The defaults read cAdvisor through the kubelet
+    (`container_memory_working_set_bytes`) and kube-state-metrics."""
+
+    source: Literal["prometheus", "none"] = "prometheus"
+    peak_working_set: str = (
+        f"max(max_over_time(container_memory_working_set_bytes{{{_SEL}}}[$window]))"
+    )
+    limit: str | None = f'min(kube_pod_container_resource_limits{{{_SEL}, resource="memory"}})'
+    restarts: str | None = (
+        f"sum(max_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window])"
+        f" - min_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window]))"
+    )
+    oom_kills: str | None = (
+        f"sum((max_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window])"
+        f" - min_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window]))"
+        " * on(namespace, pod, container) max by (namespace, pod, container)"
+        " (max_over_time(kube_pod_container_status_last_terminated_reason"
+        f'{{{_SEL}, reason="OOMKilled"}}[$window])))'
+        # no OOMKilled series but the restarts known: 0, not "not measured"
+        f" or (0 * sum(max_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window])))"
+    )
+
+    @field_validator("peak_working_set", "limit", "restarts", "oom_kills")
+    @classmethod
+    def _placeholders(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("a query cannot be empty (null: not measured)")
+        unknown = sorted(set(_template_names(v)) - _MEMORY_PLACEHOLDERS)
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {', '.join('$' + u for u in unknown)}; allowed: "
+                + ", ".join("$" + p for p in sorted(_MEMORY_PLACEHOLDERS))
+            )
+        return v
+
+
+def _template_names(text: str) -> list[str]:
+    """The `$name` placeholders of a query (`string.Template` syntax; `$$` is a `$`)."""
+    from string import Template
+
+    return [
+        m.group("named") or m.group("braced")
+        for m in Template.pattern.finditer(text)
+        if m.group("named") or m.group("braced")
+    ]
 
 
 class DiskCheck(_Strict):
@@ -463,6 +529,8 @@ class Profile(_Strict):
     logs: LogPatterns = LogPatterns()
     pods: Pods = Pods()
     prometheus: PrometheusSource = PrometheusSource()
+    # the mcp-host's memory, restarts and OOM kills per configuration block
+    memory: MemoryQueries = MemoryQueries()
     disk: DiskCheck = DiskCheck()
     fixtures: FixturesCheck = FixturesCheck()
     operator: OperatorLocation = OperatorLocation()

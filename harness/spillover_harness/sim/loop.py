@@ -17,6 +17,7 @@ from typing import Any
 from spillover_harness.fixtures import Fixture
 from spillover_harness.sim.agent import ToolCall, Turn, make_agent
 from spillover_harness.sim.logs import SimClock, StepLog
+from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import Prompt, dumps, tokens
 from spillover_harness.sim.resultstore import ResultStore
@@ -44,6 +45,7 @@ class LoopControls:
     capture_prompts: bool
     pace: float
     model: SimModel = SimModel()  # noqa: RUF009 (frozen, immutable)
+    memory: MemoryModel = MemoryModel()  # noqa: RUF009 (frozen, immutable)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class StepLoop:
         self.agent = make_agent(recipe, seed, controls.model)
         self.call_log: list[dict[str, Any]] = []  # the status report's `toolCalls`
         self.pending: list[str] | None = None  # the tool messages the agent has not seen yet
+        run.memory_trace.append((0.0, self._held()))
 
     def run_to_end(self) -> None:
         """Iterate until the step is over; the store is dropped however it ends."""
@@ -109,6 +112,10 @@ class StepLoop:
         finally:
             self.agent.close()
             self.store.drop(run.outcome)
+            run.memory_trace.append((self.clock.elapsed, 0))  # freed with the execution
+            memory = self.controls.memory
+            peak = memory.working_set(max(held for _, held in run.memory_trace))
+            run.peak_bytes = min(peak, memory.limit_bytes)
             run.persisted = self.store.persisted
             run.reads = self.store.reads
             run.budget_fallbacks = self.store.budget_fallbacks
@@ -130,7 +137,11 @@ class StepLoop:
             self.run.outcome = "succeeded"
             return True
         self.prompt.append(assistant)
-        self.pending = [self._tool_call(iteration, call) for call in turn.calls]
+        self.pending = []
+        for call in turn.calls:
+            self.pending.append(self._tool_call(iteration, call))
+            if self._out_of_memory(iteration):
+                return True
         if self.controls.on_iteration is not None:
             self.controls.on_iteration(iteration)
         if self._out_of_time():
@@ -221,6 +232,36 @@ class StepLoop:
         read = self.store.read(call.arguments)
         self._wait(SPILLOVER_READ_S)
         return _ToolResult(read.content, False, read.returned_bytes)
+
+    # -- memory ----------------------------------------------------------------------
+
+    def _held(self) -> int:
+        """What this execution holds now beyond the mcp-host's baseline (sim/memory.py)."""
+        offered = self.tools_with_read if self.store.read_tool_offered else self.tools_plain
+        stored = int(getattr(self.store, "held_bytes", 0))
+        return self.controls.memory.held(self.prompt.size(offered), stored)
+
+    def _out_of_memory(self, iteration: int) -> bool:
+        """Note what the execution holds now; past the limit the mcp-host is OOM-killed."""
+        held = self._held()
+        self.run.memory_trace.append((self.clock.elapsed, held))
+        memory = self.controls.memory
+        if not memory.over_limit(held):
+            return False
+        self.run.outcome = "failed"
+        self.run.oom_killed = True
+        self.run.error = (
+            f"the mcp-host was OOM-killed at iteration {iteration}: its working set would "
+            f"reach {memory.working_set(held)} bytes, above its limit of {memory.limit_bytes}"
+        )
+        self.log.error(
+            "mcp-host",
+            "mcp-host OOM-killed",
+            iteration=iteration,
+            workingSetBytes=memory.working_set(held),
+            limitBytes=memory.limit_bytes,
+        )
+        return True
 
     # -- limits and time -----------------------------------------------------------
 

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 PERSISTED_METRIC = "clerum_workflow_step_spillover_persisted_total"
 READS_METRIC = "clerum_workflow_step_spillover_reads_total"
 # The first-party (chat) spillover's counters: workflow runs must never move them.
 FIRST_PARTY_PERSISTED_METRIC = "clerum_spillover_persisted_total"
 FIRST_PARTY_READS_METRIC = "clerum_spillover_reads_total"
+# The first-party path's histogram of tool output sizes (label `tool`), with its buckets.
+FIRST_PARTY_OUTPUT_METRIC = "clerum_tool_output_bytes"
+FIRST_PARTY_OUTPUT_BUCKETS = tuple(
+    float(kib * 1024) for kib in (1, 4, 8, 16, 64, 256, 1024, 4096, 16384)
+)
 
 
 class SpilloverMetrics:
     """`clerum_workflow_step_spillover_persisted_total{tool}` and
-    `clerum_workflow_step_spillover_reads_total{with_range}` ("true"/"false").
+    `clerum_workflow_step_spillover_reads_total{with_range}` ("true"/"false"), and the
+    first-party metrics a workflow run must never move (`clerum_spillover_*_total`,
+    the histogram `clerum_tool_output_bytes{tool}`): exported so a check can see them
+    stay still, fed only by the `feed_first_party` fault.
 
     `reset()` models an mcp-host restart: a fresh process starts its counters
     at zero (Prometheus sees a counter reset).
@@ -50,6 +58,13 @@ class SpilloverMetrics:
             "Reads of results stored by the first-party spillover.",
             registry=self.registry,
         )
+        self._first_output = Histogram(
+            FIRST_PARTY_OUTPUT_METRIC,
+            "Distribution of tool output sizes seen by the first-party path, in bytes.",
+            ["tool"],
+            buckets=FIRST_PARTY_OUTPUT_BUCKETS,
+            registry=self.registry,
+        )
 
     def persisted(self, tool: str) -> None:
         with self._lock:
@@ -63,6 +78,12 @@ class SpilloverMetrics:
         """FAULT (`feed_first_party`): a workflow event counted on a first-party counter."""
         with self._lock:
             (self._first_reads if read else self._first_persisted).inc()
+
+    def first_party_output(self, tool: str, size: int) -> None:
+        """FAULT (`feed_first_party`): a workflow tool result observed on the first-party
+        histogram `clerum_tool_output_bytes`."""
+        with self._lock:
+            self._first_output.labels(tool=tool).observe(size)
 
     def reset(self) -> None:
         with self._lock:

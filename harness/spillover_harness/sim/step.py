@@ -35,6 +35,7 @@ from spillover_harness.sim.config import ConfigWarning, SpilloverConfig, parse_s
 from spillover_harness.sim.handoff import HandoffSettings, HandoffStore
 from spillover_harness.sim.logs import SimClock, StepLog
 from spillover_harness.sim.loop import LoopControls, StepLoop
+from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.metrics import SpilloverMetrics
 from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import BYTES_PER_TOKEN, MODEL, dumps, tokens
@@ -96,6 +97,7 @@ def run_step(
     clock: SimClock | None = None,
     model: SimModel = SimModel(),  # noqa: B008 (frozen, immutable)
     handoff: HandoffSettings | None = None,
+    memory: MemoryModel = MemoryModel(),  # noqa: B008 (frozen, immutable)
 ) -> StepRun:
     """Run one step execution of `fixture.recipe` on `fixture` with this mcp-host env.
 
@@ -103,7 +105,8 @@ def run_step(
     `result.json`). `model` is how the agent reads (docs/simulator.md §1.5); its
     iteration cap and context window are the caller's to put into `limits`
     (`StepLimits.from_model`). With `handoff`, tool results go through the handoff
-    cache (docs/simulator.md §8) instead of the spillover store. `pace` > 0 makes
+    cache (docs/simulator.md §8) instead of the spillover store. `memory` is the
+    mcp-host's memory model (sim/memory.py): past its limit the run is OOM-killed. `pace` > 0 makes
     the call really take `pace` x its simulated time (for the HTTP server, so that a
     run can be watched while it runs).
     """
@@ -149,7 +152,7 @@ def run_step(
         store,
         log,
         clock,
-        LoopControls(limits, cancel, on_iteration, capture_prompts, pace, model),
+        LoopControls(limits, cancel, on_iteration, capture_prompts, pace, model, memory),
     )
     loop.run_to_end()
     _finish(run, log, clock)

@@ -78,6 +78,11 @@ class StepRun:
     persisted: int = 0
     reads: int = 0
     budget_fallbacks: int = 0
+    # the mcp-host's memory (sim/memory.py): what this execution held over simulated
+    # time, its working set's peak (the limit when it was OOM-killed), and whether it was
+    memory_trace: list[tuple[float, int]] = field(default_factory=list)
+    peak_bytes: int = 0
+    oom_killed: bool = False
     cache_evictions: int | None = None  # the handoff cache only (None: spillover)
     cache_ref_misses: int | None = None
     output_text: str | None = None

@@ -171,6 +171,9 @@ class SpilloverStore:
         if self.fault_log_results and self.log is not None:
             # FAULT: a broken mcp-host that logs tool results.
             self.log.info("mcp-host", "tool result", tool=tool, callId=call_id, result=serialized)
+        if self.fault_first_party and self.metrics is not None:
+            # FAULT: the first-party path observes every tool output too
+            self.metrics.first_party_output(tool, size)
         if size < self.config.threshold:
             return Handled(serialized, size, spilled=False)
         if self.held_bytes + size > self.config.budget:

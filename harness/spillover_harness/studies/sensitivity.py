@@ -158,7 +158,11 @@ def run_point(
     from spillover_harness.fixtures import build_fixtures
     from spillover_harness.runner import StageOptions, run_stage
 
-    driver = SimDriver(fixtures=build_fixtures(matrix.seed), model=matrix.simulator_model())
+    driver = SimDriver(
+        fixtures=build_fixtures(matrix.seed),
+        model=matrix.simulator_model(),
+        memory=matrix.simulator_memory(),
+    )
     options = StageOptions(
         resume=resume,
         concurrency=concurrency,

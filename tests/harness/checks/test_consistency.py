@@ -6,6 +6,9 @@ from __future__ import annotations
 from functools import cache
 
 from spillover_harness.checks.consistency import (
+    FIRST_PARTY,
+    FIRST_PARTY_OUTPUT_COUNT,
+    FIRST_PARTY_OUTPUT_SUM,
     FIRST_PARTY_PERSISTED,
     check_run,
     first_party_moved,
@@ -56,3 +59,13 @@ def test_results_reaching_the_threshold_are_persisted() -> None:
 def test_first_party_counters_must_not_move() -> None:
     assert first_party_moved({FIRST_PARTY_PERSISTED: 0.0}) == []
     assert "moved by 2" in first_party_moved({FIRST_PARTY_PERSISTED: 2.0})[0]
+
+
+def test_the_first_party_output_histogram_must_not_move() -> None:
+    """`clerum_tool_output_bytes` is watched through its count and sum series."""
+    assert FIRST_PARTY_OUTPUT_COUNT in FIRST_PARTY and FIRST_PARTY_OUTPUT_SUM in FIRST_PARTY
+    assert first_party_moved({FIRST_PARTY_OUTPUT_COUNT: 0.0, FIRST_PARTY_OUTPUT_SUM: 0.0}) == []
+    moved = first_party_moved({FIRST_PARTY_OUTPUT_COUNT: 3.0, FIRST_PARTY_OUTPUT_SUM: 409600.0})
+    assert len(moved) == 2
+    assert moved[0].startswith("clerum_tool_output_bytes_count moved by 3")
+    assert moved[1].startswith("clerum_tool_output_bytes_sum moved by 409600")

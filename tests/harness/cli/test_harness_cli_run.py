@@ -221,3 +221,44 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     target.write_text("x")
     code, _, stderr = run_cli(sim_args(small_matrix(tmp_path, reps=1), target), capsys)
     assert code == BAD_INPUT and "is not a directory" in stderr
+
+
+def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The packaged memory-budget matrix (a small simulated limit, the 1 MiB budget,
+    a concurrency lane): report.md shows each configuration's peak against its limit,
+    the results kept inline because the budget was full, the lane, and the warnings."""
+    matrix = Path(str(resources.files("spillover_harness.matrices").joinpath("memory-budget.yaml")))
+    out = tmp_path / "sim"
+    code, _, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
+    assert code in (OK, INCONCLUSIVE), err
+    report = (out / "report.md").read_text(encoding="utf-8")
+    section = report.split("## mcp-host memory", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| 128KiB |"))
+    assert "12.0 MiB" in row and "%" in row
+    budget_row = next(
+        line for line in section.splitlines() if line.startswith("| 128KiB-budget-1MiB |")
+    )
+    assert " in 2 run(s)" in budget_row  # results kept inline because the budget was full
+    assert "**Concurrency lane** (code-review/budget" in section
+    assert "**Warning:** `128KiB`: the mcp-host's peak working set" in section
+    assert "`128KiB` with 4 execution(s) at once: the working set would reach" in section
+    records = read_records(out / "runs.jsonl")
+    assert all(r.mcp_host_memory is not None for r in records)
+    assert sum(r.budget_inline or 0 for r in records if r.config == "128KiB-budget-1MiB") > 0
+    assert (out / "memory-lane.json").is_file()
+
+
+def test_the_default_matrix_reports_memory_without_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "sim"
+    code, _, err = run_cli(
+        [*sim_args(small_matrix(tmp_path, reps=1), out), "--no-progress"], capsys
+    )
+    assert code in (OK, INCONCLUSIVE), err
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "## mcp-host memory" in report
+    assert "No configuration came within 80% of its limit" in report
+    assert not (out / "memory-lane.json").exists()

@@ -137,3 +137,36 @@ def test_size_class_mismatch_is_noted(tmp_path: Path) -> None:
 def test_default_fixtures_come_from_the_fixture_seed(tmp_path: Path) -> None:
     driver = SimDriver(fixture_seed=SEED)
     assert driver.fixtures.get("summarize", "document") == fixtures().get("summarize", "document")
+
+
+def test_a_run_records_its_memory_and_its_budget_fallbacks(tmp_path: Path) -> None:
+    """The sim's mcp-host memory (sim/memory.py) and the results kept inline because
+    the budget was full, on the `budget` input at the smallest budget."""
+    from spillover_harness.matrix import BUDGET_VAR
+    from spillover_harness.sim.memory import MemoryModel
+
+    small = Configuration(name="1MiB", env={BUDGET_VAR: "1048576"})
+    driver = SimDriver(fixtures=fixtures())
+    at_1mib = run(driver, job(tmp_path, small, name="budget"))
+    assert at_1mib.budget_inline and at_1mib.budget_inline > 0
+    assert any("budget reached" in line for line in _log(tmp_path, at_1mib))
+    default = run(driver, job(tmp_path, DEFAULT, name="budget"))
+    assert default.budget_inline == 0  # 16 MiB: everything over 128 KiB fits
+    mem = default.mcp_host_memory
+    assert mem is not None and mem.limit_bytes == MemoryModel().limit_bytes
+    assert mem.peak_bytes is not None and mem.peak_bytes > MemoryModel().baseline_bytes
+    assert (mem.restarts, mem.oom_kills, mem.block) == (0, 0, None)
+    RunRecord.from_json(default.to_json())
+
+    # a limit just above the baseline: the mcp-host is OOM-killed and the run fails
+    tight = MemoryModel(baseline_bytes=8 << 20, limit_bytes=(8 << 20) + 65536)
+    killed = run(SimDriver(fixtures=fixtures(), memory=tight), job(tmp_path / "k"))
+    assert killed.outcome == "failed"
+    assert killed.mcp_host_memory is not None
+    assert (killed.mcp_host_memory.oom_kills, killed.mcp_host_memory.restarts) == (1, 1)
+    assert killed.mcp_host_memory.peak_bytes == tight.limit_bytes
+    assert any("OOM-killed" in n for n in killed.notes)
+
+
+def _log(out: Path, record: RunRecord) -> list[str]:
+    return (out / "runs" / record.run_id / "logs.jsonl").read_text().splitlines()

@@ -114,3 +114,19 @@ def test_shipped_profiles_ship_with_the_package() -> None:
     here = PROFILES
     shipped = sorted(p.name for p in here.glob("*.yaml"))
     assert shipped == ["dev.yaml", "local.yaml", "minikube.yaml"]
+
+
+def test_the_local_profiles_budget_pattern_counts_the_simulators_lines() -> None:
+    """`logs.budget_inline` of the local profile matches what the simulated mcp-host
+    logs for each result kept inline because the budget was full (one line each)."""
+    from spillover_harness.collectors.logs import count_matching
+
+    local = load_profile(PROFILES / "local.yaml")
+    assert local.logs.budget_inline is not None
+    assert Profile.model_fields["logs"].default.budget_inline is None  # not read by default
+    lines = [
+        '{"msg":"spillover budget reached; result kept inline","sizeBytes":200000}',
+        '{"msg":"spillover result persisted","sizeBytes":150000}',
+        '{"msg":"spillover budget reached; result kept inline","sizeBytes":230000}',
+    ]
+    assert count_matching(lines, local.logs.budget_inline) == 2

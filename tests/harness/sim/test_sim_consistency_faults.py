@@ -10,7 +10,11 @@ from spillover_harness.checks.consistency import check_run
 from spillover_harness.cluster.configs import expected_env
 from spillover_harness.fixtures import Fixture, build_fixtures
 from spillover_harness.matrix import Configuration
-from spillover_harness.sim.metrics import FIRST_PARTY_PERSISTED_METRIC, SpilloverMetrics
+from spillover_harness.sim.metrics import (
+    FIRST_PARTY_OUTPUT_METRIC,
+    FIRST_PARTY_PERSISTED_METRIC,
+    SpilloverMetrics,
+)
 from spillover_harness.sim.step import SimFaults, run_step
 from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
 
@@ -70,3 +74,7 @@ def test_fed_first_party_counters_move(tmp_path: Path) -> None:
         )
         assert (metrics.value(FIRST_PARTY_PERSISTED_METRIC) > 0) is moved
         assert b"clerum_spillover_persisted_total" in metrics.exposition()
+        # the first-party histogram: every tool output of the run, only under the fault
+        outputs = metrics.value(f"{FIRST_PARTY_OUTPUT_METRIC}_count", tool="read_document")
+        assert (outputs > 0) is moved
+        assert b"# TYPE clerum_tool_output_bytes histogram" in metrics.exposition()

@@ -1,0 +1,121 @@
+"""The mcp-host's memory, restarts and OOM kills over one configuration block, from
+the profile's PromQL (`profile.memory`, docs/cluster-profile.md "memory").
+
+The cluster driver calls `read_block_memory` at each block's end, before the next
+configuration is applied (the switch may replace the pods whose series these are).
+Each query is evaluated at the block's end over a range as long as the block; its one
+number is the figure, an empty answer is None ("not measured", with a note), and a
+Prometheus that cannot be reached leaves every figure None: a metrics source never
+stops a stage.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any
+
+from spillover_harness.collectors.prometheus import PrometheusCollector
+from spillover_harness.profile import MemoryQueries
+
+__all__ = ["BlockMemory", "read_block_memory", "render_query", "single_value"]
+
+FIGURES = ("peak_working_set", "limit", "restarts", "oom_kills")
+
+
+@dataclass
+class BlockMemory:
+    """One block's figures (None: not measured) and what the reader should know."""
+
+    peak_bytes: int | None = None
+    limit_bytes: int | None = None
+    restarts: int | None = None
+    oom_kills: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def render_query(
+    query: str, *, namespace: str, pods: Sequence[str], container: str, window_s: float
+) -> str:
+    """The query with its placeholders filled in; `$pods` is an anchored-by-PromQL regex
+    matching exactly these pod names."""
+    regex = "|".join(re.escape(p) for p in sorted(set(pods))) or "^$"
+    # PromQL string literals take Go escapes: a backslash of the regex must be doubled.
+    regex = regex.replace("\\", "\\\\")
+    window = f"{max(1, math.ceil(window_s))}s"
+    return Template(query).substitute(
+        namespace=namespace, pods=regex, container=container, window=window
+    )
+
+
+def single_value(result: Any) -> float | None:
+    """The number of a query's answer: a scalar, or a vector of exactly one sample.
+    None when empty or not a single finite number."""
+    value: Any = result
+    scalar = isinstance(result, list) and len(result) == 2 and not isinstance(result[0], dict)
+    if isinstance(result, list) and not scalar:  # a vector
+        if len(result) != 1:
+            return None
+        sample = result[0]
+        value = sample.get("value") if isinstance(sample, dict) else None
+    if isinstance(value, list | tuple) and len(value) == 2:
+        value = value[1]
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def read_block_memory(
+    collector: PrometheusCollector,
+    queries: MemoryQueries,
+    *,
+    namespace: str,
+    pods: Sequence[str],
+    container: str,
+    start: float,
+    end: float,
+) -> BlockMemory:
+    """The block's figures, each query evaluated at `end` over `[start, end]`. Never
+    raises."""
+    out = BlockMemory()
+    if queries.source == "none":
+        out.notes.append("memory: not read (profile memory.source: none)")
+        return out
+    if not pods:
+        out.notes.append("memory: no mcp-host pod is known to have served the block")
+        return out
+    values: dict[str, float | None] = {}
+    try:
+        with collector.connect() as prom:
+            for name in FIGURES:
+                query = getattr(queries, name)
+                if query is None:
+                    continue
+                text = render_query(
+                    query,
+                    namespace=namespace,
+                    pods=pods,
+                    container=container,
+                    window_s=end - start + collector.scrape_interval_s,
+                )
+                values[name] = single_value(prom.custom_query(text, params={"time": f"{end:.3f}"}))
+                if values[name] is None:
+                    out.notes.append(f"memory: {name} query gave no single number")
+    except Exception as exc:  # never stop a stage over a metrics source
+        out.notes.append(f"memory: not read ({collector._unreachable(exc)})")
+        return out
+
+    def whole(name: str) -> int | None:
+        value = values.get(name)
+        return None if value is None else round(value)
+
+    out.peak_bytes = whole("peak_working_set")
+    out.limit_bytes = whole("limit")
+    out.restarts = whole("restarts")
+    out.oom_kills = whole("oom_kills")
+    return out

@@ -1,0 +1,213 @@
+"""The report's memory section: per configuration, the mcp-host's peak working set
+against its limit, restarts and OOM kills, results kept inline because the budget was
+full, beside the input tokens; the concurrency lane; and a warning for every
+configuration whose peak came within `memory.warn_fraction` of its limit or whose
+mcp-host restarted or was OOM-killed (docs/harness.md, "Memory").
+
+Cluster records carry their configuration block's figures (`mcp_host_memory.block`):
+restarts and OOM kills are counted once per block. Simulator records carry each
+execution's own figures. Records without the fields (older ones) add nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from spillover_harness.matrix import Matrix
+from spillover_harness.records import RunRecord
+from spillover_harness.studies.concurrency import MemoryLane
+
+__all__ = ["ConfigMemory", "memory_section", "memory_warnings", "summarize_memory"]
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class ConfigMemory:
+    """One configuration's memory figures over its runs (None: not measured)."""
+
+    config: str
+    peak_bytes: int | None = None
+    limit_bytes: int | None = None
+    restarts: int | None = None
+    oom_kills: int | None = None
+    budget_inline: int | None = None
+    runs_budget_inline: int = 0
+    input_tokens: list[int] = field(default_factory=list)
+
+    def fraction(self) -> float | None:
+        if self.peak_bytes is None or not self.limit_bytes:
+            return None
+        return self.peak_bytes / self.limit_bytes
+
+
+def _add(total: int | None, value: int | None) -> int | None:
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+def summarize_memory(records: Sequence[RunRecord], stage: str | None) -> list[ConfigMemory]:
+    """Per configuration (in the records' order), its memory figures."""
+    out: dict[str, ConfigMemory] = {}
+    blocks_seen: set[tuple[str, int]] = set()
+    for r in records:
+        if r.stage != stage:
+            continue
+        cm = out.setdefault(r.config, ConfigMemory(r.config))
+        if r.input_tokens is not None and r.outcome != "harness_error":
+            cm.input_tokens.append(r.input_tokens)
+        if r.budget_inline is not None:
+            cm.budget_inline = _add(cm.budget_inline, r.budget_inline)
+            cm.runs_budget_inline += r.budget_inline > 0
+        mem = r.mcp_host_memory
+        if mem is None:
+            continue
+        if mem.peak_bytes is not None:
+            cm.peak_bytes = max(cm.peak_bytes or 0, mem.peak_bytes)
+        if mem.limit_bytes is not None:
+            cm.limit_bytes = min(cm.limit_bytes or mem.limit_bytes, mem.limit_bytes)
+        if mem.block is not None:  # a block's figures, on each of its runs: count once
+            if (r.config, mem.block) in blocks_seen:
+                continue
+            blocks_seen.add((r.config, mem.block))
+        cm.restarts = _add(cm.restarts, mem.restarts)
+        cm.oom_kills = _add(cm.oom_kills, mem.oom_kills)
+    return list(out.values())
+
+
+def _mib(value: int | None) -> str:
+    return "not measured" if value is None else f"{value / MIB:,.1f} MiB"
+
+
+def _share(peak: int | None, limit: int | None) -> str:
+    if peak is None or not limit:
+        return "n/a"
+    return f"{100 * peak / limit:.0f}%"
+
+
+def memory_warnings(
+    configs: Sequence[ConfigMemory], lane: MemoryLane | None, warn_fraction: float
+) -> list[str]:
+    """One line per configuration (and lane point) a platform operator must look at."""
+    warnings: list[str] = []
+    for cm in configs:
+        share = cm.fraction()
+        if share is not None and share >= warn_fraction:
+            warnings.append(
+                f"`{cm.config}`: the mcp-host's peak working set {_mib(cm.peak_bytes)} is "
+                f"{share:.0%} of its limit {_mib(cm.limit_bytes)} (the report warns from "
+                f"{warn_fraction:.0%})"
+            )
+        if cm.oom_kills:
+            warnings.append(f"`{cm.config}`: the mcp-host was OOM-killed {cm.oom_kills} time(s)")
+        if cm.restarts:
+            warnings.append(f"`{cm.config}`: the mcp-host restarted {cm.restarts} time(s)")
+    for p in lane.points if lane is not None else ():
+        if p.oom:
+            warnings.append(
+                f"`{p.config}` with {p.executions} execution(s) at once: the working set "
+                f"would reach {_mib(p.peak_bytes)}, past its limit {_mib(p.limit_bytes)}: "
+                "the mcp-host would be OOM-killed"
+            )
+        elif p.peak_bytes >= warn_fraction * p.limit_bytes:
+            warnings.append(
+                f"`{p.config}` with {p.executions} execution(s) at once: the peak working set "
+                f"{_mib(p.peak_bytes)} is {_share(p.peak_bytes, p.limit_bytes)} of its limit "
+                f"{_mib(p.limit_bytes)}"
+            )
+    return warnings
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def memory_section(
+    records: Sequence[RunRecord], matrix: Matrix, stage: str | None, lane: MemoryLane | None
+) -> list[str]:
+    """The section's lines; none when no record carries memory or budget figures and no
+    lane ran (records written before these fields existed)."""
+    configs = summarize_memory(records, stage)
+    measured = any(
+        cm.peak_bytes is not None or cm.budget_inline is not None or cm.restarts is not None
+        for cm in configs
+    )
+    if not measured and lane is None:
+        return []
+    fraction = matrix.memory.warn_fraction
+    scope = (
+        "each execution alone on its simulated mcp-host: sim/memory.py"
+        if stage == "sim"
+        else "per configuration block, the mcp-host container(s) that served it"
+    )
+    lines = [
+        "## mcp-host memory",
+        "",
+        f"Peak working set against the container's limit ({scope}), restarts and OOM kills, "
+        "and tool results kept inline because the step's spillover budget was full.",
+        "",
+        _row(
+            "configuration",
+            "peak working set",
+            "limit",
+            "peak / limit",
+            "restarts",
+            "OOM kills",
+            "kept inline (budget full)",
+            "median input tokens",
+        ),
+        _row(*(["---"] * 8)),
+    ]
+    for cm in configs:
+        inline = (
+            "not measured"
+            if cm.budget_inline is None
+            else f"{cm.budget_inline} in {cm.runs_budget_inline} run(s)"
+        )
+        tokens = f"{statistics.median(cm.input_tokens):,.0f}" if cm.input_tokens else "n/a"
+        lines.append(
+            _row(
+                cm.config,
+                _mib(cm.peak_bytes),
+                _mib(cm.limit_bytes),
+                _share(cm.peak_bytes, cm.limit_bytes),
+                "not measured" if cm.restarts is None else cm.restarts,
+                "not measured" if cm.oom_kills is None else cm.oom_kills,
+                inline,
+                tokens,
+            )
+        )
+    lines.append("")
+    if lane is not None and lane.points:
+        lines += [
+            f"**Concurrency lane** ({lane.recipe}/{lane.input}, N executions of the recipe at "
+            "once on one mcp-host, started together):",
+            "",
+            _row("configuration", "N at once", "peak working set", "limit", "peak / limit"),
+            _row(*(["---"] * 5)),
+        ]
+        for p in lane.points:
+            peak = _mib(p.peak_bytes) + (" (OOM-killed)" if p.oom else "")
+            lines.append(
+                _row(
+                    p.config,
+                    p.executions,
+                    peak,
+                    _mib(p.limit_bytes),
+                    _share(p.peak_bytes, p.limit_bytes),
+                )
+            )
+        lines.append("")
+    warnings = memory_warnings(configs, lane, fraction)
+    if warnings:
+        lines += [f"- **Warning:** {w}" for w in warnings]
+    else:
+        lines.append(
+            f"No configuration came within {fraction:.0%} of its limit, and no mcp-host "
+            "restarted or was OOM-killed."
+        )
+    lines.append("")
+    return lines

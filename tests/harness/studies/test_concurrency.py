@@ -1,0 +1,56 @@
+"""The concurrency lane: peak memory against N executions at once, per configuration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from spillover_harness.fixtures import build_fixtures
+from spillover_harness.matrix import MatrixError, load_matrix, parse_matrix
+from spillover_harness.studies.concurrency import (
+    LANE_FILE,
+    LanePoint,
+    MemoryLane,
+    read_lane,
+    run_lane,
+    write_lane,
+)
+
+MEMORY_MATRIX = (
+    Path(__file__).resolve().parents[3] / "harness/spillover_harness/matrices/memory-budget.yaml"
+)
+
+
+def test_no_concurrency_listed_no_lane() -> None:
+    assert run_lane(load_matrix(None), build_fixtures(1)) is None
+
+
+def test_the_peak_grows_with_n_and_passes_the_limit() -> None:
+    matrix = load_matrix(MEMORY_MATRIX)
+    lane = run_lane(matrix, build_fixtures(matrix.seed))
+    assert lane is not None and (lane.recipe, lane.input) == ("code-review", "budget")
+    for config in ("off", "128KiB", "128KiB-budget-1MiB"):
+        points = [p for p in lane.points if p.config == config]
+        assert [p.executions for p in points] == [1, 2, 4]
+        peaks = [p.peak_bytes for p in points]
+        assert peaks == sorted(peaks) and peaks[0] < peaks[-1]
+    by = {(p.config, p.executions): p for p in lane.points}
+    assert by[("128KiB", 4)].oom and not by[("128KiB", 1)].oom
+
+
+def test_the_lane_file_round_trips_and_a_bad_one_reads_as_absent(tmp_path: Path) -> None:
+    lane = MemoryLane("code-review", "budget", (LanePoint("128KiB", 2, 10, 20),))
+    write_lane(lane, tmp_path)
+    assert read_lane(tmp_path) == lane
+    (tmp_path / LANE_FILE).write_text(json.dumps({"recipe": 1}))
+    assert read_lane(tmp_path) is None
+    with pytest.raises(ValueError):
+        MemoryLane.from_json({**lane.to_json(), "points": [{"config": "x"}]})
+
+
+def test_a_lane_must_name_a_cell_of_the_matrix() -> None:
+    text = MEMORY_MATRIX.read_text().replace("input: budget}", "input: nope}")
+    with pytest.raises(MatrixError, match=r"memory\.lane code-review/nope is not a cell"):
+        parse_matrix(yaml.safe_load(text), source="m.yaml")
