@@ -77,11 +77,14 @@ class TargetFollower:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="targets", daemon=True)
         self._last: list[dict[str, object]] | None = None
+        self.nodes: list[str] = []
 
     def refresh(self) -> int:
         from spillover_operator.client import list_pods
 
-        groups = mcp_host_targets(list_pods(self.conn, MCP_HOST_SELECTOR), self.namespace)
+        pods = list_pods(self.conn, MCP_HOST_SELECTOR)
+        self.nodes = sorted({str(p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")})
+        groups = mcp_host_targets(pods, self.namespace)
         if groups != self._last:
             write_file_targets(self.path, groups)
             self._last = groups
@@ -97,6 +100,49 @@ class TargetFollower:
                 print(f"validate-local: targets not refreshed: {exc}", file=sys.stderr)
 
 
+def kubelet_scrape_configs(kubeconfig: Path, node: str, workdir: Path) -> list[dict[str, object]]:
+    """Jobs scraping the real node's kubelet through the API server's node proxy, as the
+    kubeconfig's user (the `local` profile's `memory` queries read them):
+    `kubelet-resource` (`/metrics/resource`: each container's working set, what
+    metrics-server reads; this kubelet's cAdvisor has no per-container series, its
+    containerd is not at the default socket) and `kubelet-cadvisor` (`/metrics/cadvisor`:
+    the pods' memory limits). The kubeconfig's certificates are written to `workdir`
+    (0600) because Prometheus reads files."""
+    import base64
+    import urllib.parse
+
+    import yaml
+
+    doc = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    context = next(c["context"] for c in doc["contexts"] if c["name"] == doc["current-context"])
+    cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in doc["users"] if u["name"] == context["user"])
+    files = {
+        "ca_file": ("ca.crt", cluster["certificate-authority-data"]),
+        "cert_file": ("client.crt", user["client-certificate-data"]),
+        "key_file": ("client.key", user["client-key-data"]),
+    }
+    tls: dict[str, str] = {}
+    for key, (name, data) in files.items():
+        path = workdir / name
+        path.touch(mode=0o600)
+        path.write_bytes(base64.b64decode(data))
+        tls[key] = str(path)
+    server = urllib.parse.urlsplit(cluster["server"])
+    return [
+        {
+            "job_name": f"kubelet-{endpoint}",
+            "scheme": "https",
+            "metrics_path": f"/api/v1/nodes/{node}/proxy/metrics/{endpoint}",
+            "static_configs": [{"targets": [server.netloc]}],
+            "tls_config": tls,
+            "scrape_interval": f"{SCRAPE_INTERVAL_S:g}s",
+            "scrape_timeout": f"{SCRAPE_INTERVAL_S:g}s",
+        }
+        for endpoint in ("resource", "cadvisor")
+    ]
+
+
 def _wait_scraped(prometheus: PrometheusServer, follower: TargetFollower) -> None:
     """Until Prometheus scrapes exactly the pods the follower lists, each one up."""
     deadline = time.monotonic() + 60
@@ -110,13 +156,22 @@ def _wait_scraped(prometheus: PrometheusServer, follower: TargetFollower) -> Non
             last = exc
         else:
             assert isinstance(data, dict)
-            active = {t.get("labels", {}).get("instance"): t.get("health") for t in
-                      data.get("activeTargets", [])}  # fmt: skip
-            last = active
-            if set(active) == want and all(h == "up" for h in active.values()):
+            targets = data.get("activeTargets", [])
+            active = {t.get("labels", {}).get("instance"): t.get("health") for t in targets
+                      if t.get("labels", {}).get("job") == "mcp-host"}  # fmt: skip
+            others = {t.get("labels", {}).get("job"): t.get("health") for t in targets
+                      if t.get("labels", {}).get("job") != "mcp-host"}  # fmt: skip
+            last = {**active, **others}
+            if (
+                set(active) == want
+                and all(h == "up" for h in active.values())
+                and all(h == "up" for h in others.values())
+            ):
                 return
         time.sleep(0.5)
-    raise PrometheusStartError(f"Prometheus does not scrape the mcp-host pods after 60 s: {last}")
+    raise PrometheusStartError(
+        f"Prometheus does not scrape the mcp-host pods and the kubelet after 60 s: {last}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,14 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir.resolve() / "prometheus-local"
     workdir.mkdir(parents=True, exist_ok=True)
     targets = workdir / "mcp-host-targets.json"
-    prometheus = PrometheusServer(
-        workdir,
-        [],
-        scrape_interval_s=SCRAPE_INTERVAL_S,
-        port=args.port,
-        job="mcp-host",
-        discovery=file_targets(targets),
-    )
+    prometheus: PrometheusServer | None = None
     follower: TargetFollower | None = None
     try:
         follower = TargetFollower(kubeconfig, args.namespace, targets)
@@ -172,6 +220,20 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+        prometheus = PrometheusServer(
+            workdir,
+            [],
+            scrape_interval_s=SCRAPE_INTERVAL_S,
+            port=args.port,
+            job="mcp-host",
+            discovery=file_targets(targets),
+            # The mcp-host pods all run on the real node (the stand-in pins them there).
+            extra_scrape_configs=[
+                job
+                for node in follower.nodes[:1]
+                for job in kubelet_scrape_configs(kubeconfig, node, workdir)
+            ],
+        )
         prometheus.start()
         _wait_scraped(prometheus, follower)
         print(
@@ -202,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if follower is not None:
             follower.stop.set()
-        prometheus.stop()
+        if prometheus is not None:
+            prometheus.stop()
 
 
 if __name__ == "__main__":

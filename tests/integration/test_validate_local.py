@@ -25,6 +25,7 @@ from spillover_operator.exit_codes import BAD_INPUT
 pytestmark = pytest.mark.integration
 
 PROMETHEUS_PORT = 9391  # the `local` profile's prometheus.url
+MCP_HOST_LIMIT_BYTES = 512 * 1024 * 1024  # sim/wrc.py MCP_HOST_MEMORY_LIMIT, 512Mi
 
 
 def _listening(port: int) -> bool:
@@ -68,6 +69,15 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
         assert pod.values[ENABLED_VAR] == want.get(ENABLED_VAR, "true"), (record.run_id, pod)
         assert pod.values[THRESHOLD_VAR] == want.get(THRESHOLD_VAR), (record.run_id, pod)
         assert record.disk_clean is True and record.logs_clean is True, record.notes
+        # The memory of the block the run belongs to, measured by the real kubelet
+        # (Prometheus scraping it through the API server): a peak, under the pod's limit.
+        memory = record.mcp_host_memory
+        assert memory is not None and memory.block is not None, (record.run_id, record.notes)
+        assert memory.limit_bytes == MCP_HOST_LIMIT_BYTES, (record.run_id, memory)
+        assert memory.peak_bytes is not None and 0 < memory.peak_bytes < memory.limit_bytes, (
+            record.run_id,
+            memory,
+        )
 
     stage = json.loads((out / "stage.json").read_text())
     assert stage["driver"]["profile"] == "local"
@@ -80,6 +90,8 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     assert len(blocks) >= len(envs), report[:4000]
     assert all(line.endswith(": agree") for line in blocks), "\n".join(blocks)
     assert "judged per series" in report
+    memory_rows = [line for line in report.splitlines() if line.startswith("| 128KiB | ")]
+    assert any("MiB | 512.0 MiB |" in line for line in memory_rows), report[-6000:]
 
     # A decision of the simulator is not applied as the platform's.
     refused = subprocess.run(

@@ -64,6 +64,7 @@ def render_config(
     rule_files: Sequence[str] = (),
     evaluation_interval_s: float = 10.0,
     discovery: Mapping[str, object] | None = None,
+    extra_scrape_configs: Sequence[Mapping[str, object]] = (),
 ) -> str:
     """A prometheus.yml (JSON is valid YAML) scraping `targets` (host:port) at the interval
     (through the HTTP proxy `proxy_url` when given: the targets' addresses are then what
@@ -72,7 +73,8 @@ def render_config(
     `honor_labels`: a scraped series' own label wins over a target label of the same
     name (as a PodMonitor's `honorLabels: true`). `rule_files` are loaded and evaluated
     every `evaluation_interval_s`. `discovery`: scrape-config fields that find the targets
-    instead of the static list (`file_targets`).
+    instead of the static list (`file_targets`). `extra_scrape_configs`: more jobs,
+    as Prometheus takes them (another target kind, e.g. the kubelet's cAdvisor).
 
     Retention and log level are set here, not by flag: Prometheus 3 deprecates
     `--storage.tsdb.retention.time` and `--log.level` for these config fields.
@@ -100,7 +102,7 @@ def render_config(
         },
         "runtime": {"log_level": "warn"},
         "storage": {"tsdb": {"retention": {"time": "1h"}}},
-        "scrape_configs": [scrape],
+        "scrape_configs": [scrape, *(dict(c) for c in extra_scrape_configs)],
     }
     if rule_files:
         config["rule_files"] = [str(f) for f in rule_files]
@@ -140,6 +142,7 @@ class PrometheusServer:
         rule_files: Sequence[str] = (),
         evaluation_interval_s: float = 10.0,
         discovery: Mapping[str, object] | None = None,
+        extra_scrape_configs: Sequence[Mapping[str, object]] = (),
     ) -> None:
         self.workdir = Path(workdir)
         self.targets = list(targets)
@@ -151,6 +154,7 @@ class PrometheusServer:
         self.rule_files = [str(f) for f in rule_files]
         self.evaluation_interval_s = evaluation_interval_s
         self.discovery = dict(discovery) if discovery is not None else None
+        self.extra_scrape_configs = [dict(c) for c in extra_scrape_configs]
         self.binary = binary or find_prometheus().path
         self.port = port or free_port()
         self._chosen_port = port is None
@@ -207,6 +211,7 @@ class PrometheusServer:
                 rule_files=self.rule_files,
                 evaluation_interval_s=self.evaluation_interval_s,
                 discovery=self.discovery,
+                extra_scrape_configs=self.extra_scrape_configs,
             ),
             encoding="utf-8",
         )

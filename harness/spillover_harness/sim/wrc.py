@@ -94,6 +94,9 @@ def forwarded_env(env: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": n, "value": env[n]} for n in dict.fromkeys(names) if n in env]
 
 
+MCP_HOST_MEMORY_LIMIT = "512Mi"
+
+
 def render_mcp_host(
     recipe: Recipe,
     *,
@@ -138,6 +141,12 @@ def render_mcp_host(
                     "allowPrivilegeEscalation": False,
                     "readOnlyRootFilesystem": True,
                     "capabilities": {"drop": ["ALL"]},
+                },
+                # A limit, as the platform gives its mcp-host (2Gi there; this node is
+                # small): the cluster stage reports the peak against it (cAdvisor).
+                "resources": {
+                    "requests": {"memory": "64Mi"},
+                    "limits": {"memory": MCP_HOST_MEMORY_LIMIT},
                 },
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             }
