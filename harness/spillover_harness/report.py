@@ -35,7 +35,7 @@ from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
-from spillover_harness.readback import ReadBackError, read_stage
+from spillover_harness.readback import StageSummary
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
 from spillover_harness.report_memory import memory_section
@@ -675,10 +675,18 @@ def write_report(
     matrix: Matrix,
     out_dir: Path,
     *,
+    stage: StageSummary | None,
+    records_dir: Path,
     stage_notes: Sequence[str] = (),
 ) -> ReportPaths:
     """Write report.md, verdict.json and plots/*.png under `out_dir`, each atomically,
-    with the permissions the umask gives (as runs.jsonl has)."""
+    with the permissions the umask gives (as runs.jsonl has).
+
+    `stage` is the stage.json beside the records (read by the caller, None when there
+    is none): its faults and simulated platform are shown as `run` shows them, whatever
+    the directory the report goes to. The apply command is named only when `out_dir`
+    is `records_dir`: `apply-decision` applies a verdict beside its records, never a
+    copy of the report elsewhere."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(records, matrix, verdict.stage, out_dir / "plots", verdict=verdict)
     links = [p.relative_to(out_dir).as_posix() for p in plots]
@@ -688,20 +696,17 @@ def write_report(
         verdict_json,
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
-    try:
-        stage_file = read_stage(out_dir)
-    except ReadBackError:
-        stage_file = None  # the stage file is checked where it is used; no claim here
+    beside_records = out_dir.resolve() == records_dir.resolve()
     text = render_markdown(
         verdict,
         records,
         matrix,
         plot_links=links,
         stage_notes=stage_notes,
-        apply_hint=apply_command(out_dir),
-        simulated_platform=stage_file is not None and stage_file.simulated_platform,
-        faults=stage_file.driver.faults if stage_file is not None else (),
-        memory_lane=read_lane(out_dir),
+        apply_hint=apply_command(out_dir) if beside_records else None,
+        simulated_platform=stage is not None and stage.simulated_platform,
+        faults=stage.driver.faults if stage is not None else (),
+        memory_lane=read_lane(records_dir),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

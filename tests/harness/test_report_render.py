@@ -213,7 +213,7 @@ def test_write_report_writes_markdown_json_and_valid_pngs(tmp_path: Path) -> Non
     records = dataset({("128KiB", "code-review", "small"): [{}, {"outcome": "harness_error"}]})
     v = verdict(records)
     out = tmp_path / "results" / "sim"
-    paths = write_report(v, records, MATRIX, out)
+    paths = write_report(v, records, MATRIX, out, stage=None, records_dir=out)
     assert paths.report_md == out / "report.md"
     assert paths.verdict_json == out / "verdict.json"
     assert json.loads(paths.verdict_json.read_text(encoding="utf-8")) == json.loads(
@@ -236,7 +236,7 @@ def test_write_report_writes_markdown_json_and_valid_pngs(tmp_path: Path) -> Non
 
 def test_write_report_without_records_still_writes_everything(tmp_path: Path) -> None:
     v = verdict([])
-    paths = write_report(v, [], MATRIX, tmp_path)
+    paths = write_report(v, [], MATRIX, tmp_path, stage=None, records_dir=tmp_path)
     assert "decision `inconclusive`" in paths.report_md.read_text(encoding="utf-8")
     for plot in paths.plots:
         _png_size(plot)
@@ -244,9 +244,11 @@ def test_write_report_without_records_still_writes_everything(tmp_path: Path) ->
 
 def test_write_report_replaces_an_earlier_report(tmp_path: Path) -> None:
     first = dataset()
-    write_report(verdict(first), first, MATRIX, tmp_path)
+    write_report(verdict(first), first, MATRIX, tmp_path, stage=None, records_dir=tmp_path)
     second = dataset({("128KiB", "code-review", "small"): [{"disk_clean": False}, {}]})
-    paths = write_report(verdict(second), second, MATRIX, tmp_path)
+    paths = write_report(
+        verdict(second), second, MATRIX, tmp_path, stage=None, records_dir=tmp_path
+    )
     assert json.loads(paths.verdict_json.read_text(encoding="utf-8"))["decision"] == "32768"
 
 
@@ -357,7 +359,9 @@ def test_report_files_get_the_umasks_mode_like_runs_jsonl(tmp_path: Path, umask:
         log = RecordLog(tmp_path / "runs.jsonl")
         log.open()
         log.append(records[0])
-        paths = write_report(verdict(records), records, MATRIX, tmp_path)
+        paths = write_report(
+            verdict(records), records, MATRIX, tmp_path, stage=None, records_dir=tmp_path
+        )
     finally:
         os.umask(previous)
     expected = 0o666 & ~umask

@@ -25,6 +25,7 @@ from k8s_helpers import (
 from kopf_operator import running_operator
 from kubernetes import client
 from matrix_builders import small_matrix
+from record_builders import CELLS, make_record
 from spillover_harness.cli import main
 from spillover_operator import exit_codes
 from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
@@ -35,7 +36,9 @@ SIM_MATRIX = small_matrix("apply-small", input_name="large")
 
 
 def verdict(directory: Path, **fields: Any) -> Path:
-    """A stage's verdict.json as the evaluator writes it (the fields apply-decision reads)."""
+    """A stage's verdict.json as the evaluator writes it (the fields apply-decision reads),
+    beside a runs.jsonl of the stage (apply-decision checks the records the verdict was
+    judged from, and refuses a verdict without them)."""
     directory.mkdir(parents=True, exist_ok=True)
     data = {
         "decision": "false",
@@ -46,6 +49,9 @@ def verdict(directory: Path, **fields: Any) -> Path:
         **fields,
     }
     (directory / "verdict.json").write_text(json.dumps(data), encoding="utf-8")
+    recipe, inp, _ = CELLS[0]
+    record = make_record(lambda _config: {}, "off", recipe, inp, stage="minikube", repetition=1)
+    (directory / "runs.jsonl").write_text(json.dumps(record.to_json()) + "\n", encoding="utf-8")
     return directory
 
 

@@ -24,6 +24,7 @@ from spillover_harness.cli.common import (
 )
 from spillover_harness.input_file import shown
 from spillover_harness.matrix import Matrix
+from spillover_harness.results_dir import RECORDS_FILE
 
 CODES = (
     exit_codes.OK,
@@ -61,7 +62,9 @@ def add_parser(sub: Any) -> None:
             "policy in a manifest of a Git checkout instead (only the changed lines),\n"
             "--dry-run prints the change and writes nothing. An inconclusive verdict\n"
             "(exit 8) or an incomplete stage (exit 9) is refused, a stage run with\n"
-            "--fault always, and a simulated verdict (stage sim) unless --allow-simulated."
+            "--fault always, and a simulated verdict (stage sim) unless --allow-simulated.\n"
+            "DIR is the directory the stage wrote: its runs.jsonl is checked first, and a\n"
+            "verdict.json without it (a report written elsewhere) is refused (exit 2)."
         ),
         epilog=epilog(*CODES, extra="See docs/harness.md, 'apply-decision'."),
     )
@@ -70,7 +73,7 @@ def add_parser(sub: Any) -> None:
         required=True,
         type=dir_path,
         metavar="DIR",
-        help="a stage's results directory",
+        help="a stage's results directory (verdict.json beside its runs.jsonl)",
     )
     p.add_argument("--policy", default=DEFAULT_POLICY, metavar="NAME", help="default: spillover")
     p.add_argument(
@@ -121,19 +124,33 @@ def cmd_apply_decision(args: argparse.Namespace) -> int:
             allow_incomplete=args.allow_incomplete,
             allow_simulated=args.allow_simulated,
         )
+        records = _records_beside(args.results)
         matrix = _decision_matrix(args.results, stage.matrix)
         patch = spec_patch(stage.decision, matrix)  # the platform's bounds
         check_decision(stage.decision, matrix, stage.verdict_path)  # the matrix's chain
     except DecisionRefused as exc:
         err(f"error: {exc}")
         return _REFUSAL_CODES.get(exc.kind, exit_codes.BAD_INPUT)
-    records = args.results / "runs.jsonl"
-    if records.exists():  # the records the verdict was made of fit the stage's matrix
-        load_records(records, matrix)
+    load_records(records, matrix)  # fit the stage's matrix and stage.json, as evaluate checks
     print(f"decision: {stage.decision} (stage {stage.stage}, matrix {stage.matrix})")
     if args.gitops is not None:
         return _apply_gitops(args, patch, simulated=stage.simulated)
     return _apply_cluster(args, patch)
+
+
+def _records_beside(results: Path) -> Path:
+    """The records the verdict was judged from (runs.jsonl beside it). A verdict
+    without them (a report written into another directory, a verdict.json copied or
+    edited) cannot be checked against them, so it is refused, not applied unchecked."""
+    records = results / RECORDS_FILE
+    if not records.exists():  # a dangling link too
+        raise BadInput(
+            f"{shown(records)}: no such file: apply-decision applies a verdict only beside "
+            "the records it was judged from (they are checked first); nothing is applied. "
+            "Pass the results directory the stage wrote (run --out: runs.jsonl, stage.json "
+            "and verdict.json together)"
+        )
+    return records
 
 
 def _decision_matrix(results: Path, name: str) -> Matrix:

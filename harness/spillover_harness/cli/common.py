@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from spillover_operator import exit_codes
 from spillover_operator.strict_load import SHORT, cut, shorten
@@ -17,6 +17,9 @@ from spillover_operator.strict_load import SHORT, cut, shorten
 from spillover_harness.input_file import shown
 from spillover_harness.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_matrix
 from spillover_harness.records import RecordError, RunRecord, read_numbered_records
+
+if TYPE_CHECKING:
+    from spillover_harness.readback import StageSummary
 
 
 class BadInput(Exception):
@@ -278,6 +281,24 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     except (RecordError, ResultsDirError) as exc:
         raise BadInput(f"bad records file: {exc}") from None
     return records
+
+
+def stage_beside(records: Path) -> StageSummary | None:
+    """The stage.json beside a records file (None when there is none), read as the
+    report needs it: its faults and whether the platform was simulated. A report that
+    cannot tell must not be written (it would drop the faults note or the disclaimer),
+    so a stage.json that cannot be read as a stage is refused here."""
+    from spillover_harness.readback import ReadBackError, read_stage
+
+    try:
+        return read_stage(records.parent)
+    except ReadBackError as exc:
+        raise BadInput(
+            f"{shown(exc.path)}: cannot read the stage beside the records ({cut(exc.detail)}), "
+            "so the report could not say whether faults were injected or the platform was "
+            "simulated; restore the stage.json the stage wrote, or run the stage again into a "
+            "new directory"
+        ) from None
 
 
 def check_records_match_matrix(records: Sequence[RunRecord], matrix: Matrix) -> None:

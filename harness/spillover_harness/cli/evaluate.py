@@ -15,6 +15,7 @@ from spillover_harness.cli.common import (
     epilog,
     expected_matrix,
     load_records,
+    stage_beside,
 )
 from spillover_harness.cli.outcome import judge, outcome_code
 
@@ -59,6 +60,8 @@ def add_parser(sub: Any) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     matrix = expected_matrix(args.records, args.matrix)
     records = load_records(args.records, matrix)
+    # the report's notes (faults, simulated platform) come from the stage beside them
+    stage = stage_beside(args.records) if args.format == "md" else None
     try:
         verdict = judge(records, matrix, allow_incomplete=args.allow_incomplete)
         if args.format == "json":
@@ -66,7 +69,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             from spillover_harness.report import render_markdown
 
-            body = render_markdown(verdict, records, matrix)
+            body = render_markdown(
+                verdict,
+                records,
+                matrix,
+                simulated_platform=stage is not None and stage.simulated_platform,
+                faults=stage.driver.faults if stage is not None else (),
+            )
     except KeyboardInterrupt:
         raise Interrupted("interrupted during the evaluation: no verdict was printed") from None
     print(body, end="")

@@ -20,6 +20,7 @@ from spillover_harness.records import RunRecord
 
 if TYPE_CHECKING:
     from spillover_harness.evaluate import Verdict
+    from spillover_harness.readback import StageSummary
 
 
 def judge(records: Sequence[RunRecord], matrix: Matrix, *, allow_incomplete: bool) -> Verdict:
@@ -83,18 +84,29 @@ def write_report(
     matrix: Matrix,
     out_dir: Path,
     *,
+    records_path: Path,
+    stage: StageSummary | None,
     stage_notes: Sequence[str] = (),
     rerun: str,
 ) -> Path:
     """report.md, verdict.json and the plots under `out_dir` (which the caller holds).
 
-    `rerun` is the command that writes it again, named when writing fails or is
-    interrupted (the records are never touched here).
+    `stage` is the stage.json beside `records_path` (`common.stage_beside`), read before
+    anything is written; `rerun` is the command that writes it again, named when
+    writing fails or is interrupted (the records are never touched here).
     """
     from spillover_harness.report import write_report as write
 
     try:
-        paths = write(verdict, records, matrix, out_dir, stage_notes=stage_notes)
+        paths = write(
+            verdict,
+            records,
+            matrix,
+            out_dir,
+            stage=stage,
+            records_dir=records_path.parent,
+            stage_notes=stage_notes,
+        )
     except OSError as exc:
         raise BadInput(
             f"{out_dir}: cannot write the report: {exc.strerror or exc}; no record was "

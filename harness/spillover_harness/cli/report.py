@@ -18,6 +18,7 @@ from spillover_harness.cli.common import (
     epilog,
     expected_matrix,
     load_records,
+    stage_beside,
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
 from spillover_harness.input_file import shown
@@ -75,6 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     matrix = expected_matrix(args.records, args.matrix)
     records = load_records(args.records, matrix)
+    stage = stage_beside(args.records)  # its faults and simulated platform, in the report
     _refuse_another_stages_dir(args.out, args.records)
     with hold_results_dir(args.out, command=args.invoked):
         try:
@@ -83,5 +85,13 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise Interrupted(
                 f"interrupted during the evaluation: the report in {args.out} was not written"
             ) from None
-        report_md = write_report(verdict, records, matrix, args.out, rerun=args.invoked)
+        report_md = write_report(
+            verdict,
+            records,
+            matrix,
+            args.out,
+            records_path=args.records,
+            stage=stage,
+            rerun=args.invoked,
+        )
     return print_outcome(verdict, matrix, report_md=report_md)

@@ -28,6 +28,7 @@ from spillover_harness.cli.common import (
     err,
     load_matrix_arg,
     positive_float,
+    stage_beside,
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
 from spillover_harness.matrix import Matrix
@@ -386,7 +387,14 @@ def _finish(
             f"{result.records_path}; the report was not written. To write it: {resume_cmd}"
         ) from None
     report_md = write_report(
-        verdict, result.records, matrix, args.out, stage_notes=notes or [], rerun=resume_cmd
+        verdict,
+        result.records,
+        matrix,
+        args.out,
+        records_path=result.records_path,
+        stage=stage_beside(result.records_path),  # the stage.json this run wrote
+        stage_notes=notes or [],
+        rerun=resume_cmd,
     )
     return print_outcome(
         verdict,

@@ -18,6 +18,7 @@ from spillover_harness.cli.common import (
     epilog,
     err,
     load_matrix_arg,
+    stage_beside,
     study_resume_argv,
 )
 
@@ -87,7 +88,7 @@ def resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import hold_results_dir
+    from spillover_harness.results_dir import RECORDS_FILE, hold_results_dir
     from spillover_harness.runner import StopRequest, stop_on_signals
     from spillover_harness.studies.sweep import check_points, judge_sweep, run_sweep, sweep_matrix
     from spillover_harness.studies.sweep_report import write_sweep_report
@@ -117,7 +118,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         try:
             verdict, result = judge_sweep(records, matrix)
             paths = write_sweep_report(
-                result, verdict, records, matrix, args.out, command=args.invoked
+                result,
+                verdict,
+                records,
+                matrix,
+                args.out,
+                command=args.invoked,
+                stage=stage_beside(args.out / RECORDS_FILE),
             )
         except KeyboardInterrupt:
             raise Interrupted(

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import CRITERIA, Verdict
 from spillover_harness.matrix import Matrix
+from spillover_harness.readback import StageSummary
 from spillover_harness.records import RunRecord
 from spillover_harness.report import SIM_DISCLAIMER
 from spillover_harness.studies.sweep import (
@@ -222,11 +223,14 @@ def write_sweep_report(
     out_dir: Path,
     *,
     command: str,
+    stage: StageSummary | None,
 ) -> SweepPaths:
     from spillover_harness.report import write_report
 
     paths = SweepPaths(out_dir)
-    write_report(verdict, records, matrix, paths.evidence)
+    # the sweep's own stage (sim, never faulted): its disclaimer comes from the stage;
+    # the evidence is a copy away from the records, so it names no apply command
+    write_report(verdict, records, matrix, paths.evidence, stage=stage, records_dir=out_dir)
     paths.plot.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     sweep_figure(result).savefig(buf, format="png", dpi=100)
