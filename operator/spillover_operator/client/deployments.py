@@ -37,6 +37,22 @@ def find_deployment(conn: Connection, name: str) -> JsonDict | None:
         return None
 
 
+def list_deployments(conn: Connection, label_selector: str = "") -> list[JsonDict]:
+    """The Deployments of the connection's namespace matching `label_selector` (a
+    selector string; empty: all), as API dicts, sorted by name."""
+    body = request(
+        conn,
+        "GET",
+        f"/apis/apps/v1/namespaces/{conn.namespace}/deployments",
+        verb="list",
+        resource=RESOURCE,
+        what=f"Deployments matching {label_selector!r}",
+        query=[("labelSelector", label_selector)] if label_selector else None,
+    )
+    items: list[JsonDict] = list(body.get("items") or [])
+    return sorted(items, key=lambda dep: str((dep.get("metadata") or {}).get("name", "")))
+
+
 def find_target(conn: Connection, policy: Mapping[str, Any]) -> JsonDict | None:
     """The Deployment the policy targets, or None when it names none or it is missing."""
     target = target_of(policy.get("spec"))
