@@ -31,7 +31,6 @@ from spillover_operator.client import Connection
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.cluster.blocks import check_blocks
 from spillover_harness.cluster.configs import PolicyApplier, PolicyGuard
-from spillover_harness.cluster.driver import ClusterDriver
 from spillover_harness.cluster.kubeconn import ClusterStageError, Target, connect_profile
 from spillover_harness.cluster.plan import block_order
 from spillover_harness.cluster.platform_lane import LaneResult, run_lane
@@ -39,6 +38,7 @@ from spillover_harness.cluster.preflight import PreflightResult, run_preflight
 from spillover_harness.cluster.starters import make_starter
 from spillover_harness.cluster.version import read_version
 from spillover_harness.collectors.prometheus import PrometheusCollector
+from spillover_harness.drivers.cluster import ClusterDriver
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
