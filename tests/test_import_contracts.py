@@ -30,13 +30,13 @@ VIOLATIONS: dict[str, tuple[str, str]] = {
         "operator/spillover_operator/labels.py",
         "import kubernetes\n",
     ),
-    "one-door-to-the-api": (
-        "harness/spillover_harness/cluster/observe.py",
-        "from kubernetes import client\n",
-    ),
     "harness-evaluation-is-pure": (
         "harness/spillover_harness/evaluate/core.py",
         "from spillover_harness.collectors import prometheus\n",
+    ),
+    "one-door-to-the-api": (
+        "harness/spillover_harness/cluster/observe.py",
+        "from kubernetes import client\n",
     ),
 }
 
