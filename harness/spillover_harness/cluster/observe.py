@@ -56,8 +56,9 @@ def _started(pod: Pod) -> datetime:
         return _NEVER
 
 
-def pod_name(pod: Pod) -> str:
-    return str((pod.get("metadata") or {}).get("name"))
+def name_of(obj: Mapping[str, Any]) -> str:
+    """`metadata.name` of an API object (a pod, a Deployment)."""
+    return str((obj.get("metadata") or {}).get("name"))
 
 
 def running_pods(cluster: Connection, namespace: str, selector: str) -> list[Pod]:
@@ -108,7 +109,7 @@ def pod_logs(
         return out
     seconds = max(1, math.ceil((datetime.now(UTC) - since).total_seconds()) + 1)
     for pod in found:
-        name = pod_name(pod)
+        name = name_of(pod)
         try:
             text = read_pod_log(
                 cluster.in_namespace(namespace),
@@ -160,7 +161,7 @@ def pick_pod(cluster: Connection, namespace: str, pods: PodSelector) -> tuple[st
         return f"cannot list pods {pods.selector!r}: {_short(exc)}"
     if not found:
         return f"no running pod matches {pods.selector!r} in {namespace}"
-    return pod_name(found[0]), _container(found[0], pods.container)
+    return name_of(found[0]), _container(found[0], pods.container)
 
 
 Where = tuple[str, str] | None

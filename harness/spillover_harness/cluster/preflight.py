@@ -35,7 +35,7 @@ from spillover_harness.cluster.kubeconn import (
     connect_profile,
     context_for,
 )
-from spillover_harness.cluster.observe import exec_sh, pick_pod, pod_name, running_pods
+from spillover_harness.cluster.observe import exec_sh, name_of, pick_pod, running_pods
 from spillover_harness.cluster.starters import HttpStarter, StartError
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
@@ -265,7 +265,7 @@ def _operator_check(cluster: Connection, namespace: str, selector: str) -> Check
         )
     ]
     if available or ready:
-        what = pod_name(available[0]) if available else pod_name(ready[0])
+        what = name_of(available[0]) if available else name_of(ready[0])
         return Check("operator", True, f"{namespace}/{what} is running")
     return Check(
         "operator", False, f"no available operator ({selector}) in namespace {namespace}", fix

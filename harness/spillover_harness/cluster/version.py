@@ -15,7 +15,7 @@ import requests
 from spillover_operator.client import Connection
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
-from spillover_harness.cluster.observe import Pod, image_id, pod_name, running_pods
+from spillover_harness.cluster.observe import Pod, image_id, name_of, running_pods
 from spillover_harness.profile import JsonPath, Profile, VersionSource
 
 
@@ -51,7 +51,7 @@ def read_version(profile: Profile, cluster: Connection) -> str:
         raise ClusterStageError(
             f"cannot read the mcp-host version ({source.kind}): {type(exc).__name__}"
         ) from None
-    name = pod_name(pod)
+    name = name_of(pod)
     if source.kind == "image_digest":
         found = image_id(pod, profile.pods.mcp_host.container)
         if found is not None:
