@@ -5,4 +5,4 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = REPO_ROOT / "manifests"
-PROFILES = REPO_ROOT / "harness" / "spillover_harness" / "profiles"
+PROFILES = REPO_ROOT / "harness" / "spillover_harness" / "profile" / "shipped"

@@ -45,7 +45,7 @@ DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
 
 # The recipes and inputs the fixtures generate (`fixtures.build_fixtures`), with the
 # size class of each: a matrix naming anything else would spend every one of its runs
-# on an input that does not exist. tests/harness/test_matrix_load.py keeps this table
+# on an input that does not exist. tests/harness/test_matrix.py keeps this table
 # and the fixtures in step.
 KNOWN_INPUTS: Final[Mapping[str, Mapping[str, str]]] = {
     "code-review": {"small": "small", "medium": "medium", "large": "large", "budget": "large"},

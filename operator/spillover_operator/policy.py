@@ -37,7 +37,7 @@ RECIPE_POD_FIELDS = ("selector", "refresh", "container")
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
 
 # The recipe mcp-host pods when spec.recipePods.selector is unset: the harness profiles'
-# mcp-host selector (harness/spillover_harness/profiles/*.yaml).
+# mcp-host selector (harness/spillover_harness/profile/shipped/*.yaml).
 DEFAULT_RECIPE_SELECTOR: dict[str, Any] = {"matchLabels": {"app.kubernetes.io/name": "mcp-host"}}
 # The container read in a recipe pod when spec.recipePods.container is unset: this one
 # when the pod has it, else the pod's first container.

@@ -37,7 +37,7 @@ from controlplane.localcluster import DEFAULT_WORKDIR  # noqa: E402
 
 MCP_HOST_SELECTOR = "app.kubernetes.io/name=mcp-host"
 MCP_HOST_PORT = 8080
-DEFAULT_PORT = 9391  # harness/spillover_harness/profiles/local.yaml: prometheus.url
+DEFAULT_PORT = 9391  # harness/spillover_harness/profile/shipped/local.yaml: prometheus.url
 SCRAPE_INTERVAL_S = 2.0  # the profile's prometheus.scrape_interval_s
 
 

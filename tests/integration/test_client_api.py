@@ -20,6 +20,7 @@ from k8s_helpers import (
 )
 from kubernetes import client
 from spillover_operator.client import (
+    ApiError,
     Conflict,
     Connection,
     CustomResource,
@@ -34,10 +35,12 @@ from spillover_operator.client import (
     env_in_effect,
     find_deployment,
     find_policy,
+    get_config_map,
     get_deployment,
     get_object,
     get_policy,
     is_served,
+    list_deployments,
     list_pods,
     patch_deployment_env,
     patch_policy,
@@ -45,6 +48,8 @@ from spillover_operator.client import (
     pod_values,
     policy_crd_installed,
     post_event,
+    proxy_request,
+    read_pod_log,
     retry_on_conflict,
     selector_string,
     server_version,
@@ -226,6 +231,43 @@ def test_list_pods_by_selector_and_their_values(
     values = [pod_values(p, ["THRESHOLD"], "mcp-host") for p in pods]
     assert [v["THRESHOLD"].value for v in values if v is not None] == ["4096", "8192"]
     assert list_pods(conn, "app=nothing-here") == []
+
+
+def test_what_the_harness_reads_goes_through_the_client(
+    conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """The calls the harness's cluster code makes (preflight, observe, the HTTP starter)
+    through the one door: Deployments by selector, a ConfigMap, a container's log, and a
+    request behind the API server's proxy whose error status is the answer, not a
+    raise."""
+    container = container_manifest("controller", "example.invalid/wrc:1")
+    wrc = deployment_manifest("wrc", [container], namespace=namespace, deployment_labels=True)
+    create_object(admin, wrc)
+    assert [d["metadata"]["name"] for d in list_deployments(conn, "app=wrc")] == ["wrc"]
+    assert list_deployments(conn, "app=nothing-here") == []
+
+    with pytest.raises(NotFound, match="ConfigMap 'tuning' not found"):
+        get_config_map(conn, "tuning")
+    client.CoreV1Api(admin).create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tuning"), data={"a.sha256": "x"}),
+    )
+    assert get_config_map(conn, "tuning")["data"] == {"a.sha256": "x"}
+
+    def running() -> str | None:
+        pods = list_pods(conn, "app=wrc")
+        ok = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return str(ok[0]["metadata"]["name"]) if ok else None
+
+    pod = wait_for("the wrc pod to run", running)
+    assert read_pod_log(conn, pod, "controller", since_seconds=5) == ""  # kwok's container
+    with pytest.raises(ApiError, match="container nope is not valid"):
+        read_pod_log(conn, pod, "nope")
+
+    status, body = proxy_request(
+        conn, "GET", f"/api/v1/namespaces/{namespace}/services/http:absent:8080/proxy/runs/x"
+    )
+    assert status == 404 and b'services \\"absent\\" not found' in body
 
 
 def test_conflict_then_the_retry_rereads_and_wins(

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_helpers import install_crd
+from k8s_helpers import connection, install_crd
 from kubernetes import client
 from platform_env import MCP_HOST_SELECTOR, PlatformEnv, deep_merge, platform_env
 from recipe_run_bridge import API_VERSION, GROUP, KIND, PLURAL, VERSION, RecipeRunBridgeForTests
@@ -276,6 +276,7 @@ def test_a_failing_exec_command_is_reported(env: PlatformEnv) -> None:
     exits non-zero raises instead of passing for empty output."""
     core = client.CoreV1Api(env.api)
     pod = core.list_namespaced_pod(env.namespace, label_selector=MCP_HOST_SELECTOR).items[0]
-    assert exec_sh(core, env.namespace, pod.metadata.name, "mcp-host", "echo ok") == "ok\n"
+    conn = connection(env.api, env.namespace)
+    assert exec_sh(conn, env.namespace, pod.metadata.name, "mcp-host", "echo ok") == "ok\n"
     with pytest.raises(ExecFailed, match="exit status 3"):
-        exec_sh(core, env.namespace, pod.metadata.name, "mcp-host", "exit 3")
+        exec_sh(conn, env.namespace, pod.metadata.name, "mcp-host", "exit 3")

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from k8s_helpers import wait_for
+from k8s_helpers import connection, wait_for
 from kubernetes import client
 from platform_env import (
     MCP_HOST_IMAGE,
@@ -107,7 +107,7 @@ def set_mcp_host_image(env: PlatformEnv, image: str) -> str:
         if [p.spec.containers[0].image for p in pods] != [image]:
             return False  # the old pod is still there
         report_image_ids_as_kubelet(env.api, env.namespace, MCP_HOST_SELECTOR)
-        return mcp_host_image(core, env.namespace, selector) == want
+        return mcp_host_image(connection(env.api, env.namespace), env.namespace, selector) == want
 
     wait_for(f"the mcp-host pod to run {image} and report {want}", only_the_new_pod_reports)
     return want

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from controlplane.localcluster import LocalCluster
-from k8s_helpers import container_manifest, deployment_manifest, wait_for
+from k8s_helpers import connection, container_manifest, deployment_manifest, wait_for
 from kubernetes import client
 from spillover_harness.cluster.observe import ExecFailed, exec_sh, look_for_spill, read_output
 from spillover_harness.profile import PodSelector
@@ -35,16 +35,16 @@ def _running_pod(api: client.ApiClient, namespace: str) -> str:
 def test_a_refused_exec_is_not_an_empty_answer(control_plane: LocalCluster, namespace: str) -> None:
     with control_plane.api_client() as api:
         pod = _running_pod(api, namespace)
-        core = client.CoreV1Api(api)
+        conn = connection(api, namespace)
 
         with pytest.raises(ExecFailed, match="no exec found for container"):
-            exec_sh(core, namespace, pod, "mcp-host", "echo hello")
+            exec_sh(conn, namespace, pod, "mcp-host", "echo hello")
 
-        look = look_for_spill(core, namespace, SELECTOR, "/var/lib/clerum/runs/x", ".spill")
+        look = look_for_spill(conn, namespace, SELECTOR, "/var/lib/clerum/runs/x", ".spill")
         assert look.entries is None  # not checked, rather than "no spill entry"
         assert look.note is not None
         assert f"disk: exec in pod {pod} failed: ExecFailed" in look.note
 
-        text, note = read_output(core, namespace, SELECTOR, "/var/lib/clerum/runs/x", ["a.md"])
+        text, note = read_output(conn, namespace, SELECTOR, "/var/lib/clerum/runs/x", ["a.md"])
         assert text is None
         assert note is not None and f"quality: reading the output in pod {pod} failed" in note

@@ -5,23 +5,33 @@ in effect on the mcp-host pods are read by `recipe_pods`.
 Every function returns data plus notes and never raises for a failure to observe
 (the field becomes null with a note). Notes name pods, paths and counts, never a
 log line or a file's content.
+
+The pods, their logs and the exec go through the client library
+(`spillover_operator.client`: pods as API dicts), the harness's one door to the API.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
-import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
-from kubernetes.stream import stream
-from kubernetes.stream.ws_client import ERROR_CHANNEL
+from spillover_operator.client import (
+    Connection,
+    exec_in_pod,
+    list_pods,
+    pod_container,
+    read_pod_log,
+)
+from spillover_operator.client import ExecFailed as ExecFailed  # the harness's name for it
 
 from spillover_harness.profile import PodSelector
+
+Pod = Mapping[str, Any]
+"""A pod as the API server sent it (JSON)."""
 
 
 def _short(exc: BaseException) -> str:
@@ -33,27 +43,39 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:120]}" if text else type(exc).__name__
 
 
-def _started(pod: Any) -> datetime:
-    ts = pod.metadata.creation_timestamp
-    return ts if isinstance(ts, datetime) else datetime.min.replace(tzinfo=UTC)
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
-def running_pods(core: client.CoreV1Api, namespace: str, selector: str) -> list[Any]:
-    """Running pods matching the selector, newest first."""
-    api: Any = core
-    pods = api.list_namespaced_pod(namespace, label_selector=selector).items
+def _started(pod: Pod) -> datetime:
+    ts = (pod.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(ts, str):
+        return _NEVER
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return _NEVER
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    """`metadata.name` of an API object (a pod, a Deployment)."""
+    return str((obj.get("metadata") or {}).get("name"))
+
+
+def running_pods(cluster: Connection, namespace: str, selector: str) -> list[Pod]:
+    """Running pods matching the selector, newest first (API dicts)."""
+    pods = list_pods(cluster.in_namespace(namespace), selector)
     live = [
         p
         for p in pods
-        if (p.status and p.status.phase == "Running") and not p.metadata.deletion_timestamp
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
     ]
     return sorted(live, key=_started, reverse=True)
 
 
-def _container(pod: Any, wanted: str | None) -> str:
-    names = [c.name for c in pod.spec.containers]
+def _container(pod: Pod, wanted: str | None) -> str:
     if wanted is None:
-        return str(names[0])
+        return str((pod_container(pod, None) or {}).get("name"))
     return wanted
 
 
@@ -67,7 +89,7 @@ class PodLogs:
 
 
 def pod_logs(
-    core: client.CoreV1Api,
+    cluster: Connection,
     namespace: str,
     pods: PodSelector,
     since: datetime,
@@ -78,7 +100,7 @@ def pod_logs(
     out = PodLogs()
     sel = selector or pods.selector
     try:
-        found = running_pods(core, namespace, sel)
+        found = running_pods(cluster, namespace, sel)
     except Exception as exc:
         out.notes.append(f"logs: cannot list pods {sel!r}: {_short(exc)}")
         return out
@@ -87,16 +109,14 @@ def pod_logs(
         return out
     seconds = max(1, math.ceil((datetime.now(UTC) - since).total_seconds()) + 1)
     for pod in found:
-        name = pod.metadata.name
+        name = name_of(pod)
         try:
-            api: Any = core
-            text = api.read_namespaced_pod_log(
+            text = read_pod_log(
+                cluster.in_namespace(namespace),
                 name,
-                namespace,
-                container=_container(pod, pods.container),
+                _container(pod, pods.container),
                 since_seconds=seconds,
-                _preload_content=False,
-            ).data.decode("utf-8", errors="replace")
+            )
         except Exception as exc:
             out.notes.append(f"logs: cannot read pod {name}: {_short(exc)}")
             continue
@@ -107,60 +127,15 @@ def pod_logs(
     return out
 
 
-_EXEC = threading.local()
-
-
-def _exec_api(core: client.CoreV1Api) -> client.CoreV1Api:
-    """A CoreV1Api on an ApiClient of this thread's own for exec: `stream()` swaps the
-    ApiClient's request method for a websocket while it runs, so a shared ApiClient
-    would send another thread's ordinary calls (a policy patch) down that path."""
-    config = core.api_client.configuration
-    cached = getattr(_EXEC, "api", None)
-    if cached is None or cached[0] is not config:
-        cached = (config, client.CoreV1Api(client.ApiClient(config)))
-        _EXEC.api = cached
-    api: client.CoreV1Api = cached[1]
-    return api
-
-
-class ExecFailed(RuntimeError):
-    """The exec did not run, or the command failed (the error channel's message)."""
-
-
 def exec_sh(
-    core: client.CoreV1Api, namespace: str, pod: str, container: str, script: str, *args: str
+    cluster: Connection, namespace: str, pod: str, container: str, script: str, *args: str
 ) -> str:
     """Run `sh -c script sh args...` in the container; its stdout. Raises (ExecFailed
     when the API server or the kubelet reports a failure on the exec's error channel:
     without that check a refused exec would look like empty output)."""
-    ws: Any = stream(
-        _exec_api(core).connect_get_namespaced_pod_exec,
-        pod,
-        namespace,
-        container=container,
-        command=["sh", "-c", script, "sh", *args],
-        stdout=True,
-        stderr=False,
-        stdin=False,
-        tty=False,
-        _preload_content=False,
-        _request_timeout=60,
+    return exec_in_pod(
+        cluster.in_namespace(namespace), pod, container, ["sh", "-c", script, "sh", *args]
     )
-    try:
-        ws.run_forever(timeout=60)
-        out = ws.read_stdout()
-        error = ws.read_channel(ERROR_CHANNEL)
-    finally:
-        ws.close()
-    if error:
-        try:
-            status = json.loads(error)
-        except ValueError:
-            status = {"status": "Failure", "message": error}
-        if status.get("status") != "Success":
-            message = str(status.get("message") or status.get("reason") or "exec failed")
-            raise ExecFailed(message.splitlines()[0][:160])
-    return str(out)
 
 
 # Prints MISSING when the directory does not exist, else every entry named or ending
@@ -178,15 +153,15 @@ class DiskLook:
     note: str | None = None
 
 
-def pick_pod(core: client.CoreV1Api, namespace: str, pods: PodSelector) -> tuple[str, str] | str:
+def pick_pod(cluster: Connection, namespace: str, pods: PodSelector) -> tuple[str, str] | str:
     """(pod, container) of the newest running pod, or why there is none."""
     try:
-        found = running_pods(core, namespace, pods.selector)
+        found = running_pods(cluster, namespace, pods.selector)
     except Exception as exc:
         return f"cannot list pods {pods.selector!r}: {_short(exc)}"
     if not found:
         return f"no running pod matches {pods.selector!r} in {namespace}"
-    return str(found[0].metadata.name), _container(found[0], pods.container)
+    return name_of(found[0]), _container(found[0], pods.container)
 
 
 Where = tuple[str, str] | None
@@ -195,19 +170,19 @@ running pod the PodSelector matches."""
 
 
 def look_for_spill(
-    core: client.CoreV1Api,
+    cluster: Connection,
     namespace: str,
     pods: PodSelector,
     directory: str,
     spill_name: str,
     target: Where = None,
 ) -> DiskLook:
-    where = target or pick_pod(core, namespace, pods)
+    where = target or pick_pod(cluster, namespace, pods)
     if isinstance(where, str):
         return DiskLook(None, note=f"disk: {where}")
     pod, container = where
     try:
-        out = exec_sh(core, namespace, pod, container, _FIND_SPILL, directory, spill_name)
+        out = exec_sh(cluster, namespace, pod, container, _FIND_SPILL, directory, spill_name)
     except Exception as exc:
         return DiskLook(None, note=f"disk: exec in pod {pod} failed: {_short(exc)}")
     lines = [line.strip() for line in out.splitlines() if line.strip()]
@@ -223,7 +198,7 @@ _CAT_FIRST = (
 
 
 def read_output(
-    core: client.CoreV1Api,
+    cluster: Connection,
     namespace: str,
     pods: PodSelector,
     directory: str,
@@ -231,24 +206,32 @@ def read_output(
     target: Where = None,
 ) -> tuple[str | None, str | None]:
     """(the first output file that exists, note). Its text is only judged, never kept."""
-    where = target or pick_pod(core, namespace, pods)
+    where = target or pick_pod(cluster, namespace, pods)
     if isinstance(where, str):
         return None, f"quality: {where}"
     pod, container = where
     try:
-        text = exec_sh(core, namespace, pod, container, _CAT_FIRST, directory, *files)
+        text = exec_sh(cluster, namespace, pod, container, _CAT_FIRST, directory, *files)
     except Exception as exc:
         return None, f"quality: reading the output in pod {pod} failed: {_short(exc)}"
     return (text if text else None), None
 
 
-def mcp_host_image(core: client.CoreV1Api, namespace: str, pods: PodSelector) -> str | None:
+def image_id(pod: Pod, container: str | None) -> str | None:
+    """The imageID (`repo@sha256:...`) the kubelet reports for the container (None: any
+    container of the pod), None when it reports none."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if (container is None or status.get("name") == container) and status.get("imageID"):
+            return str(status["imageID"])
+    return None
+
+
+def mcp_host_image(cluster: Connection, namespace: str, pods: PodSelector) -> str | None:
     """The imageID (digest) of the mcp-host container of the newest running pod."""
-    found = running_pods(core, namespace, pods.selector)
-    for pod in found:
-        for status in pod.status.container_statuses or []:
-            if (pods.container is None or status.name == pods.container) and status.image_id:
-                return str(status.image_id)
+    for pod in running_pods(cluster, namespace, pods.selector):
+        found = image_id(pod, pods.container)
+        if found is not None:
+            return found
     return None
 
 

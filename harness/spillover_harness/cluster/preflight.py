@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
 from spillover_operator.assess import assess
 from spillover_operator.client import (
     ApiError,
@@ -20,8 +19,10 @@ from spillover_operator.client import (
     CustomResource,
     env_in_effect,
     find_deployment,
+    get_config_map,
     get_policy,
     is_served,
+    list_deployments,
     policy_crd_installed,
     server_version,
 )
@@ -34,7 +35,7 @@ from spillover_harness.cluster.kubeconn import (
     connect_profile,
     context_for,
 )
-from spillover_harness.cluster.observe import exec_sh, pick_pod, running_pods
+from spillover_harness.cluster.observe import exec_sh, name_of, pick_pod, running_pods
 from spillover_harness.cluster.starters import HttpStarter, StartError
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
@@ -125,8 +126,6 @@ def run_preflight(
         return PreflightResult(checks)
 
     ns = profile.namespace
-    core = cluster.core
-    apps = cluster.apps
 
     # 2. CRD
     crd_ok = policy_crd_installed(cluster)
@@ -140,7 +139,7 @@ def run_preflight(
     )
 
     # 3. operator
-    add(_operator_check(core, apps, profile.operator.namespace, profile.operator.selector))
+    add(_operator_check(cluster, profile.operator.namespace, profile.operator.selector))
 
     # 4. policy Ready
     policy = None
@@ -207,7 +206,7 @@ def run_preflight(
         )
 
     # 6. recipes reachable
-    add(_recipes_check(profile, target, cluster, core))
+    add(_recipes_check(profile, target, cluster))
 
     # 7. Prometheus
     ok, message = PrometheusCollector.from_profile(profile.prometheus).probe()
@@ -223,7 +222,7 @@ def run_preflight(
     )
 
     # 8. fixtures
-    add(_fixtures_check(profile, core, fixtures, matrix))
+    add(_fixtures_check(profile, cluster, fixtures, matrix))
     return PreflightResult(checks)
 
 
@@ -244,38 +243,36 @@ def _find_wrc(cluster: Connection, name: str) -> dict[str, Any] | None:
         return None
 
 
-def _operator_check(
-    core: client.CoreV1Api, apps_api: client.AppsV1Api, namespace: str, selector: str
-) -> Check:
-    apps: Any = apps_api
+def _operator_check(cluster: Connection, namespace: str, selector: str) -> Check:
     fix = (
         f"deploy it (`make deploy` / `make deploy-minikube`) and check "
         f"`kubectl -n {namespace} get pods -l {selector}`"
     )
     try:
-        deps = apps.list_namespaced_deployment(namespace, label_selector=selector).items
-        pods = running_pods(core, namespace, selector)
+        deps = list_deployments(cluster.in_namespace(namespace), selector)
+        pods = running_pods(cluster, namespace, selector)
     except Exception as exc:
         return Check(
             "operator", False, f"cannot look in namespace {namespace}: {type(exc).__name__}", fix
         )
-    available = [d for d in deps if (d.status.available_replicas or 0) >= 1]
+    available = [d for d in deps if ((d.get("status") or {}).get("availableReplicas") or 0) >= 1]
     ready = [
         p
         for p in pods
-        if any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
     ]
     if available or ready:
-        what = available[0].metadata.name if available else ready[0].metadata.name
+        what = name_of(available[0]) if available else name_of(ready[0])
         return Check("operator", True, f"{namespace}/{what} is running")
     return Check(
         "operator", False, f"no available operator ({selector}) in namespace {namespace}", fix
     )
 
 
-def _recipes_check(
-    profile: Profile, target: Target, cluster: Connection, core: client.CoreV1Api
-) -> Check:
+def _recipes_check(profile: Profile, target: Target, cluster: Connection) -> Check:
     run = profile.run
     if isinstance(run, HttpRun):
         starter = HttpStarter(profile, target, cluster)
@@ -321,7 +318,7 @@ _SHA = 'cd "$1" 2>/dev/null || { echo MISSING; exit 0; }; find . -type f -exec s
 
 
 def _fixtures_check(
-    profile: Profile, core: client.CoreV1Api, fixtures: FixtureSet, matrix: Matrix
+    profile: Profile, cluster: Connection, fixtures: FixtureSet, matrix: Matrix
 ) -> Check:
     cfg = profile.fixtures
     fix = (
@@ -345,13 +342,13 @@ def _fixtures_check(
         )
     problems: list[str] = []
     if cfg.dir is not None:
-        where = pick_pod(core, profile.namespace, cfg.pod or profile.disk.pod)
+        where = pick_pod(cluster, profile.namespace, cfg.pod or profile.disk.pod)
         if isinstance(where, str):
             problems.append(where)
         else:
             pod, container = where
             try:
-                out = exec_sh(core, profile.namespace, pod, container, _SHA, cfg.dir)
+                out = exec_sh(cluster, profile.namespace, pod, container, _SHA, cfg.dir)
             except Exception as exc:
                 problems.append(f"exec in {pod} failed: {type(exc).__name__}")
             else:
@@ -371,8 +368,8 @@ def _fixtures_check(
                         )
     if cfg.configmap is not None:
         try:
-            cm = core.read_namespaced_config_map(cfg.configmap, profile.namespace)
-            data = cm.data or {}
+            cm = get_config_map(cluster.in_namespace(profile.namespace), cfg.configmap)
+            data = cm.get("data") or {}
             for f in fixtures:
                 key = f"{f.recipe}.{f.input_name}.sha256"
                 digest = hashlib.sha256(

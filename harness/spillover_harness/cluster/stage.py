@@ -25,13 +25,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubernetes import client
 from pydantic import ValidationError
+from spillover_operator.client import Connection
 
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.cluster.blocks import check_blocks
 from spillover_harness.cluster.configs import PolicyApplier, PolicyGuard
-from spillover_harness.cluster.driver import ClusterDriver
 from spillover_harness.cluster.kubeconn import ClusterStageError, Target, connect_profile
 from spillover_harness.cluster.plan import block_order
 from spillover_harness.cluster.platform_lane import LaneResult, run_lane
@@ -39,6 +38,7 @@ from spillover_harness.cluster.preflight import PreflightResult, run_preflight
 from spillover_harness.cluster.starters import make_starter
 from spillover_harness.cluster.version import read_version
 from spillover_harness.collectors.prometheus import PrometheusCollector
+from spillover_harness.drivers.cluster import ClusterDriver
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
@@ -67,9 +67,9 @@ class Stage1GateError(ClusterStageError):
     """Stage dev may not start: no accepted Stage 1 verdict for this version."""
 
 
-def mcp_host_version(profile: Profile, core: client.CoreV1Api) -> str:
+def mcp_host_version(profile: Profile, cluster: Connection) -> str:
     """The version the stage validates (`cluster/version.py`)."""
-    return read_version(profile, core)
+    return read_version(profile, cluster)
 
 
 def stage1_decided(verdict: VerdictSummary | Mapping[str, object], matrix: Matrix) -> bool:
@@ -181,8 +181,7 @@ def run_cluster(
         if not pre.ok:
             raise PreflightFailed(pre)
     cluster = connect_profile(profile, target)
-    core = client.CoreV1Api(cluster.api_client)
-    version = mcp_host_version(profile, core)
+    version = mcp_host_version(profile, cluster)
     notes = [f"mcp-host version validated: `{version}`", f"cluster profile: `{profile.name}`"]
     if profile.simulated_platform:
         notes[0] = f"mcp-host version: `{version}` (the simulator's image: nothing is validated)"
@@ -199,7 +198,7 @@ def run_cluster(
     starter = make_starter(profile, target, cluster)
     driver = ClusterDriver(
         profile,
-        core,
+        cluster,
         applier,
         starter,
         PrometheusCollector.from_profile(profile.prometheus),

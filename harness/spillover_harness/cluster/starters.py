@@ -29,6 +29,7 @@ from spillover_operator.client import (
     create_object,
     delete_object,
     get_object,
+    proxy_request,
 )
 
 from spillover_harness.cluster.kubeconn import Target, context_for
@@ -167,25 +168,16 @@ class HttpStarter:
                 raise StartError(f"{method} {path}: {_short(exc)}") from None
             return resp.status_code, resp.content
         prefix = self.run.service_proxy_prefix(self.profile.namespace)
-        api: Any = self.cluster.api_client
-        headers = {"Accept": "*/*"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
         try:
-            # The kubernetes package's own request path (as the client library's
-            # transport uses it): the answer's status is the Service's, errors included.
-            verb, url, headers, data, _ = api.param_serialize(
-                method=method,
-                resource_path=prefix + path,
-                header_params=headers,
+            # The answer's status is the Service's, errors included.
+            return proxy_request(
+                self.cluster,
+                method,
+                prefix + path,
                 body=body,
-                auth_settings=["BearerToken"],
+                timeout=(REQUEST_TIMEOUT_S, REQUEST_TIMEOUT_S),
             )
-            resp = api.call_api(
-                verb, url, header_params=headers, body=data, _request_timeout=REQUEST_TIMEOUT_S
-            )
-            return int(resp.status), bytes(resp.read())
-        except Exception as exc:  # urllib3 errors: the API server cannot be reached
+        except Exception as exc:  # ApiUnavailable: the API server cannot be reached
             raise StartError(f"{method} {path} through the service proxy: {_short(exc)}") from None
 
     def _json(self, method: str, path: str, body: object | None = None) -> Any:

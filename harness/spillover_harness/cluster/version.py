@@ -10,13 +10,12 @@ image digest, and a pod label/annotation or a version endpoint names the commit.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import requests
-from kubernetes import client
+from spillover_operator.client import Connection
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
-from spillover_harness.cluster.observe import running_pods
+from spillover_harness.cluster.observe import Pod, image_id, name_of, running_pods
 from spillover_harness.profile import JsonPath, Profile, VersionSource
 
 
@@ -25,8 +24,8 @@ def digest_of(image_id: str) -> str:
     return image_id.rsplit("@", 1)[-1]
 
 
-def _newest_pod(profile: Profile, core: client.CoreV1Api) -> Any:
-    pods = running_pods(core, profile.namespace, profile.pods.mcp_host.selector)
+def _newest_pod(profile: Profile, cluster: Connection) -> Pod:
+    pods = running_pods(cluster, profile.namespace, profile.pods.mcp_host.selector)
     if not pods:
         raise ClusterStageError(
             f"no running mcp-host pod ({profile.pods.mcp_host.selector}) in namespace "
@@ -36,7 +35,7 @@ def _newest_pod(profile: Profile, core: client.CoreV1Api) -> Any:
     return pods[0]
 
 
-def read_version(profile: Profile, core: client.CoreV1Api) -> str:
+def read_version(profile: Profile, cluster: Connection) -> str:
     """The version; ClusterStageError saying what is missing and how to fix it."""
     if profile.mcp_host_version:
         return profile.mcp_host_version
@@ -45,26 +44,25 @@ def read_version(profile: Profile, core: client.CoreV1Api) -> str:
     try:
         if source.kind == "endpoint":
             return _from_endpoint(source)
-        pod = _newest_pod(profile, core)
+        pod = _newest_pod(profile, cluster)
     except ClusterStageError:
         raise
     except Exception as exc:
         raise ClusterStageError(
             f"cannot read the mcp-host version ({source.kind}): {type(exc).__name__}"
         ) from None
-    name = pod.metadata.name
+    name = name_of(pod)
     if source.kind == "image_digest":
-        for status in pod.status.container_statuses or []:
-            wanted = profile.pods.mcp_host.container
-            if (wanted is None or status.name == wanted) and status.image_id:
-                image_id = str(status.image_id)
-                return image_id if whole_image_id else digest_of(image_id)
+        found = image_id(pod, profile.pods.mcp_host.container)
+        if found is not None:
+            return found if whole_image_id else digest_of(found)
         raise ClusterStageError(
             f"mcp-host pod {name} reports no imageID, so the stage cannot record the version "
             "it validates; set mcp_host_version_source (a pod label or annotation with the "
             "commit, or a version endpoint) or mcp_host_version in the profile"
         )
-    where = pod.metadata.labels if source.kind == "pod_label" else pod.metadata.annotations
+    meta = pod.get("metadata") or {}
+    where = meta.get("labels") if source.kind == "pod_label" else meta.get("annotations")
     value = (where or {}).get(source.key)
     if not value:
         raise ClusterStageError(

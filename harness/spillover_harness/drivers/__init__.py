@@ -1,1 +1,3 @@
-"""Drivers run one job of the matrix somewhere (the simulator, a cluster) and return its record."""
+"""Drivers run one job of the matrix somewhere and return its record: `base` (the
+interface the runner calls), `sim` (the simulator, stage `sim`) and `cluster` (a
+platform, stages `minikube` and `dev`; the stage around it is `spillover_harness.cluster`)."""

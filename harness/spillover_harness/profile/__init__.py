@@ -12,7 +12,7 @@ file and the key.
 
 Modules: `model` (the schema), `load` (files and errors), `jsonpath` (the JSONPath
 engine), `template` (run templates and their placeholders), `validators` (names,
-selectors, matchers, regexes).
+selectors, matchers, regexes). The profiles shipped as data are in `shipped/`.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def parse_profile(data: object, *, source: str = "<profile>") -> Profile:
 def load_profile(path: Path | str) -> Profile:
     """Load a profile file. A bare name (`minikube`, `dev`) loads the shipped profile."""
     if isinstance(path, str) and path in DEFAULT_PROFILES:
-        ref = resources.files("spillover_harness.profiles").joinpath(f"{path}.yaml")
+        ref = resources.files("spillover_harness.profile.shipped").joinpath(f"{path}.yaml")
         return parse_profile(_yaml(ref.read_text(encoding="utf-8"), str(ref)), source=str(ref))
     p = Path(path)
     try:

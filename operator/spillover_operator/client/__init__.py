@@ -3,7 +3,8 @@
 - `connection`: `connect` (kubeconfig/context or the in-cluster service account) and
   `Connection` (the API client, the namespace, who we are, how to name us in messages);
 - `policies`: read, list and patch SpilloverPolicies (spec and status);
-- `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its env;
+- `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its
+  env; list Deployments by label selector;
 - `retry`: the one conflict retry;
 - `events`: Events, one body for everyone;
 - `identity`: who the API server says we are (`authenticated_user`, a SelfSubjectReview);
@@ -14,12 +15,17 @@
 - `observing` / `waiting`: the status report of a policy (`observe`; the module is not
   named after it, so that importing it never hides the function), and waiting until it
   is in effect (progress through a callback);
-- `configmaps`: the ConfigMap lookup env resolution reads (`resolved_env`), applying a
+- `configmaps`: read one ConfigMap (`get_config_map`), the ConfigMap lookup env
+  resolution reads (`resolved_env`), applying a
   whole ConfigMap (`apply_config_map`, the WRC stand-in), and when a
   ConfigMap last changed (`ConfigMapReader`: a pod read it when it started);
 - `pods`: list pods by label selector, and what a pod's container resolves the
   variables to (`pod_values`); ReplicaSets (a pod's owner), the rollout restart of a
   Deployment/StatefulSet and deleting a pod (refreshing recipe pods);
+- `pod_io`: inside a pod's containers: a container's log (`read_pod_log`) and a command
+  run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails);
+- `proxy`: a request to an HTTP endpoint behind the API server's proxy
+  (`proxy_request`: the endpoint's status and body, error statuses included);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
 - `errors`: the error types (no exit codes: the command lines map them).
 
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
         ConfigMapReader,
         apply_config_map,
         config_map_lookup,
+        get_config_map,
     )
     from spillover_operator.client.connection import (
         DEFAULT_NAMESPACE,
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
         find_deployment,
         find_target,
         get_deployment,
+        list_deployments,
         patch_deployment_env,
     )
     from spillover_operator.client.discovery import (
@@ -74,6 +82,7 @@ if TYPE_CHECKING:
         ClientError,
         ConfigError,
         Conflict,
+        ExecFailed,
         Forbidden,
         NotFound,
         NotServed,
@@ -92,6 +101,7 @@ if TYPE_CHECKING:
         update_lease,
     )
     from spillover_operator.client.observing import observe
+    from spillover_operator.client.pod_io import exec_in_pod, read_pod_log
     from spillover_operator.client.pods import (
         SelectorError,
         delete_pod,
@@ -113,6 +123,7 @@ if TYPE_CHECKING:
         patch_policy,
         patch_policy_status,
     )
+    from spillover_operator.client.proxy import proxy_request
     from spillover_operator.client.retry import retry_on_conflict
     from spillover_operator.client.waiting import (
         REFUSED_REASONS,
@@ -133,6 +144,7 @@ _WHERE: dict[str, str] = {
     "Connection": "connection",
     "CustomResource": "custom",
     "DEFAULT_NAMESPACE": "connection",
+    "ExecFailed": "errors",
     "Forbidden": "errors",
     "NotFound": "errors",
     "NotServed": "errors",
@@ -153,6 +165,7 @@ _WHERE: dict[str, str] = {
     "delete_object": "custom",
     "delete_pod": "pods",
     "env_in_effect": "deployments",
+    "exec_in_pod": "pod_io",
     "event_body": "events",
     "apply_config_map": "configmaps",
     "apply_deployment": "deployments",
@@ -163,10 +176,12 @@ _WHERE: dict[str, str] = {
     "update_lease": "leases",
     "find_policy": "policies",
     "find_target": "deployments",
+    "get_config_map": "configmaps",
     "get_deployment": "deployments",
     "get_object": "custom",
     "get_policy": "policies",
     "is_served": "custom",
+    "list_deployments": "deployments",
     "list_pods": "pods",
     "list_policies": "policies",
     "list_replica_sets": "pods",
@@ -180,6 +195,8 @@ _WHERE: dict[str, str] = {
     "patch_policy_status": "policies",
     "pod_container": "pods",
     "pod_values": "pods",
+    "proxy_request": "proxy",
+    "read_pod_log": "pod_io",
     "policy_crd_installed": "discovery",
     "post_event": "events",
     "renew_lease": "leases",
@@ -203,6 +220,7 @@ __all__ = [
     "Conflict",
     "Connection",
     "CustomResource",
+    "ExecFailed",
     "Forbidden",
     "NotFound",
     "NotServed",
@@ -226,14 +244,17 @@ __all__ = [
     "delete_pod",
     "env_in_effect",
     "event_body",
+    "exec_in_pod",
     "find_deployment",
     "find_lease",
     "find_policy",
     "find_target",
+    "get_config_map",
     "get_deployment",
     "get_object",
     "get_policy",
     "is_served",
+    "list_deployments",
     "list_pods",
     "list_policies",
     "list_replica_sets",
@@ -247,7 +268,9 @@ __all__ = [
     "pod_values",
     "policy_crd_installed",
     "post_event",
+    "proxy_request",
     "read_owner_states",
+    "read_pod_log",
     "read_process_report",
     "renew_lease",
     "restart_workload",

@@ -64,6 +64,19 @@ def _time(text: Any) -> datetime.datetime | None:
         return None
 
 
+def get_config_map(conn: Connection, name: str) -> dict[str, Any]:
+    """The ConfigMap `name` of the connection's namespace as stored; NotFound when it
+    does not exist (other typed errors when it cannot be read)."""
+    return request(
+        conn,
+        "GET",
+        f"/api/v1/namespaces/{conn.namespace}/configmaps/{name}",
+        verb="get",
+        resource=RESOURCE,
+        what=f"ConfigMap '{name}'",
+    )
+
+
 def config_map_lookup(conn: Connection) -> ConfigMapLookup:
     """A lookup for `resolved_env.resolve` in the connection's namespace: the data of a
     ConfigMap, None when it does not exist; ConfigMapUnreadable when it may not be read
@@ -73,14 +86,7 @@ def config_map_lookup(conn: Connection) -> ConfigMapLookup:
 
 def _read(conn: Connection, name: str) -> dict[str, Any] | ConfigMapUnreadable | None:
     try:
-        body = request(
-            conn,
-            "GET",
-            f"/api/v1/namespaces/{conn.namespace}/configmaps/{name}",
-            verb="get",
-            resource=RESOURCE,
-            what=f"ConfigMap '{name}'",
-        )
+        body = get_config_map(conn, name)
     except NotFound:
         return None
     except ApiError as exc:

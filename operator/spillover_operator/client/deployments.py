@@ -98,3 +98,25 @@ def apply_deployment(conn: Connection, body: Mapping[str, Any]) -> JsonDict:
         body=dict(body),
         content_type=APPLY_PATCH,
     )
+
+
+def list_deployments(
+    conn: Connection, label_selector: str = "", *, from_cache: bool = False
+) -> list[JsonDict]:
+    """The Deployments of the connection's namespace matching `label_selector` (a
+    selector string; empty: all), as API dicts sorted by name; `from_cache`: as the API
+    server's watch cache has them (`pods.FROM_CACHE`)."""
+    query = [("labelSelector", label_selector)] if label_selector else []
+    if from_cache:
+        query.append(("resourceVersion", "0"))
+    body = request(
+        conn,
+        "GET",
+        f"/apis/apps/v1/namespaces/{conn.namespace}/deployments",
+        verb="list",
+        resource=RESOURCE,
+        what=f"Deployments matching {label_selector!r}" if label_selector else "Deployments",
+        query=query or None,
+    )
+    items: list[JsonDict] = list(body.get("items") or [])
+    return sorted(items, key=lambda dep: str((dep.get("metadata") or {}).get("name", "")))

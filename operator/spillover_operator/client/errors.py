@@ -90,3 +90,9 @@ class OperatorRefused(ClientError):
     def __init__(self, message: str, *, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class ExecFailed(ApiError):
+    """A command run in a container (exec) did not run or failed: the message is the
+    one the API server or the kubelet sent on the exec's error channel (its first line),
+    so a refused exec is never taken for empty output."""

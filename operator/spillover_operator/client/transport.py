@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 Query = list[tuple[str, str]]
 Timeout = tuple[float, float]
+JSON = "application/json"
+ANY = "*/*"  # a container's log, an endpoint behind the proxy: whatever it sends
 
 
 class HttpStatusError(Exception):
@@ -50,7 +52,12 @@ class Transport(Protocol):
         body: Any = None,
         content_type: str | None = None,
         timeout: Timeout,
-    ) -> bytes: ...
+        accept: str = JSON,
+    ) -> bytes:
+        """The body the server answered; `accept` is the Accept header (an API object is
+        JSON; a container's log or an endpoint behind the API server's proxy may be
+        anything: `*/*`)."""
+        ...
 
     def stream(self, path: str, *, query: Query, timeout: Timeout) -> Iterator[bytes]:
         """The lines of a streamed answer (a watch), as they arrive."""
@@ -122,9 +129,10 @@ class HttpTransport:
         body: Any = None,
         content_type: str | None = None,
         timeout: Timeout,
+        accept: str = JSON,
     ) -> bytes:
         payload = None if body is None else json.dumps(body).encode()
-        headers = {**self.headers, "Accept": "application/json"}
+        headers = {**self.headers, "Accept": accept}
         if payload is not None:
             headers["Content-Type"] = content_type or "application/json"
         url = _url(path, query)
@@ -194,9 +202,10 @@ class ApiClientTransport:
         body: Any,
         content_type: str | None,
         timeout: Timeout,
+        accept: str = JSON,
     ) -> Any:
         """The kubernetes package's RESTResponse (its urllib3 response unread)."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         method, url, headers, body, _ = self._client.param_serialize(
@@ -225,8 +234,9 @@ class ApiClientTransport:
         body: Any = None,
         content_type: str | None = None,
         timeout: Timeout,
+        accept: str = JSON,
     ) -> bytes:
-        resp = self._call(method, path, query, body, content_type, timeout)
+        resp = self._call(method, path, query, body, content_type, timeout, accept)
         data = resp.read()
         return data if isinstance(data, bytes) else str(data).encode()
 

@@ -4,11 +4,14 @@ import: spilloverctl starts fast), the kubernetes ApiClient for anything else.""
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import ssl
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +168,48 @@ def test_a_json_kubeconfig_does_not_import_yaml(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class _EchoAccept(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server that answers with the Accept header it was sent."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"accept": self.headers.get("Accept")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def echo_accept() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoAccept)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_both_transports_send_the_accept_header_asked_for(echo_accept: str) -> None:
+    """API objects are asked for as JSON; a container's log or an endpoint behind the
+    API server's proxy as anything (`*/*`), on either transport."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = echo_accept
+    transports = [
+        HttpTransport(echo_accept, None, {}, lambda: None),
+        ApiClientTransport(client.ApiClient(configuration)),
+    ]
+    for transport in transports:
+        plain = transport.request("GET", "/x", timeout=(5.0, 5.0))
+        anything = transport.request("GET", "/x", timeout=(5.0, 5.0), accept="*/*")
+        assert json.loads(plain) == {"accept": "application/json"}, type(transport).__name__
+        assert json.loads(anything) == {"accept": "*/*"}, type(transport).__name__

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubernetes import client
-from spillover_operator.client import ClientError
+from spillover_operator.client import ClientError, Connection
 
 from spillover_harness.checks import judge_output, scan_logs_for_canaries
 from spillover_harness.checks.consistency import check_run
@@ -135,7 +134,7 @@ class ClusterDriver:
     def __init__(
         self,
         profile: Profile,
-        core: client.CoreV1Api,
+        cluster: Connection,
         applier: PolicyApplier,
         starter: Starter,
         prometheus: PrometheusCollector,
@@ -144,7 +143,7 @@ class ClusterDriver:
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.profile = profile
-        self.core = core
+        self.cluster = cluster  # pods, logs and exec (the policy goes through `applier`)
         self.applier = applier
         self.starter = starter
         self.prometheus = prometheus
@@ -572,7 +571,7 @@ class ClusterDriver:
             if now >= next_disk:
                 self._watch_pods(job, watch)
                 look = look_for_spill(
-                    self.core,
+                    self.cluster,
                     self.profile.namespace,
                     self.profile.disk.pod,
                     self._output_dir(job, handle, status),
@@ -645,13 +644,13 @@ class ClusterDriver:
         except StartError as exc:
             notes.append(f"logs: the run's log endpoint failed: {exc}")
         mcp = pod_logs(
-            self.core,
+            self.cluster,
             ns,
             self.profile.pods.mcp_host,
             window_start,
             self.profile.pods.mcp_host_selector(job.recipe),
         )
-        coord = pod_logs(self.core, ns, self.profile.pods.coordinator, window_start)
+        coord = pod_logs(self.cluster, ns, self.profile.pods.coordinator, window_start)
         notes += mcp.notes + coord.notes
         mcp_split = _own_pod(mcp.by_pod, ours, logs.run_id)
         coord_split = _own_pod(coord.by_pod, ours, logs.run_id)
@@ -697,7 +696,7 @@ class ClusterDriver:
             if out["status_report_bytes"] is not None or not coord.ok:
                 break
             time.sleep(LATE_LOG_PAUSE_S)
-            coord = pod_logs(self.core, ns, self.profile.pods.coordinator, window_start)
+            coord = pod_logs(self.cluster, ns, self.profile.pods.coordinator, window_start)
             if coord.ok:
                 mine = _own_pod(coord.by_pod, ours, logs.run_id).mine
                 out["status_report_bytes"] = parse_logs(mine, logs).status_report_bytes
@@ -753,7 +752,7 @@ class ClusterDriver:
         target: tuple[str, str] | None,
     ) -> bool | None:
         look = look_for_spill(
-            self.core,
+            self.cluster,
             self.profile.namespace,
             self.profile.disk.pod,
             directory,
@@ -792,7 +791,7 @@ class ClusterDriver:
         output = text if isinstance(text, str) else None
         if output is None:
             output, note = read_output(
-                self.core,
+                self.cluster,
                 self.profile.namespace,
                 self.profile.disk.pod,
                 directory,

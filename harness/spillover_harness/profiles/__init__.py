@@ -1,1 +1,0 @@
-"""Cluster profiles shipped with the harness (`minikube.yaml`, `dev.yaml`)."""
