@@ -54,6 +54,18 @@ from spillover_operator.envplan import (
     select_container,
     shadow_notes,
 )
+from spillover_operator.model import (
+    REASON_APPLIED,
+    REASON_APPLY_FAILED,
+    REASON_CONFLICT,
+    REASON_DRIFT_CORRECTED,
+    REASON_INVALID_SPEC,
+    REASON_REMOVED,
+    REASON_ROLLOUT_COMPLETE,
+    REASON_ROLLOUT_IN_PROGRESS,
+    REASON_TARGET_NOT_FOUND,
+    REASON_TARGET_NOT_SUPPORTED,
+)
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, selector_matches
 from spillover_operator.recipe_reconcile import (
@@ -342,7 +354,7 @@ def settle(
     if plan.patch is not None:
         drift = not policy_change and _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
-        reason = "DriftCorrected" if drift else "Applied"
+        reason = REASON_DRIFT_CORRECTED if drift else REASON_APPLIED
         lead = (
             "restored the policy's values after the Deployment was changed by hand"
             if drift
@@ -371,14 +383,16 @@ def settle(
     if notes:
         applied_msg += "; " + "; ".join(notes)
     if rollout.complete:
-        ready = Condition(COND_READY, True, "RolloutComplete", f"{applied_msg}; {rollout.message}")
+        ready = Condition(
+            COND_READY, True, REASON_ROLLOUT_COMPLETE, f"{applied_msg}; {rollout.message}"
+        )
     else:
-        ready = Condition(COND_READY, False, "RolloutInProgress", rollout.message)
+        ready = Condition(COND_READY, False, REASON_ROLLOUT_IN_PROGRESS, rollout.message)
     status = build_status(
         current_status,
         generation=meta.get("generation"),
         ready=ready,
-        applied=Condition(COND_APPLIED, True, "Applied", applied_msg),
+        applied=Condition(COND_APPLIED, True, REASON_APPLIED, applied_msg),
         target=target_status(spec, container),
         effective=effective,
         rollout=rollout,
@@ -634,7 +648,7 @@ def _reconcile_once(
         message = (
             "; ".join(exc.problems) + ". Fix the policy; nothing was changed on the Deployment."
         )
-        write_status(cluster, policy, failed_status(policy, "InvalidSpec", message))
+        write_status(cluster, policy, failed_status(policy, REASON_INVALID_SPEC, message))
         return ReconcileResult(Outcome.INVALID_SPEC, message)
 
     target = target_status(spec)
@@ -648,7 +662,9 @@ def _reconcile_once(
 
     refused = ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment))
     if refused is not None:
-        write_status(cluster, policy, failed_status(policy, "Conflict", refused, target=target))
+        write_status(
+            cluster, policy, failed_status(policy, REASON_CONFLICT, refused, target=target)
+        )
         return ReconcileResult(Outcome.CONFLICT, refused, spec)
 
     deployment = reader.deployment(spec.deployment)
@@ -658,7 +674,7 @@ def _reconcile_once(
             "as soon as it appears"
         )
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
@@ -692,17 +708,21 @@ def _reconcile_once(
     except UnmanageableTargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotSupported", message, target=target)
+            cluster,
+            policy,
+            failed_status(policy, REASON_TARGET_NOT_SUPPORTED, message, target=target),
         )
         return ReconcileResult(Outcome.TARGET_NOT_SUPPORTED, message, spec)
     except TargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
     except ApplyFailedError as exc:
-        write_status(cluster, policy, failed_status(policy, "ApplyFailed", str(exc), target=target))
+        write_status(
+            cluster, policy, failed_status(policy, REASON_APPLY_FAILED, str(exc), target=target)
+        )
         raise
 
     if after is None:
@@ -711,7 +731,7 @@ def _reconcile_once(
             "policy is applied when it appears again"
         )
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
@@ -833,9 +853,13 @@ def finalize_policy(
         f"policy deleted with onDelete=Remove: {describe_changes(plan.changes)} on Deployment "
         f"{namespace}/{spec.deployment}"
     )
-    _record(cluster, _policy_ref(policy), "Normal", "Removed", note)
+    _record(cluster, _policy_ref(policy), "Normal", REASON_REMOVED, note)
     _record(
-        cluster, _deployment_ref(after), "Normal", "Removed", f"{note} (SpilloverPolicy {name})"
+        cluster,
+        _deployment_ref(after),
+        "Normal",
+        REASON_REMOVED,
+        f"{note} (SpilloverPolicy {name})",
     )
     return ReconcileResult(Outcome.REMOVED, note, spec, list(plan.changes), after)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillover_operator.constants import BUDGET_VAR, THRESHOLD_DEFAULT
+from spillover_operator.model import BUDGET, ENABLED, THRESHOLD
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
 from spillover_harness.readback import (
@@ -146,7 +146,7 @@ def _budget_of(decision: str, matrix: Matrix | None) -> int | None:
         return None
     for step in matrix.decision.chain:
         if step.default == decision:
-            raw = matrix.configuration(step.config).env.get(BUDGET_VAR)
+            raw = matrix.configuration(step.config).env.get(BUDGET.var)
             return int(raw) if raw else None
     return None
 
@@ -154,17 +154,17 @@ def _budget_of(decision: str, matrix: Matrix | None) -> int | None:
 def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
     """The JSON merge patch of `spec` that applies `decision` (see the module doc)."""
     if decision == DECISION_OFF:
-        return {"enabled": False}
+        return {ENABLED.key: False}
     if not decision.isdigit():
         raise DecisionRefused("unreadable", f"decision {decision!r} is not a threshold or false")
     threshold = int(decision)
     patch: dict[str, Any] = {
-        "enabled": True,
-        "thresholdBytes": None if threshold == THRESHOLD_DEFAULT else threshold,
+        ENABLED.key: True,
+        THRESHOLD.key: None if str(threshold) == THRESHOLD.default else threshold,
     }
     budget = _budget_of(decision, matrix)
     if budget is not None:
-        patch["budgetBytes"] = budget
+        patch[BUDGET.key] = budget
     return patch
 
 

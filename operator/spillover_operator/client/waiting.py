@@ -15,10 +15,7 @@ from spillover_operator.client.observing import observe
 from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.constants import COND_READY, GROUP, PLURAL, VERSION
-
-# Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
-# operator refused the policy and touches nothing until someone changes something.
-REFUSED_REASONS = ("InvalidSpec", "Conflict", "TargetNotSupported", "TargetNotAllowed")
+from spillover_operator.model import REFUSED_REASONS as REFUSED_REASONS
 
 INITIAL_DELAY = 0.5
 MAX_DELAY = 5.0
