@@ -71,7 +71,9 @@ def _reconcile_locked(
 ) -> domain.ReconcileResult:
     namespace = reader.namespace
     try:
-        result = domain.reconcile_policy(rt.cluster, namespace, name, reader, early=early)
+        result = domain.reconcile_policy(
+            rt.cluster, namespace, name, reader, early=early, settings=rt.settings
+        )
     except domain.ApplyFailedError as exc:
         rt.metrics.record_failure(ERROR_APPLY_FAILED)
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
@@ -217,7 +219,7 @@ def policy_changed(
         reconcile(rt, reader, name, logger)
     else:
         try:
-            early = domain.apply_change(rt.cluster, reader.namespace, name, reader)
+            early = domain.apply_change(rt.cluster, reader.namespace, name, reader, rt.settings)
         except ApiUnavailable as exc:
             raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
         except domain.ApplyFailedError:
@@ -242,7 +244,7 @@ def finalize(
     target = _target(body) or f"(no target: {name})"
     with rt.lock_for(namespace, target):
         try:
-            result = domain.finalize_policy(rt.cluster, body, reader)
+            result = domain.finalize_policy(rt.cluster, body, reader, rt.settings)
         except domain.ApplyFailedError as exc:
             rt.metrics.record_failure(ERROR_APPLY_FAILED)
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
