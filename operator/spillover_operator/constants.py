@@ -8,6 +8,7 @@ from typing import Final
 # to the policy model (`model.py`, the one place to change them); they are named here
 # too for the modules that import them from here.
 from spillover_operator import model as _model
+from spillover_operator import resource
 
 BUDGET_DEFAULT: Final = _model.BUDGET_DEFAULT
 BUDGET_MAX: Final = _model.BUDGET_MAX
@@ -24,11 +25,11 @@ THRESHOLD_MAX: Final = _model.THRESHOLD_MAX
 THRESHOLD_MIN: Final = _model.THRESHOLD_MIN
 THRESHOLD_VAR: Final = _model.THRESHOLD_VAR
 
-GROUP: Final = "spillover.clerum.io"
-VERSION: Final = "v1alpha1"
-PLURAL: Final = "spilloverpolicies"
-KIND: Final = "SpilloverPolicy"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
+GROUP: Final = resource.GROUP
+VERSION: Final = resource.VERSION
+PLURAL: Final = resource.PLURAL
+KIND: Final = resource.KIND
+API_VERSION: Final = resource.API_VERSION
 
 # A DNS-1123 subdomain (Deployment names) and label (container names).
 DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

@@ -37,8 +37,8 @@ from .errors import BadInput
 # the plain kill switch starts as fast as it can (docs/spilloverctl.md).
 if TYPE_CHECKING:
     from spillover_operator.assess import StatusReport
-    from spillover_operator.client import WaitProgress
     from spillover_operator.envplan import EnvPlan
+    from spillover_operator.observed import WaitProgress
 
 JsonDict = dict[str, Any]
 
@@ -186,7 +186,7 @@ def cmd_change(
         err.flush()
 
     if direct and options.refresh_recipe_pods:
-        from spillover_operator.client import wait_until_settled
+        from spillover_operator.observed import wait_until_settled
 
         # The WRC first: restarted recipe pods get what the WRC runs.
         wait_until_settled(
@@ -202,7 +202,7 @@ def cmd_change(
             )
         return exit_codes.OK
 
-    from spillover_operator.client import wait_until_settled
+    from spillover_operator.observed import wait_until_settled
 
     report = wait_until_settled(
         cluster,
@@ -342,7 +342,7 @@ def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Op
         return f"recipe pods: all {pods.matched} run the policy's values" + (
             f" ({pods.count('unknown')} unknown)" if pods.count("unknown") else ""
         )
-    from spillover_operator.client import observe
+    from spillover_operator.observed import observe
 
     now = observe(cluster, name).recipe_pods
     if now is None:
@@ -378,7 +378,7 @@ REFRESH_POLL = 1.0
 def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
     until no owner is left to restart."""
-    from spillover_operator.client import observe, read_owner_states
+    from spillover_operator.observed import observe, read_owner_states
     from spillover_operator.recipe_pods import next_refresh
     from spillover_operator.recipe_reconcile import RefreshRecord, describe_step, run_step
     from spillover_operator.status import now_rfc3339

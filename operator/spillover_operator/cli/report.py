@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from spillover_operator.assess import StatusReport, show_resolved, show_value
-from spillover_operator.client import WaitProgress
 from spillover_operator.constants import (
     BUDGET_VAR,
     COND_APPLIED,
@@ -19,6 +18,7 @@ from spillover_operator.constants import (
     THRESHOLD_VAR,
 )
 from spillover_operator.model import ENV_FIELDS
+from spillover_operator.observed import WaitProgress
 from spillover_operator.policy import spec_to_json
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, RecipePods, parse_time
 
