@@ -29,7 +29,7 @@ from spillover_operator.envplan import (
     shadow_notes,
 )
 from spillover_operator.mcp_host import DEFAULTS
-from spillover_operator.model import ENV_FIELDS, PENDING_REASONS
+from spillover_operator.model import ENV_FIELDS, PENDING_REASONS, REASON_STALE_AFTER_REFRESH
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, MAX_LISTED, RecipePods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps
@@ -424,7 +424,7 @@ def with_recipe_pods(
         if (
             stale
             and cond is not None
-            and cond.get("reason") == "StaleAfterRefresh"
+            and cond.get("reason") == REASON_STALE_AFTER_REFRESH
             and cond.get("observedGeneration") == report.generation
         ):
             findings.append(

@@ -227,6 +227,14 @@ REASON_TARGET_NOT_SUPPORTED: Final = "TargetNotSupported"
 REASON_TARGET_NOT_ALLOWED: Final = "TargetNotAllowed"
 REASON_APPLY_FAILED: Final = "ApplyFailed"
 
+# The RecipePodsCurrent condition (`recipe_pods.recipe_condition`).
+REASON_ALL_CURRENT: Final = "AllCurrent"
+REASON_STALE: Final = "Stale"
+# Restarted, and the new pods still run old values: waiting cannot fix it.
+REASON_STALE_AFTER_REFRESH: Final = "StaleAfterRefresh"
+REASON_UNKNOWN: Final = "Unknown"
+REASON_NO_PODS: Final = "NoPods"
+
 # Ready=False reasons that waiting cannot fix: the operator refused the policy and
 # touches nothing until someone changes something.
 REFUSED_REASONS: Final[tuple[str, ...]] = (

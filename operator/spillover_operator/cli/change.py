@@ -27,6 +27,7 @@ from spillover_operator.constants import (
     LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,
 )
+from spillover_operator.model import REASON_STALE_AFTER_REFRESH
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
 
 from .errors import BadInput
@@ -403,10 +404,10 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         if step.stale_after_refresh:
             named = ", ".join(str(o) for o in step.stale_after_refresh)
             raise OperatorRefused(
-                f"StaleAfterRefresh: restarted {named}, but its new pods still run old values: "
-                "its pod template carries them (the WRC did not re-render it). spilloverctl "
-                "does not write env into workloads the WRC owns; fix it there",
-                reason="StaleAfterRefresh",
+                f"{REASON_STALE_AFTER_REFRESH}: restarted {named}, but its new pods still run "
+                "old values: its pod template carries them (the WRC did not re-render it). "
+                "spilloverctl does not write env into workloads the WRC owns; fix it there",
+                reason=REASON_STALE_AFTER_REFRESH,
             )
         if step.action in ("restart", "delete") and step.owner is not None:
             at = now_rfc3339()
