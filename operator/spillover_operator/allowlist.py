@@ -6,8 +6,10 @@ namespace). So it configures only the Deployments the platform team named in
 `SPILLOVER_ALLOWED_TARGETS` (comma-separated Deployment names), and refuses any other
 target before reading or patching anything.
 
-Unset or blank, the setting means the WRC's conventional name (`DEFAULT_TARGET`); a
-malformed setting refuses every target, saying what to fix. There is no wildcard.
+Unset or blank, the setting means the WRC's conventional name (`DEFAULT_TARGET`). There
+is no wildcard. The operator reads its settings once, at start-up (`settings.py`): a
+malformed one stops it there, naming what to fix. (`refusal`, which reads a mapping
+each time, refuses every target for a malformed setting: the safe side.)
 
 The recipe workloads the operator may restart when it refreshes stale recipe pods
 are a second, separate allow-list: `SPILLOVER_REFRESH_DEPLOYMENTS` and
@@ -130,6 +132,12 @@ def refusal(deployment: str, environ: Mapping[str, str]) -> str | None:
             f"{exc}. The operator configures no Deployment until its setting is fixed; "
             "nothing was changed."
         )
+    return target_refusal(deployment, allowed)
+
+
+def target_refusal(deployment: str, allowed: AllowList) -> str | None:
+    """None if `allowed` lets the operator configure Deployment `deployment`, else why
+    not (names the field, the allowed names and the fix)."""
     if allowed.allows(deployment):
         return None
     return (
@@ -163,6 +171,9 @@ class RefreshAllowList:
         )
 
 
+NO_REFRESH = RefreshAllowList(frozenset())
+
+
 def refresh_allow_list(environ: Mapping[str, str]) -> RefreshAllowList:
     """The recipe workloads `environ` lets the operator restart (empty when unset);
     AllowListError when a setting is malformed."""
@@ -188,6 +199,11 @@ def refresh_refusal(owner: Owner, environ: Mapping[str, str]) -> str | None:
             f"{owner} cannot be checked against the operator's refresh allow-list: {exc}; "
             "the operator restarts nothing until its setting is fixed"
         )
+    return owner_refusal(owner, allowed)
+
+
+def owner_refusal(owner: Owner, allowed: RefreshAllowList) -> str | None:
+    """None if `allowed` lets a refresh restart `owner`, else why not."""
     if allowed.allows(owner):
         return None
     if owner.kind not in REFRESH_VARS:

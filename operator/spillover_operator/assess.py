@@ -13,13 +13,10 @@ from typing import Any, Literal
 
 from spillover_operator.change_record import LastChange, last_change
 from spillover_operator.constants import (
-    BUDGET_VAR,
     COND_READY,
-    ENABLED_VAR,
     PASSTHROUGH_VAR,
     REFRESH_REQUEST_ANNOTATION,
     SPILLOVER_VARS,
-    THRESHOLD_VAR,
     VALUE_FROM,
 )
 from spillover_operator.envplan import (
@@ -32,6 +29,7 @@ from spillover_operator.envplan import (
     shadow_notes,
 )
 from spillover_operator.mcp_host import DEFAULTS
+from spillover_operator.model import ENV_FIELDS, PENDING_REASONS, REASON_STALE_AFTER_REFRESH
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, MAX_LISTED, RecipePods
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps
@@ -43,15 +41,8 @@ from spillover_operator.status import resolved_status
 Area = Literal["spec", "operator", "target", "env", "passthrough", "rollout", "recipe-pods"]
 Severity = Literal["MISMATCH", "PENDING", "NOTE"]
 
-# Ready=False reasons of the operator that mean "not done yet" rather than "wrong".
-PENDING_REASONS = ("RolloutInProgress",)
-
 # The spec field behind each variable, for messages a platform operator can act on.
-SPEC_FIELD_OF: dict[str, str] = {
-    ENABLED_VAR: "enabled",
-    THRESHOLD_VAR: "thresholdBytes",
-    BUDGET_VAR: "budgetBytes",
-}
+SPEC_FIELD_OF: dict[str, str] = {f.var: f.key for f in ENV_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -433,7 +424,7 @@ def with_recipe_pods(
         if (
             stale
             and cond is not None
-            and cond.get("reason") == "StaleAfterRefresh"
+            and cond.get("reason") == REASON_STALE_AFTER_REFRESH
             and cond.get("observedGeneration") == report.generation
         ):
             findings.append(

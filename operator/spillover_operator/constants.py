@@ -4,27 +4,32 @@ from __future__ import annotations
 
 from typing import Final
 
-GROUP: Final = "spillover.clerum.io"
-VERSION: Final = "v1alpha1"
-PLURAL: Final = "spilloverpolicies"
-KIND: Final = "SpilloverPolicy"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
+# The variables, their bounds and defaults, and the condition types and reasons, belong
+# to the policy model (`model.py`, the one place to change them); they are named here
+# too for the modules that import them from here.
+from spillover_operator import model as _model
+from spillover_operator import resource
 
-ENABLED_VAR: Final = "CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED"
-THRESHOLD_VAR: Final = "CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD"
-BUDGET_VAR: Final = "CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES"
-SPILLOVER_VARS: Final[tuple[str, str, str]] = (ENABLED_VAR, THRESHOLD_VAR, BUDGET_VAR)
-PASSTHROUGH_VAR: Final = "MCP_HOST_ENV_PASSTHROUGH"
+BUDGET_DEFAULT: Final = _model.BUDGET_DEFAULT
+BUDGET_MAX: Final = _model.BUDGET_MAX
+BUDGET_MIN: Final = _model.BUDGET_MIN
+BUDGET_VAR: Final = _model.BUDGET_VAR
+COND_APPLIED: Final = _model.COND_APPLIED
+COND_READY: Final = _model.COND_READY
+ENABLED_VAR: Final = _model.ENABLED_VAR
+PASSTHROUGH_VAR: Final = _model.PASSTHROUGH_VAR
+REASON_TARGET_NOT_ALLOWED: Final = _model.REASON_TARGET_NOT_ALLOWED
+SPILLOVER_VARS: Final = _model.SPILLOVER_VARS
+THRESHOLD_DEFAULT: Final = _model.THRESHOLD_DEFAULT
+THRESHOLD_MAX: Final = _model.THRESHOLD_MAX
+THRESHOLD_MIN: Final = _model.THRESHOLD_MIN
+THRESHOLD_VAR: Final = _model.THRESHOLD_VAR
 
-THRESHOLD_MIN: Final = 4096
-THRESHOLD_MAX: Final = 1048576
-BUDGET_MIN: Final = 1048576
-BUDGET_MAX: Final = 268435456
-
-# The mcp-host defaults (docs/reference.md §1): the operator only displays them; the
-# harness's simulator runs with them.
-THRESHOLD_DEFAULT: Final = 131072
-BUDGET_DEFAULT: Final = 16777216
+GROUP: Final = resource.GROUP
+VERSION: Final = resource.VERSION
+PLURAL: Final = resource.PLURAL
+KIND: Final = resource.KIND
+API_VERSION: Final = resource.API_VERSION
 
 # A DNS-1123 subdomain (Deployment names) and label (container names).
 DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -36,12 +41,6 @@ VALUE_FROM: Final = "<valueFrom>"
 # Finalizer and field manager the operator uses.
 FINALIZER: Final = "spillover.clerum.io/finalizer"
 FIELD_MANAGER: Final = "spillover-operator"
-
-# Condition types / reasons.
-COND_READY: Final = "Ready"
-COND_APPLIED: Final = "Applied"
-# Ready=False: spec.target.deployment is outside the operator's allow-list.
-REASON_TARGET_NOT_ALLOWED: Final = "TargetNotAllowed"
 
 # The WRC Deployment's conventional name: the operator's allow-list when
 # SPILLOVER_ALLOWED_TARGETS is unset (allowlist.py), and the manifests' default.

@@ -10,16 +10,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator import mcp_host
 from spillover_operator.constants import (
-    BUDGET_VAR,
-    ENABLED_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
-    THRESHOLD_VAR,
     VALUE_FROM,
 )
-from spillover_operator.policy import PolicySpec
+from spillover_operator.model import ENV_FIELDS, FIELD_OF_VAR, PolicySpec
 from spillover_operator.resolved_env import (
     ConfigMapLookup,
     Resolved,
@@ -82,14 +78,10 @@ def render_env(spec: PolicySpec, shadowed: Collection[str] = ()) -> dict[str, st
     envFrom value, so an unset spec field is written as the mcp-host default, explicitly
     (an `env` entry wins over `envFrom`): the policy stays the one source of truth.
     """
-    env: dict[str, str | None] = {
-        ENABLED_VAR: "true" if spec.enabled else "false",
-        THRESHOLD_VAR: None if spec.threshold_bytes is None else str(spec.threshold_bytes),
-        BUDGET_VAR: None if spec.budget_bytes is None else str(spec.budget_bytes),
-    }
+    env = {f.var: f.to_env(spec.value(f)) for f in ENV_FIELDS}
     for var in shadowed:
         if var in env and env[var] is None:
-            env[var] = mcp_host.DEFAULTS[var]
+            env[var] = FIELD_OF_VAR[var].default
     return env
 
 
@@ -362,13 +354,6 @@ def plan_remove(deployment: Mapping[str, Any], spec: PolicySpec) -> EnvPlan:
     )
 
 
-_SPEC_FIELD: dict[str, str] = {
-    ENABLED_VAR: "enabled",
-    THRESHOLD_VAR: "thresholdBytes",
-    BUDGET_VAR: "budgetBytes",
-}
-
-
 def _why(found: Resolved) -> str:
     """Why a value is unknown, from its source (`envFrom configMap x: <why>`)."""
     _, _, why = found.source.partition(": ")
@@ -378,16 +363,16 @@ def _why(found: Resolved) -> str:
 def shadow_notes(spec: PolicySpec, shadowed: Mapping[str, Resolved]) -> list[str]:
     """For people: each unset spec field an `envFrom` source of the WRC container would
     otherwise decide, and what the operator writes instead."""
-    unset = {THRESHOLD_VAR: spec.threshold_bytes is None, BUDGET_VAR: spec.budget_bytes is None}
     notes: list[str] = []
-    for var in SPILLOVER_VARS:
+    for f in ENV_FIELDS:
+        var = f.var
         found = shadowed.get(var)
-        if found is None or not unset.get(var, False):
+        if found is None or spec.value(f) is not None:
             continue
         what = f"={found.value}" if found.state == "set" else f" (value unknown: {_why(found)})"
         notes.append(
-            f"{found.source.split(':')[0]} sets {var}{what}: spec.{_SPEC_FIELD[var]} is unset, "
+            f"{found.source.split(':')[0]} sets {var}{what}: spec.{f.key} is unset, "
             f"which there does not mean the mcp-host default; the operator writes "
-            f"{var}={mcp_host.DEFAULTS[var]} (the default) explicitly, and env wins over envFrom"
+            f"{var}={f.default} (the default) explicitly, and env wins over envFrom"
         )
     return notes

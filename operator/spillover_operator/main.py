@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -16,20 +17,34 @@ from typing import Any
 
 import kopf
 
-from spillover_operator import liveness
+from spillover_operator import exit_codes, liveness
+from spillover_operator import settings as settings_module
 from spillover_operator.constants import GROUP, PLURAL, VERSION
 from spillover_operator.handlers import election, policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
-# Read once, at registration: kopf needs the timer's interval when it registers it.
-RESYNC_SECONDS = runtime.resync_seconds()
+
+def load_settings(environ: Mapping[str, str]) -> settings_module.OperatorSettings:
+    """The operator's settings (`settings.py`), read once, as `kopf run` imports this
+    module: before it connects or watches anything. A bad one stops the operator here
+    with one line naming the variable and the fix, exit code 2 (no traceback)."""
+    try:
+        return settings_module.from_environ(environ)
+    except settings_module.SettingsError as exc:
+        print(f"spillover-operator: not started: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(exit_codes.BAD_INPUT) from None
+
+
+SETTINGS = load_settings(os.environ)
+# kopf needs the timer's interval when it registers it.
+RESYNC_SECONDS = SETTINGS.resync_seconds
 
 
 @kopf.on.startup()
 async def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     runtime.configure(settings)
-    rt = await asyncio.to_thread(runtime.start, memo)
+    rt = await asyncio.to_thread(runtime.start, memo, SETTINGS)
     # /livez (liveness.py) answers from how recently this loop ticked.
     memo["loop_ticker"] = asyncio.get_running_loop().create_task(
         _tick(rt.liveness), name="liveness ticker"

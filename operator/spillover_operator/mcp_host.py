@@ -13,27 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from spillover_operator.constants import (
-    BUDGET_DEFAULT,
-    BUDGET_MAX,
-    BUDGET_MIN,
-    BUDGET_VAR,
-    ENABLED_VAR,
-    THRESHOLD_DEFAULT,
-    THRESHOLD_MAX,
-    THRESHOLD_MIN,
-    THRESHOLD_VAR,
-)
-
-DEFAULTS: Final[dict[str, str]] = {
-    ENABLED_VAR: "true",
-    THRESHOLD_VAR: str(THRESHOLD_DEFAULT),
-    BUDGET_VAR: str(BUDGET_DEFAULT),
-}
-BOUNDS: Final[dict[str, tuple[int, int]]] = {
-    THRESHOLD_VAR: (THRESHOLD_MIN, THRESHOLD_MAX),
-    BUDGET_VAR: (BUDGET_MIN, BUDGET_MAX),
-}
+from spillover_operator.model import BOUNDS as BOUNDS
+from spillover_operator.model import DEFAULTS as DEFAULTS
+from spillover_operator.model import FIELD_OF_VAR
 
 
 def value_in_effect(var: str, raw: str | None) -> str:
@@ -41,7 +23,7 @@ def value_in_effect(var: str, raw: str | None) -> str:
     if raw is None:
         return DEFAULTS[var]
     text = raw.strip()
-    if var == ENABLED_VAR:
+    if FIELD_OF_VAR[var].kind == "switch":
         return text if text in ("true", "false") else DEFAULTS[var]
     low, high = BOUNDS[var]
     if not text.isascii() or not text.isdigit() or not low <= int(text) <= high:

@@ -10,76 +10,39 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 from spillover_operator.constants import (
     API_VERSION,
-    BUDGET_MAX,
-    BUDGET_MIN,
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
     KIND,
-    THRESHOLD_MAX,
-    THRESHOLD_MIN,
 )
 from spillover_operator.labels import SelectorError, parse_selector
+from spillover_operator.model import (
+    DEFAULT_RECIPE_CONTAINER as DEFAULT_RECIPE_CONTAINER,
+)
+from spillover_operator.model import (
+    DEFAULT_RECIPE_SELECTOR as DEFAULT_RECIPE_SELECTOR,
+)
+from spillover_operator.model import ENV_FIELDS, EnvField
+from spillover_operator.model import ON_DELETE_VALUES as ON_DELETE_VALUES
+from spillover_operator.model import RECIPE_POD_KEYS as RECIPE_POD_FIELDS
+from spillover_operator.model import REFRESH_VALUES as REFRESH_VALUES
+from spillover_operator.model import SPEC_KEYS as SPEC_FIELDS
+from spillover_operator.model import TARGET_KEYS as TARGET_FIELDS
+from spillover_operator.model import OnDelete as OnDelete
+from spillover_operator.model import PolicySpec as PolicySpec
+from spillover_operator.model import RecipePodsSpec as RecipePodsSpec
+from spillover_operator.model import Refresh as Refresh
+from spillover_operator.model import default_recipe_pods as default_recipe_pods
 from spillover_operator.strict_load import cut, shorten
 
-OnDelete = Literal["Retain", "Remove"]
-ON_DELETE_VALUES: tuple[OnDelete, ...] = ("Retain", "Remove")
-Refresh = Literal["Never", "OnKillSwitch", "Always"]
-REFRESH_VALUES: tuple[Refresh, ...] = ("Never", "OnKillSwitch", "Always")
-
-SPEC_FIELDS = ("enabled", "thresholdBytes", "budgetBytes", "target", "onDelete", "recipePods")
-TARGET_FIELDS = ("deployment", "container")
-RECIPE_POD_FIELDS = ("selector", "refresh", "container")
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
-
-# The recipe mcp-host pods when spec.recipePods.selector is unset: the harness profiles'
-# mcp-host selector (harness/spillover_harness/profile/shipped/*.yaml).
-DEFAULT_RECIPE_SELECTOR: dict[str, Any] = {"matchLabels": {"app.kubernetes.io/name": "mcp-host"}}
-# The container read in a recipe pod when spec.recipePods.container is unset: this one
-# when the pod has it, else the pod's first container.
-DEFAULT_RECIPE_CONTAINER = "mcp-host"
-
-
-@dataclass(frozen=True)
-class RecipePodsSpec:
-    """spec.recipePods: which pods run recipe steps (mcp-host) and whether the operator
-    restarts the ones still running old values."""
-
-    selector: dict[str, Any]
-    refresh: Refresh = "Never"
-    container: str | None = None
-    given: bool = False  # spec.recipePods was written (spec_to_json keeps it)
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"selector": self.selector, "refresh": self.refresh}
-        if self.container is not None:
-            body["container"] = self.container
-        return body
-
-
-def default_recipe_pods() -> RecipePodsSpec:
-    return RecipePodsSpec(selector=dict(DEFAULT_RECIPE_SELECTOR))
-
 
 _SUBDOMAIN_RE = re.compile(DNS1123_SUBDOMAIN)
 _LABEL_RE = re.compile(DNS1123_LABEL)
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """A validated SpilloverPolicy spec. `None` threshold/budget: the variable is absent."""
-
-    enabled: bool
-    threshold_bytes: int | None
-    budget_bytes: int | None
-    deployment: str
-    container: str | None
-    on_delete: OnDelete
-    recipe_pods: RecipePodsSpec = field(default_factory=default_recipe_pods)
 
 
 class InvalidSpecError(ValueError):
@@ -144,6 +107,34 @@ def _bounded_int(
     return value
 
 
+def _switch(spec: Mapping[str, Any], f: EnvField, problems: list[str]) -> bool:
+    default = f.default == "true"
+    if f.key not in spec:
+        return default
+    raw = spec[f.key]
+    if raw is None:
+        problems.append(
+            f"spec.{f.key}: null is neither on nor off; write true or false (or leave "
+            f"the field out for {f.default})"
+        )
+    elif isinstance(raw, bool):
+        return raw
+    else:
+        problems.append(
+            f"spec.{f.key}: must be a boolean (true or false, unquoted), "
+            f"got {_type_name(raw)} {_show(raw)}"
+        )
+    return default
+
+
+def _env_field(spec: Mapping[str, Any], f: EnvField, problems: list[str]) -> bool | int | None:
+    """The value of one `EnvField` (model.py): a switch defaults to its default, bytes to
+    None (absent)."""
+    if f.kind == "switch":
+        return _switch(spec, f, problems)
+    return _bounded_int(spec, f.key, f.low, f.high, problems)
+
+
 def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     """Validate a SpilloverPolicy `spec` (camelCase, as stored) and return it typed.
 
@@ -157,24 +148,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         if key not in SPEC_FIELDS:
             problems.append(f"spec.{key}: unknown field (known fields: {', '.join(SPEC_FIELDS)})")
 
-    enabled = True
-    if "enabled" in spec:
-        raw = spec["enabled"]
-        if raw is None:
-            problems.append(
-                "spec.enabled: null is neither on nor off; write true or false (or leave "
-                "the field out for true)"
-            )
-        elif isinstance(raw, bool):
-            enabled = raw
-        else:
-            problems.append(
-                f"spec.enabled: must be a boolean (true or false, unquoted), "
-                f"got {_type_name(raw)} {_show(raw)}"
-            )
-
-    threshold = _bounded_int(spec, "thresholdBytes", THRESHOLD_MIN, THRESHOLD_MAX, problems)
-    budget = _bounded_int(spec, "budgetBytes", BUDGET_MIN, BUDGET_MAX, problems)
+    values = {f.attr: _env_field(spec, f, problems) for f in ENV_FIELDS}
 
     on_delete: OnDelete = "Retain"
     if "onDelete" in spec and spec["onDelete"] is not None:
@@ -245,9 +219,7 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
     if problems:
         raise InvalidSpecError(problems)
     return PolicySpec(
-        enabled=enabled,
-        threshold_bytes=threshold,
-        budget_bytes=budget,
+        **values,  # type: ignore[arg-type]  # one per EnvField, typed by its kind
         deployment=deployment,
         container=container,
         on_delete=on_delete,
@@ -391,11 +363,11 @@ def parse_policy_document(doc: Any, *, source: str) -> tuple[dict[str, Any], Pol
 
 def spec_to_json(spec: PolicySpec) -> dict[str, Any]:
     """The camelCase spec body of a SpilloverPolicy (unset fields omitted)."""
-    body: dict[str, Any] = {"enabled": spec.enabled}
-    if spec.threshold_bytes is not None:
-        body["thresholdBytes"] = spec.threshold_bytes
-    if spec.budget_bytes is not None:
-        body["budgetBytes"] = spec.budget_bytes
+    body: dict[str, Any] = {}
+    for f in ENV_FIELDS:
+        value = spec.value(f)
+        if value is not None:
+            body[f.key] = value
     target: dict[str, Any] = {"deployment": spec.deployment}
     if spec.container is not None:
         target["container"] = spec.container

@@ -31,6 +31,13 @@ from typing import Any, Literal
 
 from spillover_operator.constants import SPILLOVER_VARS
 from spillover_operator.mcp_host import value_in_effect
+from spillover_operator.model import (
+    REASON_ALL_CURRENT,
+    REASON_NO_PODS,
+    REASON_STALE,
+    REASON_STALE_AFTER_REFRESH,
+    REASON_UNKNOWN,
+)
 from spillover_operator.policy import DEFAULT_RECIPE_CONTAINER, PolicySpec, RecipePodsSpec
 from spillover_operator.resolved_env import ConfigMapLookup, Resolved, no_config_maps, resolve
 from spillover_operator.rollout import rollout_state
@@ -719,7 +726,7 @@ def recipe_condition(
         return Condition(
             COND_RECIPE_PODS,
             False,
-            "NoPods",
+            REASON_NO_PODS,
             f"no pod matches spec.recipePods.selector ({pods.selector}): nothing to check; "
             f"if recipes are running, fix the selector{tail}",
         )
@@ -729,7 +736,7 @@ def recipe_condition(
         return Condition(
             COND_RECIPE_PODS,
             False,
-            "StaleAfterRefresh",
+            REASON_STALE_AFTER_REFRESH,
             f"{counts}; restarted {owners} but its new pods still run old values: its pod "
             "template carries them (the WRC did not re-render it); the operator does not "
             f"write env into workloads the WRC owns, so fix it there{tail}",
@@ -738,9 +745,9 @@ def recipe_condition(
         return Condition(
             COND_RECIPE_PODS,
             False,
-            "Stale",
+            REASON_STALE,
             f"{counts}; stale pods by owner: {pods.stale_owners_text()}{tail}",
         )
     if pods.count("unknown"):
-        return Condition(COND_RECIPE_PODS, False, "Unknown", f"{counts}{tail}")
-    return Condition(COND_RECIPE_PODS, True, "AllCurrent", f"{counts}{tail}")
+        return Condition(COND_RECIPE_PODS, False, REASON_UNKNOWN, f"{counts}{tail}")
+    return Condition(COND_RECIPE_PODS, True, REASON_ALL_CURRENT, f"{counts}{tail}")

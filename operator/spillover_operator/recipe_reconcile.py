@@ -17,11 +17,10 @@ from spillover_operator.client import (
     Connection,
     Forbidden,
     delete_pod,
-    observe_recipe_pods,
-    observe_refresh,
     restart_workload,
 )
 from spillover_operator.constants import REFRESH_REQUEST_ANNOTATION
+from spillover_operator.observed import observe_recipe_pods, observe_refresh
 from spillover_operator.policy import PolicySpec
 from spillover_operator.recipe_pods import (
     ChangedAt,

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from spillover_operator import allowlist
 from spillover_operator.change_record import last_change
 from spillover_operator.client import (
     ApiError,
@@ -54,6 +53,18 @@ from spillover_operator.envplan import (
     select_container,
     shadow_notes,
 )
+from spillover_operator.model import (
+    REASON_APPLIED,
+    REASON_APPLY_FAILED,
+    REASON_CONFLICT,
+    REASON_DRIFT_CORRECTED,
+    REASON_INVALID_SPEC,
+    REASON_REMOVED,
+    REASON_ROLLOUT_COMPLETE,
+    REASON_ROLLOUT_IN_PROGRESS,
+    REASON_TARGET_NOT_FOUND,
+    REASON_TARGET_NOT_SUPPORTED,
+)
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, selector_matches
 from spillover_operator.recipe_reconcile import (
@@ -63,6 +74,8 @@ from spillover_operator.recipe_reconcile import (
 )
 from spillover_operator.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.rollout import rollout_state
+from spillover_operator.settings import OperatorSettings
+from spillover_operator.settings import from_environ as settings_from_environ
 from spillover_operator.status import (
     Condition,
     build_status,
@@ -342,7 +355,7 @@ def settle(
     if plan.patch is not None:
         drift = not policy_change and _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED
-        reason = "DriftCorrected" if drift else "Applied"
+        reason = REASON_DRIFT_CORRECTED if drift else REASON_APPLIED
         lead = (
             "restored the policy's values after the Deployment was changed by hand"
             if drift
@@ -371,14 +384,16 @@ def settle(
     if notes:
         applied_msg += "; " + "; ".join(notes)
     if rollout.complete:
-        ready = Condition(COND_READY, True, "RolloutComplete", f"{applied_msg}; {rollout.message}")
+        ready = Condition(
+            COND_READY, True, REASON_ROLLOUT_COMPLETE, f"{applied_msg}; {rollout.message}"
+        )
     else:
-        ready = Condition(COND_READY, False, "RolloutInProgress", rollout.message)
+        ready = Condition(COND_READY, False, REASON_ROLLOUT_IN_PROGRESS, rollout.message)
     status = build_status(
         current_status,
         generation=meta.get("generation"),
         ready=ready,
-        applied=Condition(COND_APPLIED, True, "Applied", applied_msg),
+        applied=Condition(COND_APPLIED, True, REASON_APPLIED, applied_msg),
         target=target_status(spec, container),
         effective=effective,
         rollout=rollout,
@@ -474,6 +489,12 @@ def _apply_with_retries(
         ) from None
 
 
+def _environ_settings() -> OperatorSettings:
+    """The settings in the environment now: for a caller that is not the operator (the
+    operator reads them once at its start and passes them)."""
+    return settings_from_environ(os.environ)
+
+
 def reconcile_policy(
     cluster: Connection,
     namespace: str,
@@ -481,6 +502,7 @@ def reconcile_policy(
     reader: Reader | None = None,
     *,
     early: EarlyApply | None = None,
+    settings: OperatorSettings | None = None,
 ) -> ReconcileResult:
     """Make the target Deployment match the policy and report it in the status.
 
@@ -489,13 +511,15 @@ def reconcile_policy(
     wrong: "nothing to change" on the Deployment, and a change to the Deployment made
     from the policy copy. Every write carries the resourceVersion it was computed from.
     `early`: the change `apply_change` already made; reported here (once) if the policy
-    still asks for it, else planned afresh.
+    still asks for it, else planned afresh. `settings`: the operator's, read at its
+    start (None: read from the environment now, for callers outside the operator).
     """
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
+    settings = settings or _environ_settings()
     for _ in range(STALE_ATTEMPTS):
         try:
-            return _reconcile_once(cluster, namespace, name, reader, early)
+            return _reconcile_once(cluster, namespace, name, reader, early, settings)
         except _Confirm as confirm:
             reader = confirm.reader
         except StaleCopyError:
@@ -504,7 +528,9 @@ def reconcile_policy(
             reader = reader.confirmed(policy=name, deployment=None, again=True) or ApiReader(
                 cluster
             )
-    return _reconcile_once(cluster, namespace, name, reader, early)  # StaleCopyError: retried
+    return _reconcile_once(
+        cluster, namespace, name, reader, early, settings
+    )  # StaleCopyError: retried
 
 
 @dataclass
@@ -542,7 +568,11 @@ def newer_status(answered: dict[str, Any], read: dict[str, Any] | None) -> dict[
 
 
 def apply_change(
-    cluster: Connection, namespace: str, name: str, reader: Reader
+    cluster: Connection,
+    namespace: str,
+    name: str,
+    reader: Reader,
+    settings: OperatorSettings | None = None,
 ) -> EarlyApply | None:
     """Only the Deployment change the policy asks for, nothing else: no status, no
     Events, no recipe pods. The operator runs it as soon as a policy changes, before it
@@ -557,7 +587,8 @@ def apply_change(
     refuses the change.
     """
     cluster = cluster.in_namespace(namespace)
-    found = _applicable(namespace, name, reader)
+    settings = settings or _environ_settings()
+    found = _applicable(namespace, name, reader, settings)
     if found is None:
         return None
     spec, deployment = found
@@ -567,7 +598,7 @@ def apply_change(
             return None
         confirm = reader.confirmed(policy=name, deployment=None)
         if confirm is not None:  # plan again from the policy as the API has it
-            return apply_change(cluster, namespace, name, confirm)
+            return apply_change(cluster, namespace, name, confirm, settings)
         after, plan = _apply_with_retries(cluster, deployment, planner, precondition=False)
     except TargetError:
         return None
@@ -589,7 +620,7 @@ def _env_planner(
 
 
 def _applicable(
-    namespace: str, name: str, reader: Reader
+    namespace: str, name: str, reader: Reader, settings: OperatorSettings
 ) -> tuple[PolicySpec, dict[str, Any]] | None:
     """(spec, target Deployment) of a policy that may change its Deployment now; None
     when it is gone, invalid, not allowed, not the owner, or its target is missing."""
@@ -600,7 +631,7 @@ def _applicable(
         spec = parse_spec(policy.get("spec") or {})
     except InvalidSpecError:
         return None
-    if allowlist.refusal(spec.deployment, os.environ) is not None:
+    if settings.target_refusal(spec.deployment) is not None:
         return None
     if ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment)):
         return None
@@ -619,7 +650,8 @@ def _reconcile_once(
     namespace: str,
     name: str,
     reader: Reader,
-    early: EarlyApply | None = None,
+    early: EarlyApply | None,
+    settings: OperatorSettings,
 ) -> ReconcileResult:
     """One reconcile through `reader`. Writes only what differs: with nothing to change
     on the Deployment (a Deployment status event, a resync, a restart) the status patch
@@ -634,12 +666,12 @@ def _reconcile_once(
         message = (
             "; ".join(exc.problems) + ". Fix the policy; nothing was changed on the Deployment."
         )
-        write_status(cluster, policy, failed_status(policy, "InvalidSpec", message))
+        write_status(cluster, policy, failed_status(policy, REASON_INVALID_SPEC, message))
         return ReconcileResult(Outcome.INVALID_SPEC, message)
 
     target = target_status(spec)
 
-    not_allowed = allowlist.refusal(spec.deployment, os.environ)
+    not_allowed = settings.target_refusal(spec.deployment)
     if not_allowed is not None:  # before anything reads or patches the Deployment
         failed = failed_status(policy, REASON_TARGET_NOT_ALLOWED, not_allowed, target=target)
         if write_status(cluster, policy, failed):
@@ -648,7 +680,9 @@ def _reconcile_once(
 
     refused = ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment))
     if refused is not None:
-        write_status(cluster, policy, failed_status(policy, "Conflict", refused, target=target))
+        write_status(
+            cluster, policy, failed_status(policy, REASON_CONFLICT, refused, target=target)
+        )
         return ReconcileResult(Outcome.CONFLICT, refused, spec)
 
     deployment = reader.deployment(spec.deployment)
@@ -658,7 +692,7 @@ def _reconcile_once(
             "as soon as it appears"
         )
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
@@ -692,17 +726,21 @@ def _reconcile_once(
     except UnmanageableTargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotSupported", message, target=target)
+            cluster,
+            policy,
+            failed_status(policy, REASON_TARGET_NOT_SUPPORTED, message, target=target),
         )
         return ReconcileResult(Outcome.TARGET_NOT_SUPPORTED, message, spec)
     except TargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
     except ApplyFailedError as exc:
-        write_status(cluster, policy, failed_status(policy, "ApplyFailed", str(exc), target=target))
+        write_status(
+            cluster, policy, failed_status(policy, REASON_APPLY_FAILED, str(exc), target=target)
+        )
         raise
 
     if after is None:
@@ -711,7 +749,7 @@ def _reconcile_once(
             "policy is applied when it appears again"
         )
         write_status(
-            cluster, policy, failed_status(policy, "TargetNotFound", message, target=target)
+            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
@@ -741,7 +779,7 @@ def _reconcile_once(
             config_maps=config_maps,
             now=now,
             last_applied=status.get("lastAppliedTime"),
-            refusal=lambda owner: allowlist.refresh_refusal(owner, os.environ),
+            refusal=settings.refresh_refusal,
             changed_at=config_map_reader.changed_at,
         )
     except ClientError as exc:  # the recipe pods cannot be read: say so, keep the rest
@@ -789,7 +827,10 @@ def _record(
 
 
 def finalize_policy(
-    cluster: Connection, policy: Mapping[str, Any], reader: Reader | None = None
+    cluster: Connection,
+    policy: Mapping[str, Any],
+    reader: Reader | None = None,
+    settings: OperatorSettings | None = None,
 ) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
@@ -806,7 +847,7 @@ def finalize_policy(
         return ReconcileResult(
             Outcome.RETAINED, "onDelete is Retain: Deployment left as it is", spec
         )
-    if allowlist.refusal(spec.deployment, os.environ) is not None:
+    if (settings or _environ_settings()).target_refusal(spec.deployment) is not None:
         return ReconcileResult(Outcome.RETAINED, "target not allowed: never changed", spec)
     owners = competing_policies(
         reader.policies_targeting(spec.deployment), spec.deployment, include=name
@@ -833,9 +874,13 @@ def finalize_policy(
         f"policy deleted with onDelete=Remove: {describe_changes(plan.changes)} on Deployment "
         f"{namespace}/{spec.deployment}"
     )
-    _record(cluster, _policy_ref(policy), "Normal", "Removed", note)
+    _record(cluster, _policy_ref(policy), "Normal", REASON_REMOVED, note)
     _record(
-        cluster, _deployment_ref(after), "Normal", "Removed", f"{note} (SpilloverPolicy {name})"
+        cluster,
+        _deployment_ref(after),
+        "Normal",
+        REASON_REMOVED,
+        f"{note} (SpilloverPolicy {name})",
     )
     return ReconcileResult(Outcome.REMOVED, note, spec, list(plan.changes), after)
 

@@ -11,12 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillover_operator.constants import (
-    BUDGET_VAR,
     COND_READY,
-    ENABLED_VAR,
-    PASSTHROUGH_VAR,
-    THRESHOLD_VAR,
 )
+from spillover_operator.model import STATUS_KEYS as STATUS_KEYS
 from spillover_operator.resolved_env import Resolved
 from spillover_operator.rollout import RolloutState
 
@@ -40,21 +37,8 @@ class Condition:
 
 def effective_status(env: Mapping[str, str | None]) -> dict[str, Any]:
     """status.effective: the values set on the target container (absent keys: unset)."""
-    fields = {
-        "enabled": env.get(ENABLED_VAR),
-        "thresholdBytes": env.get(THRESHOLD_VAR),
-        "budgetBytes": env.get(BUDGET_VAR),
-        "passthrough": env.get(PASSTHROUGH_VAR),
-    }
+    fields = {key: env.get(var) for var, key in STATUS_KEYS.items()}
     return {key: value for key, value in fields.items() if value is not None}
-
-
-STATUS_KEYS: dict[str, str] = {
-    ENABLED_VAR: "enabled",
-    THRESHOLD_VAR: "thresholdBytes",
-    BUDGET_VAR: "budgetBytes",
-    PASSTHROUGH_VAR: "passthrough",
-}
 
 
 def resolved_status(resolved: Mapping[str, Resolved]) -> tuple[dict[str, Any], dict[str, Any]]:

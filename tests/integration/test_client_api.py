@@ -29,10 +29,8 @@ from spillover_operator.client import (
     NotServed,
     OperatorRefused,
     TimedOut,
-    WaitProgress,
     config_map_lookup,
     connect,
-    env_in_effect,
     find_deployment,
     find_policy,
     get_config_map,
@@ -53,10 +51,10 @@ from spillover_operator.client import (
     retry_on_conflict,
     selector_string,
     server_version,
-    wait_until_settled,
 )
 from spillover_operator.constants import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.envplan import plan_apply
+from spillover_operator.observed import WaitProgress, env_in_effect, wait_until_settled
 from spillover_operator.policy import parse_spec
 from spillover_operator.resolved_env import ConfigMapUnreadable, no_config_maps, resolve
 

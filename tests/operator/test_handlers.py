@@ -1,4 +1,4 @@
-"""The small parts of the kopf handler layer: the index, the settings, the runtime kept
+"""The small parts of the kopf handler layer: the index, kopf's settings, the runtime kept
 in kopf's memo, metrics (on a registry of the test's own)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import kopf
 import pytest
 from kubernetes.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
+from spillover_operator import settings
 from spillover_operator.client import Connection
 from spillover_operator.constants import FINALIZER
 from spillover_operator.handlers import metrics, runtime
@@ -43,21 +44,11 @@ def test_configure_sets_namespaced_role_friendly_settings() -> None:
     assert settings.posting.level == logging.WARNING
 
 
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [("soon", "must be a number, got 'soon'"), ("0.5", "must be at least 1")],
-)
-def test_bad_resync_setting_is_named(
-    monkeypatch: pytest.MonkeyPatch, value: str, message: str
-) -> None:
-    monkeypatch.setenv(runtime.RESYNC_VAR, value)
-    with pytest.raises(runtime.ConfigError, match=f"{runtime.RESYNC_VAR} {message}"):
-        runtime.resync_seconds()
-
-
-def test_resync_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(runtime.RESYNC_VAR, raising=False)
-    assert runtime.resync_seconds() == runtime.DEFAULT_RESYNC_SECONDS
+def test_the_runtime_defaults_to_the_default_settings() -> None:
+    conn = Connection(ApiClient(Configuration()), "ns", "spillover-operator")
+    rt = runtime.OperatorRuntime(conn, metrics.Metrics(CollectorRegistry()))
+    assert rt.settings == settings.OperatorSettings()
+    assert rt.settings.target_refusal("workflow-recipe-controller") is None
 
 
 def test_the_runtime_lives_in_the_memo() -> None:

@@ -25,11 +25,10 @@ from typing import Any
 from spillover_operator.constants import (
     BUDGET_MAX,
     BUDGET_MIN,
-    BUDGET_VAR,
-    THRESHOLD_DEFAULT,
     THRESHOLD_MAX,
     THRESHOLD_MIN,
 )
+from spillover_operator.model import BUDGET, ENABLED, THRESHOLD
 from spillover_operator.strict_load import shorten
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
@@ -177,7 +176,7 @@ def _budget_of(decision: str, matrix: Matrix | None) -> int | None:
         return None
     for step in matrix.decision.chain:
         if step.default == decision:
-            raw = matrix.configuration(step.config).env.get(BUDGET_VAR)
+            raw = matrix.configuration(step.config).env.get(BUDGET.var)
             return int(raw) if raw else None
     return None
 
@@ -198,7 +197,7 @@ def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
     """The JSON merge patch of `spec` that applies `decision` (see the module doc);
     DecisionRefused for a value the platform does not take (its CRD's bounds)."""
     if decision == DECISION_OFF:
-        return {"enabled": False}
+        return {ENABLED.key: False}
     if not decision.isdigit() or len(decision) > 12:
         raise DecisionRefused(
             "unreadable", f"decision {shorten(decision)} is not a threshold or false"
@@ -212,8 +211,8 @@ def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
             "edited, apply one the stage wrote",
         )
     patch: dict[str, Any] = {
-        "enabled": True,
-        "thresholdBytes": None if threshold == THRESHOLD_DEFAULT else threshold,
+        ENABLED.key: True,
+        THRESHOLD.key: None if str(threshold) == THRESHOLD.default else threshold,
     }
     budget = _budget_of(decision, matrix)
     if budget is not None:
@@ -222,7 +221,7 @@ def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
                 "unreadable",
                 f"budget {budget} is outside what budgetBytes takes ({BUDGET_MIN}..{BUDGET_MAX})",
             )
-        patch["budgetBytes"] = budget
+        patch[BUDGET.key] = budget
     return patch
 
 

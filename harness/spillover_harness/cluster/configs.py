@@ -29,29 +29,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from spillover_operator.client import (
-    ClientError,
-    Connection,
-    WaitProgress,
-    env_in_effect,
-    get_policy,
-    patch_policy,
-    wait_until_settled,
-)
+from spillover_operator.client import ClientError, Connection, get_policy, patch_policy
 from spillover_operator.constants import (
-    BUDGET_VAR,
-    ENABLED_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
-    THRESHOLD_VAR,
 )
 from spillover_operator.envplan import passthrough_names
+from spillover_operator.model import ENV_FIELDS
+from spillover_operator.observed import WaitProgress, env_in_effect, wait_until_settled
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
 from spillover_harness.matrix import Configuration
 from spillover_harness.profile import Profile
 
-POLICY_FIELDS = ("enabled", "thresholdBytes", "budgetBytes")
+# The spec fields a configuration sets: one per variable (the policy model owns the mapping).
+POLICY_FIELDS = tuple(f.key for f in ENV_FIELDS)
 DEFAULT_APPLY_TIMEOUT_S = 600.0
 
 
@@ -75,33 +67,33 @@ def _int(text: str, var: str, config: str) -> int:
 def policy_fields(config: Configuration) -> dict[str, Any]:
     """The policy spec fields for a configuration (None = remove the field)."""
     env = config.env
-    enabled: bool | None = None
-    raw = env.get(ENABLED_VAR)
-    if raw is not None and raw != "":
-        if raw not in ("true", "false"):
-            raise ConfigApplyError(
-                f"configuration '{config.name}': {ENABLED_VAR}={raw!r} cannot be expressed by "
-                "the policy (true or false)"
-            )
-        enabled = raw == "true"
-    threshold = env.get(THRESHOLD_VAR) or None
-    budget = env.get(BUDGET_VAR) or None
-    return {
-        "enabled": enabled,
-        "thresholdBytes": None
-        if threshold is None
-        else _int(threshold, THRESHOLD_VAR, config.name),
-        "budgetBytes": None if budget is None else _int(budget, BUDGET_VAR, config.name),
-    }
+    fields: dict[str, Any] = {}
+    for f in ENV_FIELDS:
+        raw = env.get(f.var) or None
+        if raw is None:
+            fields[f.key] = None
+        elif f.kind == "switch":
+            if raw not in ("true", "false"):
+                raise ConfigApplyError(
+                    f"configuration '{config.name}': {f.var}={raw!r} cannot be expressed by "
+                    "the policy (true or false)"
+                )
+            fields[f.key] = raw == "true"
+        else:
+            fields[f.key] = _int(raw, f.var, config.name)
+    return fields
 
 
 def expected_env(config: Configuration) -> dict[str, str | None]:
     """The three variables the WRC container must carry for the configuration."""
     fields = policy_fields(config)
+    # An unset switch is the CRD default (its mcp-host default), written; an unset size
+    # is absent.
     return {
-        ENABLED_VAR: "false" if fields["enabled"] is False else "true",
-        THRESHOLD_VAR: None if fields["thresholdBytes"] is None else str(fields["thresholdBytes"]),
-        BUDGET_VAR: None if fields["budgetBytes"] is None else str(fields["budgetBytes"]),
+        f.var: f.to_env(fields[f.key])
+        if fields[f.key] is not None
+        else (f.default if f.kind == "switch" else None)
+        for f in ENV_FIELDS
     }
 
 

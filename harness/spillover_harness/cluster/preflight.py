@@ -17,7 +17,6 @@ from spillover_operator.client import (
     ClientError,
     Connection,
     CustomResource,
-    env_in_effect,
     find_deployment,
     get_config_map,
     get_policy,
@@ -28,6 +27,7 @@ from spillover_operator.client import (
 )
 from spillover_operator.constants import COND_READY, GROUP, PASSTHROUGH_VAR, PLURAL, SPILLOVER_VARS
 from spillover_operator.envplan import passthrough_names
+from spillover_operator.observed import env_in_effect
 
 from spillover_harness.cluster.kubeconn import (
     ClusterStageError,

@@ -26,10 +26,10 @@ from spillover_operator.client import (
     config_map_lookup,
     list_pods,
     pod_values,
-    read_process_report,
 )
 from spillover_operator.constants import SPILLOVER_VARS
 from spillover_operator.mcp_host import value_in_effect
+from spillover_operator.observed import read_process_report
 from spillover_operator.recipe_pods import ReportUnavailable
 
 from spillover_harness.cluster.kubeconn import ClusterStageError

@@ -27,6 +27,7 @@ from spillover_operator.constants import (
     LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,
 )
+from spillover_operator.model import REASON_STALE_AFTER_REFRESH
 from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
 
 from .errors import BadInput
@@ -37,8 +38,8 @@ from .errors import BadInput
 # the plain kill switch starts as fast as it can (docs/spilloverctl.md).
 if TYPE_CHECKING:
     from spillover_operator.assess import StatusReport
-    from spillover_operator.client import WaitProgress
     from spillover_operator.envplan import EnvPlan
+    from spillover_operator.observed import WaitProgress
 
 JsonDict = dict[str, Any]
 
@@ -186,7 +187,7 @@ def cmd_change(
         err.flush()
 
     if direct and options.refresh_recipe_pods:
-        from spillover_operator.client import wait_until_settled
+        from spillover_operator.observed import wait_until_settled
 
         # The WRC first: restarted recipe pods get what the WRC runs.
         wait_until_settled(
@@ -202,7 +203,7 @@ def cmd_change(
             )
         return exit_codes.OK
 
-    from spillover_operator.client import wait_until_settled
+    from spillover_operator.observed import wait_until_settled
 
     report = wait_until_settled(
         cluster,
@@ -342,7 +343,7 @@ def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Op
         return f"recipe pods: all {pods.matched} run the policy's values" + (
             f" ({pods.count('unknown')} unknown)" if pods.count("unknown") else ""
         )
-    from spillover_operator.client import observe
+    from spillover_operator.observed import observe
 
     now = observe(cluster, name).recipe_pods
     if now is None:
@@ -378,7 +379,7 @@ REFRESH_POLL = 1.0
 def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
     until no owner is left to restart."""
-    from spillover_operator.client import observe, read_owner_states
+    from spillover_operator.observed import observe, read_owner_states
     from spillover_operator.recipe_pods import next_refresh
     from spillover_operator.recipe_reconcile import RefreshRecord, describe_step, run_step
     from spillover_operator.status import now_rfc3339
@@ -403,10 +404,10 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         if step.stale_after_refresh:
             named = ", ".join(str(o) for o in step.stale_after_refresh)
             raise OperatorRefused(
-                f"StaleAfterRefresh: restarted {named}, but its new pods still run old values: "
-                "its pod template carries them (the WRC did not re-render it). spilloverctl "
-                "does not write env into workloads the WRC owns; fix it there",
-                reason="StaleAfterRefresh",
+                f"{REASON_STALE_AFTER_REFRESH}: restarted {named}, but its new pods still run "
+                "old values: its pod template carries them (the WRC did not re-render it). "
+                "spilloverctl does not write env into workloads the WRC owns; fix it there",
+                reason=REASON_STALE_AFTER_REFRESH,
             )
         if step.action in ("restart", "delete") and step.owner is not None:
             at = now_rfc3339()

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from spillover_operator import exit_codes
 from spillover_operator.client import ClientError
-from spillover_operator.constants import BUDGET_MAX, BUDGET_MIN, THRESHOLD_MAX, THRESHOLD_MIN
+from spillover_operator.model import ENV_FIELDS
 
 from . import change as changes
 from .errors import EXIT_CODES_HELP, BadInput, exit_code
@@ -247,30 +247,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _policy_arg(set_cmd)
     set_cmd.set_defaults(command_parser=set_cmd)
-    threshold = set_cmd.add_mutually_exclusive_group()
-    threshold.add_argument(
-        "--threshold",
-        type=_size("--threshold", THRESHOLD_MIN, THRESHOLD_MAX),
-        metavar="BYTES",
-        help=f"spec.thresholdBytes, {THRESHOLD_MIN}..{THRESHOLD_MAX}",
-    )
-    threshold.add_argument(
-        "--unset-threshold",
-        action="store_true",
-        help="remove spec.thresholdBytes (the mcp-host default 131072 applies)",
-    )
-    budget = set_cmd.add_mutually_exclusive_group()
-    budget.add_argument(
-        "--budget",
-        type=_size("--budget", BUDGET_MIN, BUDGET_MAX),
-        metavar="BYTES",
-        help=f"spec.budgetBytes, {BUDGET_MIN}..{BUDGET_MAX}",
-    )
-    budget.add_argument(
-        "--unset-budget",
-        action="store_true",
-        help="remove spec.budgetBytes (the mcp-host default 16777216 applies)",
-    )
+    for f in ENV_FIELDS:  # one --<flag> / --unset-<flag> pair per bytes field (model.py)
+        if f.flag is None or f.kind != "bytes":
+            continue
+        group = set_cmd.add_mutually_exclusive_group()
+        group.add_argument(
+            f"--{f.flag}",
+            type=_size(f"--{f.flag}", f.low, f.high),
+            metavar="BYTES",
+            help=f"spec.{f.key}, {f.low}..{f.high}",
+        )
+        group.add_argument(
+            f"--unset-{f.flag}",
+            action="store_true",
+            help=f"remove spec.{f.key} (the mcp-host default {f.default} applies)",
+        )
 
     render_cmd = sub.add_parser(
         "render",
@@ -367,10 +358,12 @@ def _dispatch(
             change = changes.RESTORE
         else:
             fields: dict[str, Any] = {}
-            if args.threshold is not None or args.unset_threshold:
-                fields["thresholdBytes"] = args.threshold
-            if args.budget is not None or args.unset_budget:
-                fields["budgetBytes"] = args.budget
+            for f in ENV_FIELDS:
+                if f.flag is None or f.kind != "bytes":
+                    continue
+                value = getattr(args, f.flag)
+                if value is not None or getattr(args, f"unset_{f.flag}"):
+                    fields[f.key] = value
             if not fields:
                 args.command_parser.error(
                     "nothing to set; give --threshold N or --unset-threshold, and/or "

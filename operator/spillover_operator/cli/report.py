@@ -8,18 +8,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from spillover_operator.assess import StatusReport, show_resolved, show_value
-from spillover_operator.client import WaitProgress
 from spillover_operator.constants import (
-    BUDGET_DEFAULT,
     BUDGET_VAR,
     COND_APPLIED,
     COND_READY,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
-    THRESHOLD_DEFAULT,
     THRESHOLD_VAR,
 )
+from spillover_operator.model import ENV_FIELDS
+from spillover_operator.observed import WaitProgress
 from spillover_operator.policy import spec_to_json
 from spillover_operator.recipe_pods import COND_RECIPE_PODS, RecipePods, parse_time
 
@@ -28,20 +27,16 @@ def _spec_line(report: StatusReport) -> str:
     spec = report.spec
     if spec is None:
         return f"spec (invalid): {dict(report.raw_spec)}"
-    threshold = (
-        str(spec.threshold_bytes)
-        if spec.threshold_bytes is not None
-        else f"unset (default {THRESHOLD_DEFAULT})"
-    )
-    budget = (
-        str(spec.budget_bytes)
-        if spec.budget_bytes is not None
-        else f"unset (default {BUDGET_DEFAULT})"
-    )
-    return (
-        f"enabled={'true' if spec.enabled else 'false'}  thresholdBytes={threshold}  "
-        f"budgetBytes={budget}  onDelete={spec.on_delete}"
-    )
+    values = []
+    for f in ENV_FIELDS:
+        value = spec.value(f)
+        if f.kind == "switch":
+            values.append(f"{f.key}={'true' if value else 'false'}")
+        else:
+            values.append(
+                f"{f.key}={value if value is not None else f'unset (default {f.default})'}"
+            )
+    return f"{'  '.join(values)}  onDelete={spec.on_delete}"
 
 
 def _pods_summary(pods: RecipePods | None) -> str:

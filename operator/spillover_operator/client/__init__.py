@@ -3,8 +3,8 @@
 - `connection`: `connect` (kubeconfig/context or the in-cluster service account) and
   `Connection` (the API client, the namespace, who we are, how to name us in messages);
 - `policies`: read, list and patch SpilloverPolicies (spec and status);
-- `deployments`: read the target (WRC) Deployment, what is in effect on it, patch its
-  env; list Deployments by label selector;
+- `deployments`: read and list Deployments (by label selector too), patch the target's
+  env with a planned patch;
 - `retry`: the one conflict retry;
 - `events`: Events, one body for everyone;
 - `identity`: who the API server says we are (`authenticated_user`, a SelfSubjectReview);
@@ -12,24 +12,26 @@
   leader-election Lease (created, and updated under a resourceVersion precondition);
 - `transport` / `watch`: how requests travel (plain HTTP or the kubernetes ApiClient),
   and following changes with watches;
-- `observing` / `waiting`: the status report of a policy (`observe`; the module is not
-  named after it, so that importing it never hides the function), and waiting until it
-  is in effect (progress through a callback);
 - `configmaps`: read one ConfigMap (`get_config_map`), the ConfigMap lookup env
-  resolution reads (`resolved_env`), applying a
-  whole ConfigMap (`apply_config_map`, the WRC stand-in), and when a
-  ConfigMap last changed (`ConfigMapReader`: a pod read it when it started);
+  resolution reads (`resolved_env`), applying a whole ConfigMap (`apply_config_map`,
+  the WRC stand-in), and when a ConfigMap last changed (`ConfigMapReader`: a pod read
+  it when it started);
 - `pods`: list pods by label selector, and what a pod's container resolves the
-  variables to (`pod_values`); ReplicaSets (a pod's owner), the rollout restart of a
-  Deployment/StatefulSet and deleting a pod (refreshing recipe pods);
+  variables to (`pod_values`); ReplicaSets (a pod's owner), StatefulSets, what a pod's
+  process serves (`proxy_get`), the rollout restart of a Deployment/StatefulSet and
+  deleting a pod (refreshing recipe pods);
 - `pod_io`: inside a pod's containers: a container's log (`read_pod_log`) and a command
   run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails);
-- `proxy`: a request to an HTTP endpoint behind the API server's proxy
+- `proxy`: a request to an HTTP endpoint behind the API server's service proxy
   (`proxy_request`: the endpoint's status and body, error statuses included);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
 - `errors`: the error types (no exit codes: the command lines map them).
 
-Objects travel as API JSON dicts, decoded from what the server sent.
+Objects travel as API JSON dicts, decoded from what the server sent. The client knows
+no policy: it imports no domain module (make lint's contract `client-imports-no-domain`;
+only `resource`, the API coordinates, and the Kubernetes rules `labels` and
+`resolved_env`). What needs both, the status report of a policy, waiting until a change
+is in effect and judging the recipe pods, is `spillover_operator.observed`.
 
 The names below are imported on first use (PEP 562): `spilloverctl kill` needs the
 connection and the policy calls only, and every module it does not import is start-up
@@ -63,10 +65,9 @@ if TYPE_CHECKING:
         is_served,
     )
     from spillover_operator.client.deployments import (
+        EnvPatch,
         apply_deployment,
-        env_in_effect,
         find_deployment,
-        find_target,
         get_deployment,
         list_deployments,
         patch_deployment_env,
@@ -100,19 +101,16 @@ if TYPE_CHECKING:
         renew_lease,
         update_lease,
     )
-    from spillover_operator.client.observing import observe
     from spillover_operator.client.pod_io import exec_in_pod, read_pod_log
     from spillover_operator.client.pods import (
         SelectorError,
         delete_pod,
+        get_stateful_set,
         list_pods,
         list_replica_sets,
-        observe_recipe_pods,
-        observe_refresh,
         pod_container,
         pod_values,
-        read_owner_states,
-        read_process_report,
+        proxy_get,
         restart_workload,
         selector_string,
     )
@@ -125,12 +123,6 @@ if TYPE_CHECKING:
     )
     from spillover_operator.client.proxy import proxy_request
     from spillover_operator.client.retry import retry_on_conflict
-    from spillover_operator.client.waiting import (
-        REFUSED_REASONS,
-        ProgressCallback,
-        WaitProgress,
-        wait_until_settled,
-    )
 
 # Which submodule defines each public name.
 _WHERE: dict[str, str] = {
@@ -149,23 +141,22 @@ _WHERE: dict[str, str] = {
     "NotFound": "errors",
     "NotServed": "errors",
     "OperatorRefused": "errors",
-    "ProgressCallback": "waiting",
-    "REFUSED_REASONS": "waiting",
     "REQUEST_TIMEOUT": "connection",
     "Rejected": "errors",
     "SelectorError": "pods",
     "TimedOut": "errors",
     "Unauthorized": "errors",
     "WriteRefused": "errors",
-    "WaitProgress": "waiting",
     "check_reachable": "discovery",
     "config_map_lookup": "configmaps",
     "connect": "connection",
     "create_object": "custom",
     "delete_object": "custom",
     "delete_pod": "pods",
-    "env_in_effect": "deployments",
     "exec_in_pod": "pod_io",
+    "EnvPatch": "deployments",
+    "get_stateful_set": "pods",
+    "proxy_get": "pods",
     "event_body": "events",
     "apply_config_map": "configmaps",
     "apply_deployment": "deployments",
@@ -175,7 +166,6 @@ _WHERE: dict[str, str] = {
     "create_lease": "leases",
     "update_lease": "leases",
     "find_policy": "policies",
-    "find_target": "deployments",
     "get_config_map": "configmaps",
     "get_deployment": "deployments",
     "get_object": "custom",
@@ -185,11 +175,6 @@ _WHERE: dict[str, str] = {
     "list_pods": "pods",
     "list_policies": "policies",
     "list_replica_sets": "pods",
-    "observe": "observing",
-    "observe_recipe_pods": "pods",
-    "observe_refresh": "pods",
-    "read_owner_states": "pods",
-    "read_process_report": "pods",
     "patch_deployment_env": "deployments",
     "patch_policy": "policies",
     "patch_policy_status": "policies",
@@ -204,12 +189,10 @@ _WHERE: dict[str, str] = {
     "retry_on_conflict": "retry",
     "selector_string": "pods",
     "server_version": "discovery",
-    "wait_until_settled": "waiting",
 }
 
 __all__ = [
     "DEFAULT_NAMESPACE",
-    "REFUSED_REASONS",
     "REQUEST_TIMEOUT",
     "ApiError",
     "ApiUnavailable",
@@ -220,17 +203,16 @@ __all__ = [
     "Conflict",
     "Connection",
     "CustomResource",
+    "EnvPatch",
     "ExecFailed",
     "Forbidden",
     "NotFound",
     "NotServed",
     "OperatorRefused",
-    "ProgressCallback",
     "Rejected",
     "SelectorError",
     "TimedOut",
     "Unauthorized",
-    "WaitProgress",
     "WriteRefused",
     "apply_config_map",
     "apply_deployment",
@@ -242,25 +224,21 @@ __all__ = [
     "create_object",
     "delete_object",
     "delete_pod",
-    "env_in_effect",
     "event_body",
     "exec_in_pod",
     "find_deployment",
     "find_lease",
     "find_policy",
-    "find_target",
     "get_config_map",
     "get_deployment",
     "get_object",
     "get_policy",
+    "get_stateful_set",
     "is_served",
     "list_deployments",
     "list_pods",
     "list_policies",
     "list_replica_sets",
-    "observe",
-    "observe_recipe_pods",
-    "observe_refresh",
     "patch_deployment_env",
     "patch_policy",
     "patch_policy_status",
@@ -268,17 +246,15 @@ __all__ = [
     "pod_values",
     "policy_crd_installed",
     "post_event",
+    "proxy_get",
     "proxy_request",
-    "read_owner_states",
     "read_pod_log",
-    "read_process_report",
     "renew_lease",
     "restart_workload",
     "retry_on_conflict",
     "selector_string",
     "server_version",
     "update_lease",
-    "wait_until_settled",
 ]
 
 

@@ -1,16 +1,15 @@
-"""Reading the target (WRC) Deployment and what is in effect on it, and patching its
-env with a plan from `spillover_operator.envplan`."""
+"""Reading the target (WRC) Deployment, listing Deployments, and patching its env with
+a plan the domain made (`spillover_operator.envplan`; what is in effect on it:
+`spillover_operator.observed`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
-from spillover_operator.envplan import EnvPlan, TargetError, effective_env
-from spillover_operator.policy import target_of
 
 RESOURCE = "deployments.apps"
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
@@ -37,24 +36,19 @@ def find_deployment(conn: Connection, name: str) -> JsonDict | None:
         return None
 
 
-def find_target(conn: Connection, policy: Mapping[str, Any]) -> JsonDict | None:
-    """The Deployment the policy targets, or None when it names none or it is missing."""
-    target = target_of(policy.get("spec"))
-    return None if target is None else find_deployment(conn, target.deployment)
+class EnvPatch(Protocol):
+    """What `patch_deployment_env` sends: a planned strategic merge patch (None:
+    nothing to change) and the same without its resourceVersion precondition when that
+    is safe (`envplan.EnvPlan` is one; the client does not plan)."""
 
+    @property
+    def patch(self) -> dict[str, Any] | None: ...
 
-def env_in_effect(conn: Connection, name: str, container: str | None) -> dict[str, str | None]:
-    """The three spillover variables and the passthrough list on the Deployment's
-    container (None: absent); NotFound for a missing Deployment or container."""
-    deployment = get_deployment(conn, name)
-    try:
-        return effective_env(deployment, container)
-    except TargetError as exc:
-        raise NotFound(str(exc)) from None
+    def unconditional(self) -> dict[str, Any] | None: ...
 
 
 def patch_deployment_env(
-    conn: Connection, name: str, plan: EnvPlan, *, precondition: bool = True
+    conn: Connection, name: str, plan: EnvPatch, *, precondition: bool = True
 ) -> JsonDict:
     """Send `plan.patch` as a strategic merge patch; the Deployment after it.
 

@@ -19,7 +19,6 @@ import datetime
 import http.server
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,11 +44,6 @@ GATE_WAIT_SECONDS = 5.0
 
 class LeadershipLost(RuntimeError):
     """Another operator holds a Lease this one led with."""
-
-
-def identity() -> str:
-    """holderIdentity: $SPILLOVER_LEADER_ID, else the host name (a pod's name)."""
-    return os.environ.get(leadership.ID_VAR, "").strip() or socket.gethostname()
 
 
 def _exit_lost(message: str) -> None:

@@ -1,7 +1,53 @@
-"""Handlers for SpilloverPolicy objects and their target Deployments.
+"""Handlers for SpilloverPolicy objects and their target Deployments, and the pass
+scheduler that runs their reconciles.
 
 Reads come from what kopf watches (`views.IndexReader`), never from GET/LIST requests;
 work on one target Deployment is serialised by its lock (`OperatorRuntime.lock_for`).
+
+The pass scheduler. Key: (namespace, target Deployment). State in `OperatorRuntime`:
+`passes[key]` (at most one Pass: the newest reader and the early changes to report),
+`waiting[key]` (policy handlers waiting for or holding the lock), `generations[key]`
+(the newest metadata.generation seen), `lock_for(key)`.
+
+    kopf threads (one object's events at a time)        pass threads (PASS_THREADS)
+    --------------------------------------------        ---------------------------
+    policy change --apply_change (no lock)---+
+        |                                    |
+        +--leave_pass(key, reader, early)----+--> passes[key] ---------+
+    Deployment event                         |    (a newer pass        |
+        +--note_generation: older? drop      |     replaces the older  |
+        +--leave_pass(key, reader)-----------+     reader, merges the  |
+    pod event (selector matches)             |     early changes)      |
+        +--leave_pass(target key, reader)----+                         |
+        |                                                              v
+        +--_schedule_drain(key): has_pass? -> run_passes(_drain) -> _drain(key):
+                                                 while has_pass(key):
+    resume / resync / refresh / conflict           handler_waiting(key)? -> return
+    takeover / a refused change:                   lock not free?        -> return
+        reconcile(): waiting_for(key) + lock         _run_pass: take_pass, reconcile
+        -> _reconcile_locked -> _schedule_drain      each policy of the Deployment
+    delete: finalize() under the lock alone          (failure: later(delay, _retry))
+
+Rules that keep it correct (check each when changing it):
+
+1. Only the newest pass matters: `leave_pass` replaces the reader and keeps every
+   early change not yet reported, so a coalesced burst reports each change once.
+2. Whoever holds the lock runs the passes; a drain that finds the lock taken returns,
+   and the holder looks again when it lets go (`reconcile` and `_drain` both end with
+   `_schedule_drain`/the while loop). A pass is never lost, only merged.
+3. A policy handler goes first: while `waiting[key]` is set, drains step aside
+   (`handler_waiting`), so a kill switch never queues behind a rollout's passes.
+4. Passes run on the pass threads, never on the kopf handler that left them: kopf
+   handles one object's events in order, and that policy's next change must not wait.
+5. A stale copy is never planned on: `note_generation` drops older Deployment events,
+   and a pass whose copy is behind confirms the Deployment with the API first.
+6. A failed pass is left again after its delay (`_retry`), reading the indexes as they
+   are then, not the old copies.
+
+To change it: keep the state under `rt.lock` (short critical sections, no I/O), keep
+I/O under the per-Deployment lock, and extend tests/operator/test_handlers.py (the
+drain, coalescing and handler-first cases run there without a cluster) before
+`make bench-operator` (the figures in README.md are the scheduler's).
 """
 
 from __future__ import annotations
@@ -71,7 +117,9 @@ def _reconcile_locked(
 ) -> domain.ReconcileResult:
     namespace = reader.namespace
     try:
-        result = domain.reconcile_policy(rt.cluster, namespace, name, reader, early=early)
+        result = domain.reconcile_policy(
+            rt.cluster, namespace, name, reader, early=early, settings=rt.settings
+        )
     except domain.ApplyFailedError as exc:
         rt.metrics.record_failure(ERROR_APPLY_FAILED)
         raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc
@@ -217,7 +265,7 @@ def policy_changed(
         reconcile(rt, reader, name, logger)
     else:
         try:
-            early = domain.apply_change(rt.cluster, reader.namespace, name, reader)
+            early = domain.apply_change(rt.cluster, reader.namespace, name, reader, rt.settings)
         except ApiUnavailable as exc:
             raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
         except domain.ApplyFailedError:
@@ -242,7 +290,7 @@ def finalize(
     target = _target(body) or f"(no target: {name})"
     with rt.lock_for(namespace, target):
         try:
-            result = domain.finalize_policy(rt.cluster, body, reader)
+            result = domain.finalize_policy(rt.cluster, body, reader, rt.settings)
         except domain.ApplyFailedError as exc:
             rt.metrics.record_failure(ERROR_APPLY_FAILED)
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc

@@ -1,6 +1,6 @@
-"""Process-wide state of the operator: settings from the environment, and the
-`OperatorRuntime` (API connection, reconcile lock, metrics) that the start-up handler
-puts in kopf's memo and every handler takes from there. Nothing lives in module
+"""Process-wide state of the operator: the `OperatorRuntime` (the settings read at
+start-up, the API connection, reconcile locks, metrics) that the start-up handler puts
+in kopf's memo and every handler takes from there. Nothing lives in module
 globals, so tests build their own runtime."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import os
 import socket
 import threading
 import time
@@ -25,20 +24,13 @@ from spillover_operator.client import Connection, check_reachable, connect, rene
 from spillover_operator.constants import FIELD_MANAGER, FINALIZER, GROUP
 from spillover_operator.handlers import election
 from spillover_operator.handlers.metrics import Metrics
+from spillover_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
-RESYNC_VAR = "SPILLOVER_RESYNC_SECONDS"
-METRICS_PORT_VAR = "SPILLOVER_METRICS_PORT"
-DEFAULT_RESYNC_SECONDS = 300.0
-DEFAULT_METRICS_PORT = 9090
 MEMO_KEY = "spillover_runtime"
 # Threads running coalesced Deployment/pod event passes (`OperatorRuntime.run_passes`).
 PASS_THREADS = 4
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -62,6 +54,8 @@ class OperatorRuntime:
 
     cluster: Connection
     metrics: Metrics
+    # What the operator was configured with, read once at its start (`settings`).
+    settings: OperatorSettings = field(default_factory=OperatorSettings)
     # When the operator started (or, a standby, began to lead): the watches' grace.
     started: float = field(default_factory=time.monotonic)
     # The leader election (`handlers.election`); None in tests that build a runtime.
@@ -198,32 +192,6 @@ class OperatorRuntime:
         return True
 
 
-def _number(var: str, default: float, *, minimum: float) -> float:
-    raw = os.environ.get(var)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{var} must be a number, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{var} must be at least {minimum:g}, got {raw!r}")
-    return value
-
-
-def resync_seconds() -> float:
-    """How often every policy is reconciled even without a change (drift safety net)."""
-    return _number(RESYNC_VAR, DEFAULT_RESYNC_SECONDS, minimum=1)
-
-
-def metrics_port() -> int:
-    return int(_number(METRICS_PORT_VAR, DEFAULT_METRICS_PORT, minimum=0))
-
-
-def liveness_port() -> int:
-    return int(_number(liveness.PORT_VAR, liveness.DEFAULT_PORT, minimum=0))
-
-
 def configure(settings: kopf.OperatorSettings) -> None:
     """kopf settings for running with only a namespaced Role."""
     # No peering objects (cluster-wide CRD), no namespace/CRD scanning (cluster-wide
@@ -259,15 +227,17 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.client_timeout = 330
 
 
-def start(memo: Any) -> OperatorRuntime:
+def start(memo: Any, settings: OperatorSettings) -> OperatorRuntime:
     """Connect (the in-cluster ServiceAccount, else $KUBECONFIG / ~/.kube/config), serve
-    the metrics and keep the runtime in kopf's `memo`."""
+    the metrics and keep the runtime, with the `settings` read at start, in kopf's
+    `memo`."""
     runtime = OperatorRuntime(
         cluster=connect(field_manager=FIELD_MANAGER, prefer_in_cluster=True),
         metrics=Metrics.for_process(),
+        settings=settings,
     )
-    runtime.metrics.serve(metrics_port())
-    liveness.serve(runtime.liveness, liveness_port())
+    runtime.metrics.serve(settings.metrics_port)
+    liveness.serve(runtime.liveness, settings.liveness_port)
     memo[MEMO_KEY] = runtime
     threading.Thread(target=_heartbeat, args=(runtime,), daemon=True, name="heartbeat").start()
     return runtime
@@ -281,7 +251,7 @@ def elector_for(
     and kopf's readiness endpoint (a standby answers it)."""
     options = leadership.kopf_run_options(argv)
     namespaces = options.namespaces or (rt.cluster.namespace,)
-    elector = election.Elector(rt.cluster, namespaces, election.identity(), rt.metrics)
+    elector = election.Elector(rt.cluster, namespaces, rt.settings.identity(), rt.metrics)
     rt.elector = elector
     rt.cluster = dataclasses.replace(rt.cluster, write_gate=elector.gate)
     return elector, options.liveness

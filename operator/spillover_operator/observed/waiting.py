@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from spillover_operator.assess import Area, Finding, StatusReport
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
-from spillover_operator.client.observing import observe
 from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.constants import COND_READY, GROUP, PLURAL, VERSION
-
-# Ready=False reasons (the operator's, see reconcile.py) that waiting cannot fix: the
-# operator refused the policy and touches nothing until someone changes something.
-REFUSED_REASONS = ("InvalidSpec", "Conflict", "TargetNotSupported", "TargetNotAllowed")
+from spillover_operator.model import REASON_STALE_AFTER_REFRESH
+from spillover_operator.model import REFUSED_REASONS as REFUSED_REASONS
+from spillover_operator.observed.observing import observe
 
 INITIAL_DELAY = 0.5
 MAX_DELAY = 5.0
@@ -72,7 +70,7 @@ def _fail_fast(
     for finding in pending:
         if finding.area == "recipe-pods" and finding.severity == "MISMATCH":
             raise OperatorRefused(
-                f"{finding.message}; waiting cannot fix that", reason="StaleAfterRefresh"
+                f"{finding.message}; waiting cannot fix that", reason=REASON_STALE_AFTER_REFRESH
             )
     if direct or report.observed_generation != report.generation:
         return

@@ -6,10 +6,10 @@ from __future__ import annotations
 from spillover_operator.assess import StatusReport, assess, with_recipe_pods
 from spillover_operator.client.configmaps import ConfigMapReader
 from spillover_operator.client.connection import Connection
-from spillover_operator.client.deployments import find_target
 from spillover_operator.client.errors import ClientError
-from spillover_operator.client.pods import observe_recipe_pods
 from spillover_operator.client.policies import get_policy
+from spillover_operator.observed.deployments import find_target
+from spillover_operator.observed.pods import observe_recipe_pods
 
 
 def observe(conn: Connection, name: str, *, recipe_pods: bool = True) -> StatusReport:
