@@ -57,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from controlplane.localcluster import LocalCluster  # noqa: E402
-from spillover_operator.constants import ENABLED_VAR, GROUP, PLURAL, VERSION  # noqa: E402
+from spillover_operator.domain.constants import ENABLED_VAR, GROUP, PLURAL, VERSION  # noqa: E402
 
 BIN = Path(sys.executable).parent
 NAMESPACE = "bench"
@@ -347,7 +347,7 @@ class Bench:
             )  # fmt: skip
             self.kubectl("rollout", "status", f"deployment/{DIRECT}", "--timeout=120s")
             return time.perf_counter() - start
-        from spillover_operator.rollout import rollout_state
+        from spillover_operator.domain.rollout import rollout_state
 
         start = time.perf_counter()
         self.patch_direct(value)
@@ -419,7 +419,7 @@ def ready_direct(bench: Bench) -> float | None:
     Deployments (`direct-NNN`, no policy targets them): 199 Deployments created, then
     the env a policy would write patched onto each, until every one is rolled out (two
     rollouts each, as under the operator). Seconds, or None after READY_TIMEOUT_S."""
-    from spillover_operator.rollout import rollout_state
+    from spillover_operator.domain.rollout import rollout_state
 
     names = [f"direct-{i:03d}" for i in range(1, MANY)]
     start = time.perf_counter()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from spillover_operator.strict_load import MAX_TEXT_CHARS, cut
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, cut
 
 __all__ = ["InputFileError", "InputFileMissing", "read_text_file", "shown"]
 

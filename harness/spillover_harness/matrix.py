@@ -23,18 +23,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 # The platform's names and bounds have one home, the operator's constants; the
 # variable names are re-exported here.
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_MAX,
     BUDGET_MIN,
     THRESHOLD_DEFAULT,
     THRESHOLD_MAX,
     THRESHOLD_MIN,
 )
-from spillover_operator.constants import BUDGET_VAR as BUDGET_VAR
-from spillover_operator.constants import ENABLED_VAR as ENABLED_VAR
-from spillover_operator.constants import SPILLOVER_VARS as SPILLOVER_VARS
-from spillover_operator.constants import THRESHOLD_VAR as THRESHOLD_VAR
-from spillover_operator.strict_load import StrictLoadError, load_yaml, shorten
+from spillover_operator.domain.constants import BUDGET_VAR as BUDGET_VAR
+from spillover_operator.domain.constants import ENABLED_VAR as ENABLED_VAR
+from spillover_operator.domain.constants import SPILLOVER_VARS as SPILLOVER_VARS
+from spillover_operator.domain.constants import THRESHOLD_VAR as THRESHOLD_VAR
+from spillover_operator.domain.strict_load import StrictLoadError, load_yaml, shorten
 
 from spillover_harness.input_file import InputFileError, read_text_file
 from spillover_harness.sim.memory import MemoryModel

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, field_validator
-from spillover_operator.strict_load import StrictLoadError, load_json
+from spillover_operator.domain.strict_load import StrictLoadError, load_json
 
 from spillover_harness.results_dir import STAGE_FILE, ResultsDirError, read_stage_file
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from spillover_operator.strict_load import StrictLoadError, load_json, shorten
+from spillover_operator.domain.strict_load import StrictLoadError, load_json, shorten
 
 SCHEMA_VERSION = 1
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillover_operator.strict_load import StrictLoadError, load_json
+from spillover_operator.domain.strict_load import StrictLoadError, load_json
 
 from spillover_harness.matrix import Matrix, MatrixError, MemorySettings, parse_matrix
 from spillover_harness.records import now_rfc3339

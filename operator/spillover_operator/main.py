@@ -17,9 +17,10 @@ from typing import Any
 
 import kopf
 
-from spillover_operator import exit_codes, liveness
-from spillover_operator import settings as settings_module
-from spillover_operator.constants import GROUP, PLURAL, VERSION
+from spillover_operator import exit_codes
+from spillover_operator.domain import liveness
+from spillover_operator.domain import settings as settings_module
+from spillover_operator.domain.constants import GROUP, PLURAL, VERSION
 from spillover_operator.handlers import election, policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]

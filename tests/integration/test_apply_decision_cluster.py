@@ -28,7 +28,7 @@ from matrix_builders import small_matrix
 from record_builders import CELLS, make_record
 from spillover_harness.cli import main
 from spillover_operator import exit_codes
-from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 
 pytestmark = pytest.mark.integration
 

@@ -37,9 +37,9 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from kustomize_build import OVERLAYS, build, find
 from spillover_operator import exit_codes
-from spillover_operator.change_record import ChangeRecord, decode, last_change
 from spillover_operator.cli.main import run
-from spillover_operator.constants import (
+from spillover_operator.domain.change_record import ChangeRecord, decode, last_change
+from spillover_operator.domain.constants import (
     CHANGE_RECORD_ANNOTATION,
     ENABLED_VAR,
     GROUP,

@@ -58,10 +58,10 @@ from kopf_operator import OperatorProcess
 from kubernetes import client, config
 from kubernetes.client import ApiException
 from kustomize_build import OVERLAYS, build, container_env, find
-from spillover_operator.allowlist import ALLOWED_TARGETS_VAR
 from spillover_operator.cli.main import run
 from spillover_operator.client import selector_string
-from spillover_operator.constants import (
+from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
+from spillover_operator.domain.constants import (
     GROUP,
     PASSTHROUGH_VAR,
     PLURAL,

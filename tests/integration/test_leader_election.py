@@ -44,8 +44,7 @@ from k8s_helpers import (
 )
 from kopf_operator import OperatorProcess
 from kubernetes import client, watch
-from spillover_operator import exit_codes, leadership
-from spillover_operator.allowlist import REFRESH_DEPLOYMENTS_VAR
+from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
 from spillover_operator.client import (
     WriteRefused,
@@ -54,7 +53,9 @@ from spillover_operator.client import (
     list_pods,
     post_event,
 )
-from spillover_operator.constants import (
+from spillover_operator.domain import leadership
+from spillover_operator.domain.allowlist import REFRESH_DEPLOYMENTS_VAR
+from spillover_operator.domain.constants import (
     ENABLED_VAR,
     GROUP,
     PASSTHROUGH_VAR,
@@ -62,9 +63,9 @@ from spillover_operator.constants import (
     SPILLOVER_VARS,
     VERSION,
 )
+from spillover_operator.domain.resolved_env import resolve
 from spillover_operator.handlers.election import Elector, LeadershipLost
 from spillover_operator.handlers.metrics import Metrics
-from spillover_operator.resolved_env import resolve
 from wrc_stand_in import WrcStandIn
 
 pytestmark = pytest.mark.integration

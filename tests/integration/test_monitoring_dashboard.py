@@ -55,9 +55,9 @@ from monitoring_manifests import (
     write_rules,
 )
 from prometheus.server import PrometheusServer
-from spillover_operator import leadership
 from spillover_operator.client import patch_policy
-from spillover_operator.constants import ENABLED_VAR, GROUP, PLURAL, VERSION
+from spillover_operator.domain import leadership
+from spillover_operator.domain.constants import ENABLED_VAR, GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -39,7 +39,7 @@ from kopf_operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client import ApiException
 from spillover_operator.client import list_policies, patch_policy
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_VAR,
     ENABLED_VAR,
     GROUP,

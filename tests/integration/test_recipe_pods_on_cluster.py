@@ -35,11 +35,11 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess
 from kubernetes import client
 from spillover_operator import exit_codes
-from spillover_operator.allowlist import REFRESH_DEPLOYMENTS_VAR
-from spillover_operator.change_record import decode
 from spillover_operator.cli.main import run
 from spillover_operator.client import config_map_lookup, list_pods
-from spillover_operator.constants import (
+from spillover_operator.domain.allowlist import REFRESH_DEPLOYMENTS_VAR
+from spillover_operator.domain.change_record import decode
+from spillover_operator.domain.constants import (
     BUDGET_VAR,
     CHANGE_RECORD_ANNOTATION,
     ENABLED_VAR,
@@ -50,7 +50,7 @@ from spillover_operator.constants import (
     THRESHOLD_VAR,
     VERSION,
 )
-from spillover_operator.resolved_env import resolve
+from spillover_operator.domain.resolved_env import resolve
 from wrc_stand_in import MCP_HOST_LABELS, Behaviour, Via, WrcStandIn
 
 pytestmark = pytest.mark.integration

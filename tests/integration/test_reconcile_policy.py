@@ -20,9 +20,9 @@ from k8s_helpers import (
     wait_for,
 )
 from kubernetes import client
-from spillover_operator.allowlist import ALLOWED_TARGETS_VAR
 from spillover_operator.client import Connection, connect
-from spillover_operator.constants import (
+from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
+from spillover_operator.domain.constants import (
     BUDGET_VAR,
     ENABLED_VAR,
     FIELD_MANAGER,
@@ -30,7 +30,8 @@ from spillover_operator.constants import (
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
-from spillover_operator.reconcile import (
+from spillover_operator.domain.rollout import rollout_state
+from spillover_operator.reconciler.reconcile import (
     ApiReader,
     ApplyFailedError,
     Outcome,
@@ -38,7 +39,6 @@ from spillover_operator.reconcile import (
     finalize_policy,
     reconcile_policy,
 )
-from spillover_operator.rollout import rollout_state
 
 pytestmark = pytest.mark.integration
 
@@ -304,10 +304,10 @@ def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
     it only sets values: planned from a copy older than the Deployment (an entry and a
     label added since), it is not refused, and what the other writer added stays."""
     from spillover_operator.client import Conflict, patch_deployment_env
-    from spillover_operator.envplan import plan_apply
+    from spillover_operator.domain.envplan import plan_apply
+    from spillover_operator.domain.policy import parse_spec
+    from spillover_operator.domain.resolved_env import no_config_maps
     from spillover_operator.handlers import views
-    from spillover_operator.policy import parse_spec
-    from spillover_operator.resolved_env import no_config_maps
 
     applied = {ENABLED_VAR: "true", PASSTHROUGH_VAR: ALL_NAMES}
     create_object(admin, _wrc(namespace, applied))

@@ -29,7 +29,7 @@ from kopf_operator import running_operator
 from kubernetes import client
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_VAR,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
@@ -348,8 +348,8 @@ def test_direct_unset_shadowed_by_envfrom_writes_what_the_operator_would(
     --direct` must not remove the env entry (4096 would be in effect) but write the
     default explicitly, as the operator does: after it the container resolves the
     default, and the operator, started afterwards, finds nothing to change."""
-    from spillover_operator.envplan import resolved_env
-    from spillover_operator.mcp_host import DEFAULTS
+    from spillover_operator.domain.envplan import resolved_env
+    from spillover_operator.domain.mcp_host import DEFAULTS
 
     create_object(
         admin,
@@ -416,11 +416,11 @@ KILL_NEEDS_NONE_OF = (
     "tempfile",  # the client certificate is loaded from memory
     "traceback",  # only for a bug
     "shutil",  # argparse measures the terminal with it; spilloverctl without it
-    "spillover_operator.assess",
-    "spillover_operator.envplan",
-    "spillover_operator.recipe_pods",
-    "spillover_operator.recipe_reconcile",
-    "spillover_operator.status",
+    "spillover_operator.domain.assess",
+    "spillover_operator.domain.envplan",
+    "spillover_operator.domain.recipe_pods",
+    "spillover_operator.reconciler.recipe_reconcile",
+    "spillover_operator.domain.status",
     "spillover_operator.observed",
     "spillover_operator.client.pods",
     "spillover_operator.client.deployments",

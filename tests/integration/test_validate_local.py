@@ -19,7 +19,7 @@ from controlplane.localcluster import LocalCluster
 from repo_paths import REPO_ROOT
 from spillover_harness.matrix import load_matrix
 from spillover_harness.records import read_records
-from spillover_operator.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import BAD_INPUT
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kustomize_build import build, find, overlay_names
 from repo_paths import MANIFESTS
-from spillover_operator.constants import CHANGE_RECORD_ANNOTATION
+from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
 
 VAP = "spillover-change-record"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kustomize_build import build, container_env, find, kubectl, overlay_names
 from repo_paths import MANIFESTS
-from spillover_operator.allowlist import ALLOWED_TARGETS_VAR, parse
-from spillover_operator.constants import DEFAULT_TARGET
+from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR, parse
+from spillover_operator.domain.constants import DEFAULT_TARGET
 
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "*"}
 ALLOWED_CM = "spillover-allowed-targets"

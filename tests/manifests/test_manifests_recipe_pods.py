@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from kustomize_build import build, container_env, find, overlay_names
 from repo_paths import MANIFESTS
-from spillover_operator.allowlist import (
+from spillover_operator.domain.allowlist import (
     REFRESH_DEPLOYMENTS_VAR,
     REFRESH_STATEFULSETS_VAR,
     refresh_allow_list,
 )
-from spillover_operator.recipe_pods import Owner
+from spillover_operator.domain.recipe_pods import Owner
 
 REFRESH = "spillover-operator-refresh"
 ALLOWED_CM = "spillover-allowed-targets"

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_MAX,
     BUDGET_MIN,
     THRESHOLD_MAX,
     THRESHOLD_MIN,
 )
-from spillover_operator.model import BUDGET, ENABLED, THRESHOLD
-from spillover_operator.strict_load import shorten
+from spillover_operator.domain.model import BUDGET, ENABLED, THRESHOLD
+from spillover_operator.domain.strict_load import shorten
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
 from spillover_harness.readback import (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from spillover_operator.strict_load import StrictLoadError, load_yaml_all
+from spillover_operator.domain.strict_load import StrictLoadError, load_yaml_all
 
 from spillover_harness.apply.decision import apply_patch
 from spillover_harness.atomic_file import atomic_write_bytes

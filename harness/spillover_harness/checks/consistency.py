@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_DEFAULT,
     BUDGET_VAR,
     ENABLED_VAR,

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator.assess import assess
 from spillover_operator.client import (
     ApiError,
     ClientError,
@@ -25,8 +24,15 @@ from spillover_operator.client import (
     policy_crd_installed,
     server_version,
 )
-from spillover_operator.constants import COND_READY, GROUP, PASSTHROUGH_VAR, PLURAL, SPILLOVER_VARS
-from spillover_operator.envplan import passthrough_names
+from spillover_operator.domain.assess import assess
+from spillover_operator.domain.constants import (
+    COND_READY,
+    GROUP,
+    PASSTHROUGH_VAR,
+    PLURAL,
+    SPILLOVER_VARS,
+)
+from spillover_operator.domain.envplan import passthrough_names
 from spillover_operator.observed import env_in_effect
 
 from spillover_harness.cluster.kubeconn import (

@@ -3,7 +3,7 @@ effect: the pod's container as the kubelet resolves it (`env`, `valueFrom`, `env
 with prefix, `$(VAR)`; a Secret is `unknown`), through the client library
 (`list_pods`, `pod_values`, `config_map_lookup`), the way the operator and
 spilloverctl read them. Where the pod declares a process report
-(`spillover_operator.mcp_host.REPORT_ANNOTATION`), what its process reports it runs
+(`spillover_operator.domain.mcp_host.REPORT_ANNOTATION`), what its process reports it runs
 with is what counts (`read_process_report`); a report that cannot be read is unknown.
 
 A configuration may run only when every mcp-host pod of the recipe carries it
@@ -27,10 +27,10 @@ from spillover_operator.client import (
     list_pods,
     pod_values,
 )
-from spillover_operator.constants import SPILLOVER_VARS
-from spillover_operator.mcp_host import value_in_effect
+from spillover_operator.domain.constants import SPILLOVER_VARS
+from spillover_operator.domain.mcp_host import value_in_effect
+from spillover_operator.domain.recipe_pods import ReportUnavailable
 from spillover_operator.observed import read_process_report
-from spillover_operator.recipe_pods import ReportUnavailable
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
 
@@ -65,7 +65,7 @@ class PodValues:
 
 def effective(values: Mapping[str, str | None]) -> dict[str, str | None]:
     """The values compared with a configuration: what the mcp-host runs with
-    (`spillover_operator.mcp_host.value_in_effect`: unset or invalid is the default,
+    (`spillover_operator.domain.mcp_host.value_in_effect`: unset or invalid is the default,
     so `THRESHOLD=131072` is the shipped default too); a value that could not be read
     (`unknown:...`) stays as it is, never equal to a configuration's."""
     out: dict[str, str | None] = {}

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # The platform's facts (names, defaults, bounds) have one home: the operator's constants.
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_DEFAULT as DEFAULT_BUDGET,
 )
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     BUDGET_MAX,
     BUDGET_MIN,
     BUDGET_VAR,
@@ -31,7 +31,7 @@ from spillover_operator.constants import (
     THRESHOLD_MIN,
     THRESHOLD_VAR,
 )
-from spillover_operator.constants import (
+from spillover_operator.domain.constants import (
     THRESHOLD_DEFAULT as DEFAULT_THRESHOLD,
 )
 

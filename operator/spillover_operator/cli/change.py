@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from spillover_operator import exit_codes
-from spillover_operator.change_record import ChangeRecord, LastChange
 from spillover_operator.client import (
     ClientError,
     Connection,
@@ -21,14 +20,15 @@ from spillover_operator.client import (
     get_policy,
     patch_policy,
 )
-from spillover_operator.constants import (
+from spillover_operator.domain.change_record import ChangeRecord, LastChange
+from spillover_operator.domain.constants import (
     CHANGE_RECORD_ANNOTATION,
     COND_READY,
     LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,
 )
-from spillover_operator.model import REASON_STALE_AFTER_REFRESH
-from spillover_operator.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
+from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH
+from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
 
 from .errors import BadInput
 
@@ -37,8 +37,8 @@ from .errors import BadInput
 # for waiting, --direct and the recipe pods are imported where they are used, so that
 # the plain kill switch starts as fast as it can (docs/spilloverctl.md).
 if TYPE_CHECKING:
-    from spillover_operator.assess import StatusReport
-    from spillover_operator.envplan import EnvPlan
+    from spillover_operator.domain.assess import StatusReport
+    from spillover_operator.domain.envplan import EnvPlan
     from spillover_operator.observed import WaitProgress
 
 JsonDict = dict[str, Any]
@@ -379,10 +379,14 @@ REFRESH_POLL = 1.0
 def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
     until no owner is left to restart."""
+    from spillover_operator.domain.recipe_pods import next_refresh
+    from spillover_operator.domain.status import now_rfc3339
     from spillover_operator.observed import observe, read_owner_states
-    from spillover_operator.recipe_pods import next_refresh
-    from spillover_operator.recipe_reconcile import RefreshRecord, describe_step, run_step
-    from spillover_operator.status import now_rfc3339
+    from spillover_operator.reconciler.recipe_reconcile import (
+        RefreshRecord,
+        describe_step,
+        run_step,
+    )
 
     record = RefreshRecord()
     deadline = time.monotonic() + timeout
@@ -442,7 +446,7 @@ def _plan_or_fail(cluster: Connection, deployment: JsonDict, spec: PolicySpec) -
     """The operator's plan (`envplan.plan_apply`, the ConfigMaps of the target's envFrom
     read from the cluster), so `--direct` writes what the operator would write."""
     from spillover_operator.client import config_map_lookup
-    from spillover_operator.envplan import TargetError, plan_apply
+    from spillover_operator.domain.envplan import TargetError, plan_apply
 
     try:
         return plan_apply(deployment, spec, config_maps=config_map_lookup(cluster))

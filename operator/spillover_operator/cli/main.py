@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from spillover_operator import exit_codes
 from spillover_operator.client import ClientError
-from spillover_operator.model import ENV_FIELDS
+from spillover_operator.domain.model import ENV_FIELDS
 
 from . import change as changes
 from .errors import EXIT_CODES_HELP, BadInput, exit_code

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator.constants import PASSTHROUGH_VAR
-from spillover_operator.envplan import (
+from spillover_operator.domain.constants import PASSTHROUGH_VAR
+from spillover_operator.domain.envplan import (
     EnvPlan,
     TargetError,
     desired_env,
@@ -28,14 +28,14 @@ from spillover_operator.envplan import (
     select_container,
     shadow_notes,
 )
-from spillover_operator.policy import (
+from spillover_operator.domain.policy import (
     InvalidSpecError,
     PolicySpec,
     parse_policy_document,
     spec_to_json,
 )
-from spillover_operator.resolved_env import ConfigMapLookup, ConfigMapUnreadable
-from spillover_operator.strict_load import StrictLoadError, load_yaml_all
+from spillover_operator.domain.resolved_env import ConfigMapLookup, ConfigMapUnreadable
+from spillover_operator.domain.strict_load import StrictLoadError, load_yaml_all
 
 from .errors import BadInput
 

@@ -1,5 +1,5 @@
 """How spilloverctl prints a status report (`status`, `-o json`) and the progress of
-`--wait`. The report itself is computed by `spillover_operator.assess`."""
+`--wait`. The report itself is computed by `spillover_operator.domain.assess`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-from spillover_operator.assess import StatusReport, show_resolved, show_value
-from spillover_operator.constants import (
+from spillover_operator.domain.assess import StatusReport, show_resolved, show_value
+from spillover_operator.domain.constants import (
     BUDGET_VAR,
     COND_APPLIED,
     COND_READY,
@@ -17,10 +17,10 @@ from spillover_operator.constants import (
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
-from spillover_operator.model import ENV_FIELDS
+from spillover_operator.domain.model import ENV_FIELDS
+from spillover_operator.domain.policy import spec_to_json
+from spillover_operator.domain.recipe_pods import COND_RECIPE_PODS, RecipePods, parse_time
 from spillover_operator.observed import WaitProgress
-from spillover_operator.policy import spec_to_json
-from spillover_operator.recipe_pods import COND_RECIPE_PODS, RecipePods, parse_time
 
 
 def _spec_line(report: StatusReport) -> str:

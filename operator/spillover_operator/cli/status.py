@@ -6,8 +6,9 @@ import datetime
 import json
 from typing import TextIO
 
-from spillover_operator import exit_codes, heartbeat, leadership
+from spillover_operator import exit_codes
 from spillover_operator.client import ClientError, Connection, find_lease
+from spillover_operator.domain import heartbeat, leadership
 from spillover_operator.observed import observe
 
 from .report import format_text, report_to_json

@@ -1,4 +1,4 @@
-"""ConfigMaps read for env resolution (`spillover_operator.resolved_env`): one lookup
+"""ConfigMaps read for env resolution (`spillover_operator.domain.resolved_env`): one lookup
 per namespace, each ConfigMap read at most once per lookup."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from spillover_operator.client._api import request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import ApiError, NotFound
-from spillover_operator.resolved_env import ConfigMapLookup, ConfigMapUnreadable
+from spillover_operator.domain.resolved_env import ConfigMapLookup, ConfigMapUnreadable
 
 RESOURCE = "configmaps"
 APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply

@@ -43,7 +43,7 @@ class Connection:
 
     `write_gate`, when set, is called before every write (any request but GET) and may
     raise instead (`WriteRefused`): the operator's leader election closes it while this
-    process is not the confirmed leader (`spillover_operator.leadership`).
+    process is not the confirmed leader (`spillover_operator.domain.leadership`).
     """
 
     transport: Transport

@@ -1,5 +1,5 @@
 """Reading the target (WRC) Deployment, listing Deployments, and patching its env with
-a plan the domain made (`spillover_operator.envplan`; what is in effect on it:
+a plan the domain made (`spillover_operator.domain.envplan`; what is in effect on it:
 `spillover_operator.observed`)."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from spillover_operator.client._api import api_call, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.custom import CustomResource, is_served
 from spillover_operator.client.errors import ApiError
-from spillover_operator.resource import GROUP, KIND, PLURAL, VERSION
+from spillover_operator.domain.resource import GROUP, KIND, PLURAL, VERSION
 
 SPILLOVER_POLICIES = CustomResource(GROUP, VERSION, PLURAL, KIND)
 

@@ -1,5 +1,5 @@
 """The operator's heartbeat: a coordination.k8s.io Lease it renews in each namespace it
-watches (`spillover_operator.heartbeat` says what one means)."""
+watches (`spillover_operator.domain.heartbeat` says what one means)."""
 
 from __future__ import annotations
 

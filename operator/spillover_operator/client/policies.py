@@ -8,7 +8,7 @@ from typing import Any
 from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
-from spillover_operator.resource import GROUP, KIND, PLURAL, VERSION
+from spillover_operator.domain.resource import GROUP, KIND, PLURAL, VERSION
 
 RESOURCE = f"{PLURAL}.{GROUP}"
 MERGE_PATCH = "application/merge-patch+json"

@@ -1,4 +1,4 @@
-"""The leader election's requests and threads (the rules are `spillover_operator.leadership`).
+"""The leader election's requests and threads (its rules: `spillover_operator.domain.leadership`).
 
 `Elector.try_acquire` reads (and takes, or renews) the leader Lease of every namespace the
 operator watches, in name order; the start-up handler calls it every `RETRY_SECONDS`
@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from spillover_operator import leadership
 from spillover_operator.client import (
     Conflict,
     Connection,
@@ -34,6 +33,7 @@ from spillover_operator.client import (
     post_event,
     update_lease,
 )
+from spillover_operator.domain import leadership
 from spillover_operator.handlers.metrics import Metrics
 
 log = logging.getLogger(__name__)

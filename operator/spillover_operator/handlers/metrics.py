@@ -18,8 +18,8 @@ from prometheus_client import (
     start_http_server,
 )
 
-from spillover_operator.recipe_pods import STATES
-from spillover_operator.reconcile import Outcome, ReconcileResult
+from spillover_operator.domain.recipe_pods import STATES
+from spillover_operator.reconciler.reconcile import Outcome, ReconcileResult
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ Rules that keep it correct (check each when changing it):
    are then, not the old copies.
 
 To change it: keep the state under `rt.lock` (short critical sections, no I/O), keep
-I/O under the per-Deployment lock, and extend tests/operator/test_handlers.py (the
+I/O under the per-Deployment lock, and extend tests/operator/handlers/test_handlers.py (the
 drain, coalescing and handler-first cases run there without a cluster) before
 `make bench-operator` (the figures in README.md are the scheduler's).
 """
@@ -58,8 +58,8 @@ from typing import Any
 
 import kopf
 
-from spillover_operator import reconcile as domain
 from spillover_operator.client import ApiUnavailable
+from spillover_operator.domain.policy import target_of
 from spillover_operator.handlers.metrics import (
     ERROR_API_UNAVAILABLE,
     ERROR_APPLY_FAILED,
@@ -67,8 +67,8 @@ from spillover_operator.handlers.metrics import (
 )
 from spillover_operator.handlers.runtime import OperatorRuntime
 from spillover_operator.handlers.views import IndexReader, target_entry
-from spillover_operator.policy import target_of
-from spillover_operator.recipe_reconcile import refresh_request
+from spillover_operator.reconciler import reconcile as domain
+from spillover_operator.reconciler.recipe_reconcile import refresh_request
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 

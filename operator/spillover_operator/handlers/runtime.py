@@ -19,12 +19,12 @@ from typing import Any
 
 import kopf
 
-from spillover_operator import heartbeat, leadership, liveness
 from spillover_operator.client import Connection, check_reachable, connect, renew_lease
-from spillover_operator.constants import FIELD_MANAGER, FINALIZER, GROUP
+from spillover_operator.domain import heartbeat, leadership, liveness
+from spillover_operator.domain.constants import FIELD_MANAGER, FINALIZER, GROUP
+from spillover_operator.domain.settings import OperatorSettings
 from spillover_operator.handlers import election
 from spillover_operator.handlers.metrics import Metrics
-from spillover_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class OperatorRuntime:
     lock: threading.Lock = field(default_factory=threading.Lock)  # guards `locks`
     locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
     # The namespaces the operator has seen objects in: it renews its heartbeat Lease
-    # there (`spillover_operator.heartbeat`).
+    # there (`spillover_operator.domain.heartbeat`).
     namespaces: set[str] = field(default_factory=set)
     wake: threading.Event = field(default_factory=threading.Event)
     # (namespace, Deployment) -> newest metadata.generation seen; -> the pass left by
@@ -76,7 +76,7 @@ class OperatorRuntime:
     written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
     # (namespace, Deployment) with a look again scheduled (`later_once`).
     rechecks: set[tuple[str, str]] = field(default_factory=set)
-    # The event loop's ticks, for /livez (`spillover_operator.liveness`).
+    # The event loop's ticks, for /livez (`spillover_operator.domain.liveness`).
     liveness: liveness.Liveness = field(default_factory=liveness.Liveness)
     pass_threads: concurrent.futures.ThreadPoolExecutor = field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(

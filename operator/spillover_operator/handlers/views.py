@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spillover_operator.client import Connection, find_deployment, find_policy
-from spillover_operator.policy import target_of
+from spillover_operator.domain.policy import target_of
 
 # The kopf index names (main.py registers them under these names).
 POLICIES = "policy_bodies"

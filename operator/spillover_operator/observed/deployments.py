@@ -9,8 +9,8 @@ from typing import Any
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.deployments import find_deployment, get_deployment
 from spillover_operator.client.errors import NotFound
-from spillover_operator.envplan import TargetError, effective_env
-from spillover_operator.policy import target_of
+from spillover_operator.domain.envplan import TargetError, effective_env
+from spillover_operator.domain.policy import target_of
 
 
 def find_target(conn: Connection, policy: Mapping[str, Any]) -> dict[str, Any] | None:

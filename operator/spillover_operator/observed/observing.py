@@ -1,13 +1,13 @@
 """What is in effect: the policy, the Deployment it targets, the recipe mcp-host pods,
-and their comparison (`spillover_operator.assess`)."""
+and their comparison (`spillover_operator.domain.assess`)."""
 
 from __future__ import annotations
 
-from spillover_operator.assess import StatusReport, assess, with_recipe_pods
 from spillover_operator.client.configmaps import ConfigMapReader
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import ClientError
 from spillover_operator.client.policies import get_policy
+from spillover_operator.domain.assess import StatusReport, assess, with_recipe_pods
 from spillover_operator.observed.deployments import find_target
 from spillover_operator.observed.pods import observe_recipe_pods
 

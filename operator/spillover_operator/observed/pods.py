@@ -17,9 +17,9 @@ from spillover_operator.client.pods import (
     proxy_get,
     selector_string,
 )
-from spillover_operator.mcp_host import ReportError, parse_report, report_address
-from spillover_operator.policy import PolicySpec
-from spillover_operator.recipe_pods import (
+from spillover_operator.domain.mcp_host import ReportError, parse_report, report_address
+from spillover_operator.domain.policy import PolicySpec
+from spillover_operator.domain.recipe_pods import (
     ChangedAt,
     Owner,
     OwnerState,
@@ -29,7 +29,7 @@ from spillover_operator.recipe_pods import (
     deployment_state,
     stateful_set_state,
 )
-from spillover_operator.resolved_env import ConfigMapLookup
+from spillover_operator.domain.resolved_env import ConfigMapLookup
 
 JsonDict = dict[str, Any]
 

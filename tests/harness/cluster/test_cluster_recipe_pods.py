@@ -13,7 +13,7 @@ from spillover_harness.cluster.recipe_pods import (
     stale,
     wait_current,
 )
-from spillover_operator.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 OFF = {ENABLED_VAR: "false", THRESHOLD_VAR: None, BUDGET_VAR: None}
 ON = {ENABLED_VAR: "true", THRESHOLD_VAR: None, BUDGET_VAR: None}
@@ -36,7 +36,7 @@ def test_unset_empty_or_invalid_is_the_default_the_mcp_host_runs() -> None:
 def test_an_explicit_default_threshold_is_the_shipped_configuration() -> None:
     """The operator writes THRESHOLD=131072 when an envFrom source would otherwise set
     it: the pod runs the `128KiB` configuration (threshold unset) all the same, as the
-    operator's recipe-pod check says (one meaning: spillover_operator.mcp_host)."""
+    operator's recipe-pod check says (one meaning: spillover_operator.domain.mcp_host)."""
     assert stale(ON, [pod("d", **{THRESHOLD_VAR: "131072"})]) == []
     assert [p.name for p, _ in stale(ON, [pod("e", **{THRESHOLD_VAR: "32768"})])] == ["e"]
 

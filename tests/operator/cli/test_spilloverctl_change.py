@@ -6,9 +6,9 @@ in tests/integration/test_audit_trail.py."""
 
 from __future__ import annotations
 
-from spillover_operator.change_record import ChangeRecord, decode
 from spillover_operator.cli.change import Options, _annotations
-from spillover_operator.constants import (
+from spillover_operator.domain.change_record import ChangeRecord, decode
+from spillover_operator.domain.constants import (
     CHANGE_RECORD_ANNOTATION,
     LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,

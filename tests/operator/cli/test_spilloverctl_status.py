@@ -7,9 +7,9 @@ import copy
 import json
 from typing import Any
 
-from spillover_operator.assess import assess
 from spillover_operator.cli.report import format_text, report_to_json, summary
-from spillover_operator.constants import (
+from spillover_operator.domain.assess import assess
+from spillover_operator.domain.constants import (
     BUDGET_VAR,
     ENABLED_VAR,
     PASSTHROUGH_VAR,
@@ -325,8 +325,8 @@ def test_ready_false_during_a_rollout_is_pending_not_a_mismatch() -> None:
 
 
 def test_stale_recipe_pods_are_pending_and_listed_per_pod() -> None:
-    from spillover_operator.assess import with_recipe_pods
-    from spillover_operator.recipe_pods import assess_pods
+    from spillover_operator.domain.assess import with_recipe_pods
+    from spillover_operator.domain.recipe_pods import assess_pods
 
     report = assess(policy(enabled=False), deployment({ENABLED_VAR: "false", PASSTHROUGH_VAR: ALL}))
     assert report.consistent and report.spec is not None and report.desired_env is not None

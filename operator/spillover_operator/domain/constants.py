@@ -1,0 +1,58 @@
+"""The platform's names and bounds, shared by the operator, spilloverctl and the harness."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The variables, their bounds and defaults, and the condition types and reasons, belong
+# to the policy model (`model.py`, the one place to change them); they are named here
+# too for the modules that import them from here.
+from spillover_operator.domain import model as _model
+from spillover_operator.domain import resource
+
+BUDGET_DEFAULT: Final = _model.BUDGET_DEFAULT
+BUDGET_MAX: Final = _model.BUDGET_MAX
+BUDGET_MIN: Final = _model.BUDGET_MIN
+BUDGET_VAR: Final = _model.BUDGET_VAR
+COND_APPLIED: Final = _model.COND_APPLIED
+COND_READY: Final = _model.COND_READY
+ENABLED_VAR: Final = _model.ENABLED_VAR
+PASSTHROUGH_VAR: Final = _model.PASSTHROUGH_VAR
+REASON_TARGET_NOT_ALLOWED: Final = _model.REASON_TARGET_NOT_ALLOWED
+SPILLOVER_VARS: Final = _model.SPILLOVER_VARS
+THRESHOLD_DEFAULT: Final = _model.THRESHOLD_DEFAULT
+THRESHOLD_MAX: Final = _model.THRESHOLD_MAX
+THRESHOLD_MIN: Final = _model.THRESHOLD_MIN
+THRESHOLD_VAR: Final = _model.THRESHOLD_VAR
+
+GROUP: Final = resource.GROUP
+VERSION: Final = resource.VERSION
+PLURAL: Final = resource.PLURAL
+KIND: Final = resource.KIND
+API_VERSION: Final = resource.API_VERSION
+
+# A DNS-1123 subdomain (Deployment names) and label (container names).
+DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+# Reported by effective_env for a variable whose value comes from valueFrom.
+VALUE_FROM: Final = "<valueFrom>"
+
+# Finalizer and field manager the operator uses.
+FINALIZER: Final = "spillover.clerum.io/finalizer"
+FIELD_MANAGER: Final = "spillover-operator"
+
+# The WRC Deployment's conventional name: the operator's allow-list when
+# SPILLOVER_ALLOWED_TARGETS is unset (allowlist.py), and the manifests' default.
+DEFAULT_TARGET: Final = "workflow-recipe-controller"
+
+# Annotations spilloverctl writes on a policy: the record of the change it makes (who,
+# as the API server authenticated them, the generation, when, with what and `--reason`;
+# change_record.py), and a one-off request to refresh the recipe pods now
+# (`--refresh-recipe-pods`; the value is a unique token, the operator records the one it
+# handled).
+CHANGE_RECORD_ANNOTATION: Final = "spillover.clerum.io/change-record"
+REFRESH_REQUEST_ANNOTATION: Final = "spillover.clerum.io/refresh-recipe-pods"
+# What spilloverctl wrote before the change record: free text naming `$USER@host`, the
+# client's word. Nothing reads it any more; spilloverctl removes it with its next change.
+LEGACY_CHANGE_REASON_ANNOTATION: Final = "spillover.clerum.io/change-reason"

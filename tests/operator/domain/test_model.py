@@ -1,0 +1,89 @@
+"""The CRD the API server enforces agrees with the policy model (`model.py`): every
+spec field, its bounds, its enum values and its status key. A field added to the model
+and not to manifests/crd (or the other way round) fails here, naming the schema the
+model wants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from spillover_operator.domain import model
+from spillover_operator.domain.constants import DNS1123_LABEL, DNS1123_SUBDOMAIN
+from spillover_operator.domain.model import ENV_FIELDS, EnvField
+
+CRD = Path(__file__).resolve().parents[3] / "manifests" / "crd" / "spilloverpolicies.yaml"
+
+
+def _schema() -> dict[str, Any]:
+    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
+    (version,) = crd["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]
+    return schema
+
+
+def _wanted(f: EnvField) -> dict[str, Any]:
+    """The schema properties of an EnvField the model fixes (descriptions are prose)."""
+    if f.kind == "switch":
+        return {"type": "boolean", "default": f.default == "true", "enum": [True, False]}
+    return {"type": "integer", "format": "int64", "minimum": f.low, "maximum": f.high}
+
+
+def test_the_spec_properties_are_the_model_keys() -> None:
+    assert sorted(_schema()["spec"]["properties"]) == sorted(model.SPEC_KEYS)
+
+
+@pytest.mark.parametrize("f", ENV_FIELDS, ids=lambda f: f.key)
+def test_each_env_field_has_the_model_schema(f: EnvField) -> None:
+    prop = _schema()["spec"]["properties"].get(f.key)
+    assert prop is not None, f"manifests/crd: spec.properties.{f.key} missing; want {_wanted(f)}"
+    got = {k: prop.get(k) for k in _wanted(f)}
+    assert got == _wanted(f), f"spec.properties.{f.key}: CRD {got}, model wants {_wanted(f)}"
+    # The description names the variable and, for a size, the mcp-host default.
+    assert f.var in prop["description"]
+    if f.kind == "bytes":
+        assert f"({f.default}," in prop["description"]
+
+
+def test_status_effective_has_a_key_per_variable() -> None:
+    effective = _schema()["status"]["properties"]["effective"]["properties"]
+    assert sorted(effective) == sorted(model.STATUS_KEYS.values())
+    assert all(prop["type"] == "string" for prop in effective.values())
+
+
+def test_enums_and_names_agree() -> None:
+    spec = _schema()["spec"]["properties"]
+    assert spec["onDelete"]["enum"] == list(model.ON_DELETE_VALUES)
+    assert spec["onDelete"]["default"] == "Retain"
+    recipe = spec["recipePods"]["properties"]
+    assert sorted(recipe) == sorted(model.RECIPE_POD_KEYS)
+    assert recipe["refresh"]["enum"] == list(model.REFRESH_VALUES)
+    assert recipe["refresh"]["default"] == "Never"
+    target = spec["target"]["properties"]
+    assert sorted(target) == sorted(model.TARGET_KEYS)
+    assert (target["deployment"]["pattern"], target["deployment"]["maxLength"]) == (
+        DNS1123_SUBDOMAIN,
+        253,
+    )
+    assert (target["container"]["pattern"], target["container"]["maxLength"]) == (
+        DNS1123_LABEL,
+        63,
+    )
+
+
+def test_the_mapping_is_one_to_one() -> None:
+    """Each field has its own variable, key and flag: the lookups cannot collide."""
+    for attr in ("key", "attr", "var"):
+        values = [getattr(f, attr) for f in ENV_FIELDS]
+        assert len(set(values)) == len(values), attr
+    flags = [f.flag for f in ENV_FIELDS if f.flag is not None]
+    assert len(set(flags)) == len(flags)
+    assert tuple(f.var for f in ENV_FIELDS) == model.SPILLOVER_VARS
+    assert {f.attr for f in ENV_FIELDS} <= set(model.PolicySpec.__dataclass_fields__)
+
+
+def test_reasons_are_each_in_at_most_one_group() -> None:
+    assert not set(model.REFUSED_REASONS) & set(model.PENDING_REASONS)
+    assert model.REASON_TARGET_NOT_ALLOWED in model.REFUSED_REASONS
