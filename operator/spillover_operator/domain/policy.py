@@ -37,7 +37,7 @@ from spillover_operator.domain.model import PolicySpec as PolicySpec
 from spillover_operator.domain.model import RecipePodsSpec as RecipePodsSpec
 from spillover_operator.domain.model import Refresh as Refresh
 from spillover_operator.domain.model import default_recipe_pods as default_recipe_pods
-from spillover_operator.domain.strict_load import cut, shorten
+from spillover_operator.domain.quoting import cut, shorten
 
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
 

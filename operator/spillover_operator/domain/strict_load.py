@@ -27,6 +27,8 @@ from typing import Any, Final
 
 import yaml
 
+from spillover_operator.domain.quoting import SHORT, cut, shorten
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_INT",
@@ -43,26 +45,12 @@ __all__ = [
 MAX_DEPTH: Final = 64  # nesting levels; the deepest file the project writes has 6
 MAX_INT: Final = 2**63 - 1  # Kubernetes' int64 and every counter here fit
 MAX_TEXT_CHARS: Final = 16 * 1024 * 1024  # one document or one record line
-SHORT: Final = 80
 
 _MAX_INT_CHARS = 32  # a YAML integer scalar longer than this is refused before int()
 
 
 class StrictLoadError(ValueError):
     """The text is not YAML/JSON this project accepts; the message is one line."""
-
-
-def cut(text: str, limit: int = SHORT) -> str:
-    """`text` cut to about `limit` characters with an ellipsis and its full length."""
-    if len(text) <= limit:
-        return text
-    return f"{text[: limit - 1]}… ({len(text)} characters)"
-
-
-def shorten(value: Any, limit: int = SHORT) -> str:
-    """`repr(value)` cut by `cut`: what a message quotes of a value it refuses (never
-    the whole of a huge one)."""
-    return cut(repr(value), limit)
 
 
 def _too_long(text: str, source: str) -> None:
