@@ -28,7 +28,7 @@ from spillover_operator.domain.constants import (
     THRESHOLD_MAX,
     THRESHOLD_MIN,
 )
-from spillover_operator.domain.model import BUDGET, ENABLED, THRESHOLD
+from spillover_operator.domain.model import BUDGET, ENABLED, ENV_FIELDS, THRESHOLD
 from spillover_operator.domain.strict_load import shorten
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
@@ -236,7 +236,7 @@ def apply_patch(spec: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-_SHOWN = ("enabled", "thresholdBytes", "budgetBytes")
+_SHOWN = tuple(f.key for f in ENV_FIELDS)  # the spec fields a decision sets
 
 
 def _show(spec: Mapping[str, Any], key: str) -> str:
