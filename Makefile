@@ -193,10 +193,11 @@ image-platform: image ## The local platform stand-ins' image (the simulator as m
 IMAGE_BUILD = $(if $(shell command -v podman),podman build $(if $(shell command -v runc),--runtime runc) --network host,docker build)
 
 .PHONY: platform-local
-platform-local: $(STAMP) image-platform ## The WRC stand-in and its mcp-host pods on the real node (after make deploy-local; RECIPES="r1=2 r2=1")
+platform-local: $(STAMP) image-platform ## The WRC stand-in and its mcp-host pods on the real node (after make deploy-local; RECIPES="r1=2 r2=1", MCP_HOST_MEMORY=512Mi the pods' memory limit)
 	$(PYTHON) tests/controlplane/localcluster.py load-image $(PLATFORM_IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)
 	$(PYTHON) -m spillover_harness.sim.platform --namespace $(NAMESPACE) --image $(PLATFORM_IMAGE) \
 	  $(foreach r,$(or $(RECIPES),r1=2),--recipe $(r)) \
+	  $(if $(MCP_HOST_MEMORY),--mcp-host-memory-limit $(MCP_HOST_MEMORY)) \
 	  | KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) apply -f -
 
 # Stage 1 rehearsal without Minikube (docs/harness.md): the recipes of the default matrix.

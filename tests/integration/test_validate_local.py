@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,12 @@ from spillover_operator.exit_codes import BAD_INPUT
 pytestmark = pytest.mark.integration
 
 PROMETHEUS_PORT = 9391  # the `local` profile's prometheus.url
-MCP_HOST_LIMIT_BYTES = 512 * 1024 * 1024  # sim/wrc.py MCP_HOST_MEMORY_LIMIT, 512Mi
+# The mcp-host pods' memory limit is lowered to 64Mi (MCP_HOST_MEMORY; 512Mi by
+# default), and the matrix warns from 40% of it: the processes' measured peak (about
+# 30 MiB here) crosses that, so the report's memory warning is shown from real figures.
+MCP_HOST_MEMORY = "64Mi"
+MCP_HOST_LIMIT_BYTES = 64 * 1024 * 1024
+WARN_FRACTION = 0.4
 
 
 def _listening(port: int) -> bool:
@@ -39,10 +45,16 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
 ) -> None:
     assert not _listening(PROMETHEUS_PORT), f"127.0.0.1:{PROMETHEUS_PORT} is taken: stop it"
     results = tmp_path / "results"
+    default = resources.files("spillover_harness.matrices") / "spillover-default.yaml"
+    matrix_file = tmp_path / "matrix.yaml"
+    matrix_file.write_text(
+        default.read_text(encoding="utf-8") + f"\nmemory:\n  warn_fraction: {WARN_FRACTION}\n"
+    )
     env = {**os.environ, "SPILLOVER_CLUSTER_DIR": str(real_node_cluster.workdir),
            "KUBECONFIG": str(real_node_cluster.kubeconfig)}  # fmt: skip
     run = subprocess.run(
-        ["make", "--no-print-directory", "validate-local", f"RESULTS={results}", "TIMEOUT=240"],
+        ["make", "--no-print-directory", "validate-local", f"RESULTS={results}", "TIMEOUT=240",
+         f"HARNESS_MATRIX={matrix_file}", f"MCP_HOST_MEMORY={MCP_HOST_MEMORY}"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
     assert run.returncode == 0, f"make validate-local failed:\n{run.stderr[-6000:]}"
@@ -54,7 +66,8 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
 
     # Every planned run is recorded, none a harness error, each about the one mcp-host pod
     # of its recipe that served it, whose process ran the configuration it claims.
-    matrix = load_matrix()
+    matrix = load_matrix(matrix_file)
+    assert matrix.memory.warn_fraction == WARN_FRACTION
     envs = {c.name: c.env for c in matrix.configurations}
     records = read_records(out / "runs.jsonl")
     planned = sum(len(r.inputs) for r in matrix.recipes) * len(envs)
@@ -91,7 +104,9 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     assert all(line.endswith(": agree") for line in blocks), "\n".join(blocks)
     assert "judged per series" in report
     memory_rows = [line for line in report.splitlines() if line.startswith("| 128KiB | ")]
-    assert any("MiB | 512.0 MiB |" in line for line in memory_rows), report[-6000:]
+    assert any("MiB | 64.0 MiB |" in line for line in memory_rows), report[-6000:]
+    warned = [line for line in report.splitlines() if line.startswith("- **Warning:** `")]
+    assert {line.split("`")[1] for line in warned} >= set(envs), report[-6000:]
 
     # A decision of the simulator is not applied as the platform's.
     refused = subprocess.run(

@@ -17,7 +17,14 @@ from typing import Any
 import yaml
 from spillover_operator.domain.constants import PASSTHROUGH_VAR
 
-from spillover_harness.sim.wrc import MAX_RECIPES, RecipeSpecError, parse_recipe
+from spillover_harness.sim.wrc import (
+    MAX_RECIPES,
+    MCP_HOST_MEMORY_LIMIT,
+    MemoryLimitError,
+    RecipeSpecError,
+    memory_limit,
+    parse_recipe,
+)
 
 WRC_NAME = "workflow-recipe-controller"
 WRC_PORT = 8080
@@ -25,10 +32,16 @@ REAL_NODE_LABEL = "spillover.clerum.io/real-node"
 
 
 def render_platform(
-    namespace: str, image: str, recipes: Sequence[str], *, real_node: bool = True
+    namespace: str,
+    image: str,
+    recipes: Sequence[str],
+    *,
+    real_node: bool = True,
+    mcp_host_memory_limit: str = MCP_HOST_MEMORY_LIMIT,
 ) -> list[dict[str, Any]]:
     """ServiceAccount, Role, RoleBinding, the WRC stand-in Deployment and its Service
-    (the platform's run API, `run.service` of the `local` profile)."""
+    (the platform's run API, `run.service` of the `local` profile); the stand-in gives
+    its mcp-host pods `mcp_host_memory_limit`."""
     if not recipes or len(recipes) > MAX_RECIPES:
         raise RecipeSpecError(f"give 1..{MAX_RECIPES} recipes")
     for recipe in recipes:
@@ -37,6 +50,7 @@ def render_platform(
     placement: dict[str, Any] = {}
     wrc_args = ["-m", "spillover_harness.sim.wrc", "--image", image, "--serve-runs"]
     wrc_args += [f"--recipe={r}" for r in recipes]
+    wrc_args += [f"--mcp-host-memory-limit={memory_limit(mcp_host_memory_limit)}"]
     if real_node:
         placement = {
             "nodeSelector": {REAL_NODE_LABEL: "true"},
@@ -134,12 +148,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--image", default="localhost/spillover-platform:dev")
     parser.add_argument("--recipe", action="append", default=[], metavar="NAME[=N][:FAULT]")
     parser.add_argument("--no-real-node", action="store_true", help="do not pin to the real node")
+    parser.add_argument(
+        "--mcp-host-memory-limit",
+        default=MCP_HOST_MEMORY_LIMIT,
+        metavar="N(Mi|Gi)",
+        help=f"the mcp-host containers' memory limit (default {MCP_HOST_MEMORY_LIMIT})",
+    )
     args = parser.parse_args(argv)
     try:
         docs = render_platform(
-            args.namespace, args.image, args.recipe or ["r1=2"], real_node=not args.no_real_node
+            args.namespace,
+            args.image,
+            args.recipe or ["r1=2"],
+            real_node=not args.no_real_node,
+            mcp_host_memory_limit=args.mcp_host_memory_limit,
         )
-    except RecipeSpecError as exc:
+    except (RecipeSpecError, MemoryLimitError) as exc:
         print(f"platform: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))

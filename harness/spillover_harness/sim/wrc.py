@@ -22,6 +22,7 @@ import argparse
 import http.server
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -95,6 +96,24 @@ def forwarded_env(env: Mapping[str, str]) -> list[dict[str, str]]:
 
 
 MCP_HOST_MEMORY_LIMIT = "512Mi"
+# What --mcp-host-memory-limit takes: a whole number of Mi or Gi, 16Mi..64Gi.
+_MEMORY_LIMIT = re.compile(r"^([1-9][0-9]{0,4})(Mi|Gi)$")
+
+
+class MemoryLimitError(ValueError):
+    """Not a memory limit the stand-in gives its mcp-host pods."""
+
+
+def memory_limit(text: str) -> str:
+    """`text` if it is a memory limit of 16Mi..64Gi written as `<N>Mi` or `<N>Gi`."""
+    match = _MEMORY_LIMIT.match(text)
+    mib = int(match.group(1)) * (1024 if match.group(2) == "Gi" else 1) if match else 0
+    if not 16 <= mib <= 64 * 1024:
+        raise MemoryLimitError(
+            f"memory limit {text[:40]!r}: give a whole number of Mi or Gi from 16Mi to 64Gi "
+            f"(default {MCP_HOST_MEMORY_LIMIT})"
+        )
+    return text
 
 
 def render_mcp_host(
@@ -104,8 +123,10 @@ def render_mcp_host(
     env: Mapping[str, str],
     node_selector: Mapping[str, str] | None = None,
     tolerate: Sequence[str] = (),
+    limit: str = MCP_HOST_MEMORY_LIMIT,
 ) -> dict[str, Any]:
-    """The recipe's mcp-host Deployment, as the WRC renders it from its own `env`."""
+    """The recipe's mcp-host Deployment, as the WRC renders it from its own `env`
+    (`limit`: the container's memory limit)."""
     labels = {MCP_HOST_LABEL[0]: MCP_HOST_LABEL[1], RECIPE_LABEL: recipe.name}
     args = ["-m", "spillover_harness.sim.server", "--host", "0.0.0.0",
             "--port", str(MCP_HOST_PORT), "--env-from-process", "--log-stdout",
@@ -146,7 +167,7 @@ def render_mcp_host(
                 # small): the cluster stage reports the peak against it (cAdvisor).
                 "resources": {
                     "requests": {"memory": "64Mi"},
-                    "limits": {"memory": MCP_HOST_MEMORY_LIMIT},
+                    "limits": {"memory": limit},
                 },
                 "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             }
@@ -364,6 +385,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tolerate", action="append", default=[], metavar="TAINT_KEY")
     parser.add_argument("--health-port", type=int, default=8080, help="/healthz (and the runs)")
     parser.add_argument(
+        "--mcp-host-memory-limit",
+        default=MCP_HOST_MEMORY_LIMIT,
+        metavar="N(Mi|Gi)",
+        help=f"the mcp-host containers' memory limit (default {MCP_HOST_MEMORY_LIMIT})",
+    )
+    parser.add_argument(
         "--serve-runs",
         action="store_true",
         help="also serve the platform's run API on that port, each run sent to a Ready "
@@ -375,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise RecipeSpecError(f"give 1..{MAX_RECIPES} --recipe")
         recipes = [parse_recipe(r) for r in args.recipe]
         selector = dict(kv.split("=", 1) for kv in args.node_selector if "=" in kv)
-    except RecipeSpecError as exc:
+        limit = memory_limit(args.mcp_host_memory_limit)
+    except (RecipeSpecError, MemoryLimitError) as exc:
         print(f"wrc: {exc}", file=sys.stderr)
         return 2
     from spillover_operator.client import (
@@ -394,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             apply_deployment(
                 conn,
                 render_mcp_host(recipe, image=args.image, env=os.environ,
-                                node_selector=selector, tolerate=args.tolerate),
+                                node_selector=selector, tolerate=args.tolerate,
+                                limit=limit),
             )  # fmt: skip
             print(f"wrc: rendered mcp-host-{recipe.name}", flush=True)
     except ClientError as exc:

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spillover_harness.sim.platform import main as platform_main
 from spillover_harness.sim.platform import render_platform
 from spillover_harness.sim.server import serve
 from spillover_harness.sim.wrc import (
+    MCP_HOST_MEMORY_LIMIT,
+    MemoryLimitError,
     Recipe,
     RecipeSpecError,
     RunRouter,
@@ -118,6 +121,34 @@ def test_the_platform_is_the_wrc_with_a_role_limited_to_deployments_and_listing_
     assert "--serve-runs" in wrc["args"]
     with pytest.raises(RecipeSpecError):
         render_platform("clerum", "img", [])
+
+
+def test_the_mcp_host_pods_get_a_memory_limit_the_platform_passes_on() -> None:
+    """The cluster stage reports the peak against the container's limit: the stand-in
+    gives one (512Mi by default, make platform-local MCP_HOST_MEMORY=...)."""
+    recipe = parse_recipe("r1=1")
+    default = render_mcp_host(recipe, image="img", env={})
+    container = default["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"memory": MCP_HOST_MEMORY_LIMIT}
+    tight = render_mcp_host(recipe, image="img", env={}, limit="64Mi")
+    assert tight["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "memory": "64Mi"
+    }
+    docs = render_platform("clerum", "img", ["r1=2"], mcp_host_memory_limit="1Gi")
+    wrc = docs[3]["spec"]["template"]["spec"]["containers"][0]
+    assert "--mcp-host-memory-limit=1Gi" in wrc["args"]
+
+
+@pytest.mark.parametrize("bad", ["", "64", "64M", "8Mi", "65Gi", "0Gi", "1.5Gi", "x" * 10_000])
+def test_a_bad_memory_limit_is_refused_before_anything_is_rendered(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(MemoryLimitError, match="from 16Mi to 64Gi"):
+        render_platform("clerum", "img", ["r1=2"], mcp_host_memory_limit=bad)
+    assert platform_main(["--mcp-host-memory-limit", bad]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err) < 300 and "from 16Mi to 64Gi" in captured.err
 
 
 def _pod(name: str, ip: str = "127.0.0.1", *, ready: bool = True, **over: Any) -> dict[str, Any]:
