@@ -249,6 +249,8 @@ class PlatformEnv:
                 "scrape_interval_s": self.scrape_interval_s,
                 "selector": f'instance="{target}"',
             },
+            # no kube-state-metrics here: restarts from the pods' own status
+            "memory": {"restarts_from": "pod-status"},
             "disk": {
                 "output_dir_path": "$.outputDir",
                 "pod": {"selector": MCP_HOST_SELECTOR, "container": "mcp-host"},

@@ -149,6 +149,10 @@ def test_minikube_stage_end_to_end_through_the_operator(
         1, 1, 2, 2, 3, 3
     ]  # fmt: skip
     assert all(r.mcp_host_memory and r.mcp_host_memory.peak_bytes is None for r in records)
+    # ... but restarts and OOM kills are, from the pods' own status (restarts_from)
+    assert {(r.mcp_host_memory.restarts, r.mcp_host_memory.oom_kills) for r in records} == {
+        (0, 0)
+    }, [r.mcp_host_memory for r in records]
     assert [r.budget_inline for r in records] == [0] * 6
     report = (out_dir / "report.md").read_text()
     assert "## mcp-host memory" in report and "peak_working_set query gave no" in report

@@ -87,6 +87,8 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
         memory = record.mcp_host_memory
         assert memory is not None and memory.block is not None, (record.run_id, record.notes)
         assert memory.limit_bytes == MCP_HOST_LIMIT_BYTES, (record.run_id, memory)
+        # restarts and OOM kills from the pods' own status (restarts_from: pod-status)
+        assert (memory.restarts, memory.oom_kills) == (0, 0), (record.run_id, memory)
         assert memory.peak_bytes is not None and 0 < memory.peak_bytes < memory.limit_bytes, (
             record.run_id,
             memory,

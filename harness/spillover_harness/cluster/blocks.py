@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillover_harness.checks.consistency import FIRST_PARTY, first_party_moved
-from spillover_harness.collectors.memory import BlockMemory
+from spillover_harness.collectors.memory import BlockMemory, ContainerRestarts
 from spillover_harness.collectors.prometheus import (
     PERSISTED,
     READS,
@@ -68,6 +68,9 @@ class Block:
     # (collectors/memory.py), read at its end like `end_series`; None: not read yet
     pods: set[str] = field(default_factory=set)
     memory: BlockMemory | None = None
+    # memory.restarts_from pod-status: the mcp-host containers' restart counts at the
+    # block's start (None: not read; the block's restarts are then not measured)
+    restarts_before: dict[str, ContainerRestarts] | None = None
 
 
 @dataclass

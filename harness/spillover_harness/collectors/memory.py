@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from string import Template
 from typing import Any
 
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.profile import MemoryQueries
 
-__all__ = ["BlockMemory", "read_block_memory", "render_query", "single_value"]
+__all__ = [
+    "BlockMemory",
+    "ContainerRestarts",
+    "container_restarts",
+    "read_block_memory",
+    "render_query",
+    "restarts_between",
+    "single_value",
+]
 
 FIGURES = ("peak_working_set", "limit", "restarts", "oom_kills")
 
@@ -119,3 +128,67 @@ def read_block_memory(
     out.restarts = whole("restarts")
     out.oom_kills = whole("oom_kills")
     return out
+
+
+# ---- restarts and OOM kills from the pods' own status (memory.restarts_from: pod-status)
+
+
+@dataclass(frozen=True)
+class ContainerRestarts:
+    """A pod's mcp-host container as its status says: how often the kubelet restarted
+    it, and when it last ended OOMKilled (seconds since the epoch; None: never)."""
+
+    restarts: int
+    last_oom_at: float | None = None
+
+
+def _epoch(stamp: Any) -> float | None:
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def container_restarts(
+    pods: Sequence[Mapping[str, Any]], container: str
+) -> dict[str, ContainerRestarts]:
+    """Pod name -> its `container`'s restart count and last OOMKilled termination, from
+    `status.containerStatuses` (pods without that container's status are left out)."""
+    out: dict[str, ContainerRestarts] = {}
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name") or "")
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status.get("name") != container:
+                continue
+            count = status.get("restartCount")
+            last = ((status.get("lastState") or {}).get("terminated")) or {}
+            oom_at = _epoch(last.get("finishedAt")) if last.get("reason") == "OOMKilled" else None
+            if name and isinstance(count, int) and count >= 0:
+                out[name] = ContainerRestarts(count, oom_at)
+    return out
+
+
+def restarts_between(
+    before: Mapping[str, ContainerRestarts],
+    after: Mapping[str, ContainerRestarts],
+    pods: Sequence[str],
+    start: float,
+    end: float,
+) -> tuple[int, int]:
+    """(restarts, OOM kills) of the containers of `pods` between two readings: a pod not
+    in `before` was created since, so it counts from 0. OOM kills are the pods that
+    restarted and whose last termination, within [start, end], was OOMKilled: a lower
+    bound (the status keeps only the last termination)."""
+    restarts = oom_kills = 0
+    for pod in pods:
+        now = after.get(pod)
+        if now is None:
+            continue
+        was = before.get(pod)
+        grew = max(0, now.restarts - (was.restarts if was is not None else 0))
+        restarts += grew
+        if grew and now.last_oom_at is not None and start - 1 <= now.last_oom_at <= end + 1:
+            oom_kills += 1
+    return restarts, oom_kills

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spillover_operator.client import ClientError, Connection
+from spillover_operator.client import ClientError, Connection, list_pods
 
 from spillover_harness.checks import judge_output, scan_logs_for_canaries
 from spillover_harness.checks.consistency import check_run
@@ -52,7 +52,12 @@ from spillover_harness.cluster.recipe_pods import (
 )
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
 from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
-from spillover_harness.collectors.memory import read_block_memory
+from spillover_harness.collectors.memory import (
+    ContainerRestarts,
+    container_restarts,
+    read_block_memory,
+    restarts_between,
+)
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet
@@ -456,21 +461,53 @@ class ClusterDriver:
         once, at its end: before the switch, or after the stage for the last block."""
         if block.memory is not None or not block.runs:
             return
-        block.memory = read_block_memory(
+        queries = self.profile.memory
+        from_status = queries.restarts_from == "pod-status"
+        if from_status:
+            queries = queries.model_copy(update={"restarts": None, "oom_kills": None})
+        memory = read_block_memory(
             self.prometheus,
-            self.profile.memory,
+            queries,
             namespace=self.profile.namespace,
             pods=sorted(block.pods),
-            container=self.profile.pods.mcp_host.container or "mcp-host",
+            container=self._mcp_host_container(),
             start=block.first_start,
             end=block.last_end,
         )
+        if from_status and queries.source != "none":
+            after = self._container_restarts()
+            if block.restarts_before is None or after is None:
+                memory.notes.append("memory: restarts not read (the mcp-host pods' status)")
+            else:
+                memory.restarts, memory.oom_kills = restarts_between(
+                    block.restarts_before,
+                    after,
+                    sorted(block.pods),
+                    block.first_start,
+                    block.last_end,
+                )
+        block.memory = memory
+
+    def _mcp_host_container(self) -> str:
+        return self.profile.pods.mcp_host.container or "mcp-host"
+
+    def _container_restarts(self) -> dict[str, ContainerRestarts] | None:
+        """The mcp-host containers' restart counts now (memory.restarts_from
+        pod-status); None when the pods cannot be listed (never stops a stage)."""
+        try:
+            pods = list_pods(self.cluster, self.profile.pods.mcp_host.selector)
+        except ClientError:
+            return None
+        return container_restarts(pods, self._mcp_host_container())
 
     def _block_begin(self, job: RunJob) -> None:
         with self._block_lock:
             if self.blocks and self.blocks[-1].config == job.config.name:
                 return
-            self.blocks.append(Block(job.config.name, time.time()))
+            block = Block(job.config.name, time.time())
+            self.blocks.append(block)
+        if self.profile.memory.restarts_from == "pod-status":
+            block.restarts_before = self._container_restarts()
 
     def _block_add(
         self,

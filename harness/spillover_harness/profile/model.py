@@ -390,6 +390,12 @@ class MemoryQueries(_Strict):
     (`container_memory_working_set_bytes`) and kube-state-metrics."""
 
     source: Literal["prometheus", "none"] = "prometheus"
+    # Where restarts and OOM kills come from: `prometheus` (the queries below, over
+    # kube-state-metrics), or `pod-status`: the mcp-host pods' own status
+    # (containerStatuses: restartCount, lastState OOMKilled), read through the API at
+    # the block's start and end, for clusters without kube-state-metrics (Minikube,
+    # the local cluster); the two queries are then not run.
+    restarts_from: Literal["prometheus", "pod-status"] = "prometheus"
     peak_working_set: str = (
         f"max(max_over_time(container_memory_working_set_bytes{{{_SEL}}}[$window]))"
     )

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
-from spillover_harness.collectors.memory import render_query, single_value
+from spillover_harness.collectors.memory import (
+    ContainerRestarts,
+    container_restarts,
+    render_query,
+    restarts_between,
+    single_value,
+)
 from spillover_harness.profile import MemoryQueries
 
 
@@ -45,3 +51,50 @@ def test_the_profile_refuses_unknown_placeholders_and_empty_queries() -> None:
         MemoryQueries(peak_working_set='max(x{pod=~"$pod"})')
     with pytest.raises(ValidationError, match="cannot be empty"):
         MemoryQueries(restarts=" ")
+
+
+# ---- restarts and OOM kills from the pods' status (memory.restarts_from: pod-status)
+
+
+def _pod(name: str, restarts: int, reason: str | None = None, at: str = "") -> dict[str, object]:
+    last = {"terminated": {"reason": reason, "finishedAt": at}} if reason else {}
+    statuses = [
+        {"name": "sidecar", "restartCount": 9},
+        {"name": "mcp-host", "restartCount": restarts, "lastState": last},
+    ]
+    return {"metadata": {"name": name}, "status": {"containerStatuses": statuses}}
+
+
+def test_the_restart_counts_are_the_mcp_host_container_s() -> None:
+    pods = [
+        _pod("a", 0),
+        _pod("b", 2, "OOMKilled", "2026-12-02T15:00:10Z"),
+        {"metadata": {"name": "pending"}, "status": {}},
+    ]
+    got = container_restarts(pods, "mcp-host")
+    assert got == {
+        "a": ContainerRestarts(0),
+        "b": ContainerRestarts(2, 1796223610.0),
+    }
+
+
+def test_restarts_during_a_block_count_from_its_start_or_from_0_for_a_new_pod() -> None:
+    start, end = 1796223600.0, 1796223700.0  # 15:00:00 .. 15:01:40
+    before = {"a": ContainerRestarts(3), "b": ContainerRestarts(1)}
+    after = {
+        "a": ContainerRestarts(4, start + 10),  # OOM-killed in the block, restarted
+        "b": ContainerRestarts(1, start - 500),  # its old OOM kill, no restart since
+        "c": ContainerRestarts(1),  # created during the block, restarted once
+        "d": ContainerRestarts(5),  # did not serve the block
+    }
+    assert restarts_between(before, after, ["a", "b", "c"], start, end) == (2, 1)
+    assert restarts_between(before, before, ["a", "b"], start, end) == (0, 0)
+    # a pod gone by the end is not counted (its restarts cannot be read)
+    assert restarts_between(before, {}, ["a"], start, end) == (0, 0)
+
+
+def test_restarts_from_is_pod_status_or_prometheus() -> None:
+    assert MemoryQueries().restarts_from == "prometheus"
+    assert MemoryQueries(restarts_from="pod-status").restarts_from == "pod-status"
+    with pytest.raises(ValidationError):
+        MemoryQueries(restarts_from="kubectl")  # type: ignore[arg-type]
