@@ -17,7 +17,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["caused_by_interrupt", "main"]
+
+
+def caused_by_interrupt(error: BaseException) -> bool:
+    """Whether Ctrl-C is behind `error`: Python 3.11 wraps an exception raised while a
+    class is built (pydantic's `__set_name__`) in a RuntimeError, so a KeyboardInterrupt
+    that lands there arrives as the RuntimeError's cause."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,8 +40,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from spillover_harness.cli.app import dispatch
 
         return dispatch(list(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:  # while the modules load, before the commands catch it
-        from spillover_operator.exit_codes import INTERRUPTED
+    except Exception as error:  # a Ctrl-C while the modules load, before the commands catch it
+        if not caused_by_interrupt(error):
+            raise
+        return _interrupted()
+    except KeyboardInterrupt:
+        return _interrupted()
 
-        print("interrupted", file=sys.stderr, flush=True)
-        return INTERRUPTED
+
+def _interrupted() -> int:
+    from spillover_operator.exit_codes import INTERRUPTED
+
+    print("interrupted", file=sys.stderr, flush=True)
+    return INTERRUPTED

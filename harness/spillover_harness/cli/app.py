@@ -17,6 +17,7 @@ from spillover_operator import exit_codes
 
 from spillover_harness.cli import (
     apply_decision,
+    caused_by_interrupt,
     evaluate,
     fixtures,
     preflight,
@@ -103,7 +104,10 @@ def _dispatch(argv: Sequence[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit-time flush does not fail again
         return exit_codes.OK
-    except Exception:
+    except Exception as exc:
+        if caused_by_interrupt(exc):  # Ctrl-C while a lazily imported class was built
+            err("interrupted")
+            return exit_codes.INTERRUPTED
         err("internal error (a bug in spillover-harness; please report it):")
         traceback.print_exc()
         return exit_codes.INTERNAL

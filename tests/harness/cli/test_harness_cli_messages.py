@@ -151,6 +151,59 @@ def test_ctrl_c_in_the_first_moments_prints_no_traceback(after_s: float, tmp_pat
     assert "interrupted" in err
 
 
+def _build_a_class_interrupted_by_ctrl_c(*args: Any) -> int:
+    """What CI once hit: SIGINT while pydantic built `Matrix`. Python 3.11 wraps the
+    KeyboardInterrupt raised in a descriptor's `__set_name__` in a RuntimeError."""
+
+    class Interrupted:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    class Built:
+        field = Interrupted()
+
+    return 0
+
+
+def test_ctrl_c_while_a_module_builds_a_class_is_an_interruption(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The interrupt arrives wrapped (3.11) or bare (3.12+); both end as exit 130 with
+    no traceback, at start-up (`main`) and in a command's lazy imports (`dispatch`)."""
+    from spillover_harness.cli import app
+
+    monkeypatch.setattr(app, "dispatch", _build_a_class_interrupted_by_ctrl_c)
+    assert main(["evaluate"]) == INTERRUPTED
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+    monkeypatch.undo()
+
+    from spillover_harness.cli import evaluate as evaluate_command
+
+    monkeypatch.setattr(evaluate_command, "cmd_evaluate", _build_a_class_interrupted_by_ctrl_c)
+    assert app.dispatch(["evaluate", "--records", "r.jsonl"]) == INTERRUPTED
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "internal error" not in err
+
+
+def test_a_runtime_error_that_is_not_ctrl_c_is_still_a_bug_reported_as_one() -> None:
+    from spillover_harness.cli import caused_by_interrupt
+
+    try:
+        try:
+            raise ValueError("bad")
+        except ValueError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as error:
+        assert not caused_by_interrupt(error)
+    try:
+        _build_a_class_interrupted_by_ctrl_c()
+    except BaseException as error:  # noqa: BLE001 - either form the interpreter raises
+        assert caused_by_interrupt(error)
+    else:
+        raise AssertionError("the class was built without the interrupt")
+
+
 # -- Ctrl-C during the evaluation and the report -----------------------------------------
 
 
