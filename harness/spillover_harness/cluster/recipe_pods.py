@@ -29,12 +29,13 @@ from spillover_operator.client import (
 )
 from spillover_operator.domain.constants import SPILLOVER_VARS
 from spillover_operator.domain.mcp_host import value_in_effect
+from spillover_operator.domain.model import COND_RECIPE_PODS
 from spillover_operator.domain.recipe_pods import ReportUnavailable
 from spillover_operator.observed import read_process_report
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
 
-CONDITION = "RecipePodsCurrent"
+CONDITION = COND_RECIPE_PODS
 _PREFIX = "CLERUM_WORKFLOW_TOOL_SPILLOVER_"
 
 

@@ -17,9 +17,9 @@ from spillover_operator.domain.constants import (
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
-from spillover_operator.domain.model import ENV_FIELDS
+from spillover_operator.domain.model import COND_RECIPE_PODS, ENV_FIELDS
 from spillover_operator.domain.policy import spec_to_json
-from spillover_operator.domain.recipe_pods import COND_RECIPE_PODS, RecipePods, parse_time
+from spillover_operator.domain.recipe_pods import RecipePods, parse_time
 from spillover_operator.observed import WaitProgress
 
 

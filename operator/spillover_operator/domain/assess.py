@@ -29,9 +29,14 @@ from spillover_operator.domain.envplan import (
     shadow_notes,
 )
 from spillover_operator.domain.mcp_host import DEFAULTS
-from spillover_operator.domain.model import ENV_FIELDS, PENDING_REASONS, REASON_STALE_AFTER_REFRESH
+from spillover_operator.domain.model import (
+    COND_RECIPE_PODS,
+    ENV_FIELDS,
+    PENDING_REASONS,
+    REASON_STALE_AFTER_REFRESH,
+)
 from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
-from spillover_operator.domain.recipe_pods import COND_RECIPE_PODS, MAX_LISTED, RecipePods
+from spillover_operator.domain.recipe_pods import MAX_LISTED, RecipePods
 from spillover_operator.domain.resolved_env import ConfigMapLookup, Resolved, no_config_maps
 from spillover_operator.domain.rollout import RolloutState, rollout_state
 from spillover_operator.domain.status import resolved_status

@@ -213,6 +213,8 @@ class PolicySpec:
 
 COND_READY: Final = "Ready"
 COND_APPLIED: Final = "Applied"
+# Whether every recipe mcp-host pod runs the policy's values (`recipe_pods.recipe_condition`).
+COND_RECIPE_PODS: Final = "RecipePodsCurrent"
 
 REASON_APPLIED: Final = "Applied"  # the env was written (Applied=True, and an Event)
 REASON_DRIFT_CORRECTED: Final = "DriftCorrected"  # an Event: someone changed the env
@@ -234,6 +236,14 @@ REASON_STALE: Final = "Stale"
 REASON_STALE_AFTER_REFRESH: Final = "StaleAfterRefresh"
 REASON_UNKNOWN: Final = "Unknown"
 REASON_NO_PODS: Final = "NoPods"
+
+# Event reasons that are not condition reasons: the recipe pods' state after a change
+# (aggregated per owner), the refresh's steps and refusals, and leadership.
+EVENT_RECIPE_PODS: Final = "RecipePods"
+EVENT_RECIPE_PODS_REFRESH: Final = "RecipePodsRefresh"
+EVENT_RECIPE_PODS_REFRESH_FORBIDDEN: Final = "RecipePodsRefreshForbidden"
+EVENT_RECIPE_PODS_REFRESH_FAILED: Final = "RecipePodsRefreshFailed"
+EVENT_LEADER_ELECTED: Final = "LeaderElected"
 
 # Ready=False reasons that waiting cannot fix: the operator refused the policy and
 # touches nothing until someone changes something.

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from spillover_operator.domain.constants import SPILLOVER_VARS
 from spillover_operator.domain.mcp_host import value_in_effect
 from spillover_operator.domain.model import (
+    COND_RECIPE_PODS,
     REASON_ALL_CURRENT,
     REASON_NO_PODS,
     REASON_STALE,
@@ -52,7 +53,6 @@ PodState = Literal["current", "stale", "unknown"]
 STATES: tuple[PodState, ...] = ("current", "stale", "unknown")
 MAX_LISTED = 10
 
-COND_RECIPE_PODS = "RecipePodsCurrent"
 # The pod template annotation of a rollout restart (what `kubectl rollout restart` uses,
 # so kubectl and dashboards show it as one).
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"

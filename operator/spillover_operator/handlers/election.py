@@ -34,6 +34,7 @@ from spillover_operator.client import (
     update_lease,
 )
 from spillover_operator.domain import leadership
+from spillover_operator.domain.model import EVENT_LEADER_ELECTED
 from spillover_operator.handlers.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,9 @@ class Elector:
         self._gauge(namespace, 1)
         lease = self.leases.get(namespace) or {}
         try:
-            post_event(self.conn.in_namespace(namespace), lease, "Normal", "LeaderElected", message)
+            post_event(
+                self.conn.in_namespace(namespace), lease, "Normal", EVENT_LEADER_ELECTED, message
+            )
         except Exception as exc:
             log.warning("cannot post the LeaderElected Event in %s: %s", namespace, exc)
 

@@ -20,6 +20,12 @@ from spillover_operator.client import (
     restart_workload,
 )
 from spillover_operator.domain.constants import REFRESH_REQUEST_ANNOTATION
+from spillover_operator.domain.model import (
+    EVENT_RECIPE_PODS,
+    EVENT_RECIPE_PODS_REFRESH,
+    EVENT_RECIPE_PODS_REFRESH_FAILED,
+    EVENT_RECIPE_PODS_REFRESH_FORBIDDEN,
+)
 from spillover_operator.domain.policy import PolicySpec
 from spillover_operator.domain.recipe_pods import (
     ChangedAt,
@@ -240,14 +246,14 @@ def reconcile_recipe_pods(
                 "manifests/components/recipe-pods-refresh with this workload in the "
                 "allow-list (the Role spillover-operator-refresh), or restart the pods by hand"
             )
-            events.append(("Warning", "RecipePodsRefreshForbidden", note))
+            events.append(("Warning", EVENT_RECIPE_PODS_REFRESH_FORBIDDEN, note))
         except ClientError as exc:
             note = f"refresh of {step.owner} failed: {exc.message}"
-            events.append(("Warning", "RecipePodsRefreshFailed", note))
+            events.append(("Warning", EVENT_RECIPE_PODS_REFRESH_FAILED, note))
         else:
             record.note(step.owner, now, len(step.pods), generation)
             times = record.times[step.owner]
-            events.append(("Normal", "RecipePodsRefresh", describe_step(step, times)))
+            events.append(("Normal", EVENT_RECIPE_PODS_REFRESH, describe_step(step, times)))
             note = f"refresh: {describe_step(step, times)}"
     elif wanted and step.action == "wait" and step.owner is not None:
         note = f"refresh: waiting for {step.owner}: {step.why}"
@@ -259,7 +265,9 @@ def reconcile_recipe_pods(
         why = refused_note(step, refusal)
         note = (note + "; " if note else "") + f"refresh refused: {why}"
         if previous.get("refreshRefused") != refused:
-            events.append(("Warning", "RecipePodsRefreshForbidden", f"refresh refused: {why}"))
+            events.append(
+                ("Warning", EVENT_RECIPE_PODS_REFRESH_FORBIDDEN, f"refresh refused: {why}")
+            )
     if wanted and step.stalled:
         note = (note + "; " if note else "") + (
             "not refreshed, their rollout exceeded its progress deadline (a restart would not "
@@ -294,6 +302,6 @@ def reconcile_recipe_pods(
     key = events_key(body, condition)
     if previous.get("eventKey") != key:
         type_ = "Warning" if body["stale"] else "Normal"
-        events.append((type_, "RecipePods", condition.message))
+        events.append((type_, EVENT_RECIPE_PODS, condition.message))
     body["eventKey"] = key
     return RecipeOutcome(pods, body, condition, events, converged, recheck)

@@ -54,6 +54,7 @@ from spillover_operator.domain.envplan import (
     shadow_notes,
 )
 from spillover_operator.domain.model import (
+    COND_RECIPE_PODS,
     REASON_APPLIED,
     REASON_APPLY_FAILED,
     REASON_CONFLICT,
@@ -64,9 +65,10 @@ from spillover_operator.domain.model import (
     REASON_ROLLOUT_IN_PROGRESS,
     REASON_TARGET_NOT_FOUND,
     REASON_TARGET_NOT_SUPPORTED,
+    REASON_UNKNOWN,
 )
 from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
-from spillover_operator.domain.recipe_pods import COND_RECIPE_PODS, selector_matches
+from spillover_operator.domain.recipe_pods import selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.settings import OperatorSettings
@@ -784,7 +786,7 @@ def _reconcile_once(
         )
     except ClientError as exc:  # the recipe pods cannot be read: say so, keep the rest
         unknown = Condition(
-            COND_RECIPE_PODS, False, "Unknown", f"cannot read the recipe pods: {exc.message}"
+            COND_RECIPE_PODS, False, REASON_UNKNOWN, f"cannot read the recipe pods: {exc.message}"
         )
         status = with_condition(
             status,

@@ -198,7 +198,7 @@ def test_a_runtime_error_that_is_not_ctrl_c_is_still_a_bug_reported_as_one() -> 
         assert not caused_by_interrupt(error)
     try:
         _build_a_class_interrupted_by_ctrl_c()
-    except BaseException as error:  # noqa: BLE001 - either form the interpreter raises
+    except BaseException as error:
         assert caused_by_interrupt(error)
     else:
         raise AssertionError("the class was built without the interrupt")

@@ -87,3 +87,54 @@ def test_the_mapping_is_one_to_one() -> None:
 def test_reasons_are_each_in_at_most_one_group() -> None:
     assert not set(model.REFUSED_REASONS) & set(model.PENDING_REASONS)
     assert model.REASON_TARGET_NOT_ALLOWED in model.REFUSED_REASONS
+
+
+# Strings equal to a model name that mean something else, where they are written.
+_OTHER_MEANINGS = {
+    ("operator/spillover_operator/client/__init__.py", "Conflict"),  # the error class
+    ("harness/spillover_harness/sim/wrc.py", "Ready"),  # a pod's Ready condition
+    ("harness/spillover_harness/cluster/preflight.py", "Ready"),  # a pod's Ready condition
+}
+
+
+def _string_literals(path: Path) -> list[tuple[int, str]]:
+    """(line, value) of each string constant in `path` that is not a docstring."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_condition_types_reasons_and_event_names_are_written_only_in_the_model() -> None:
+    """Issue 20: each condition type, reason and Event name exists once. A literal copy
+    elsewhere in the operator or the harness fails here with its file and line."""
+    root = CRD.parents[2]
+    names = {
+        value: name
+        for name, value in vars(model).items()
+        if name.startswith(("REASON_", "COND_", "EVENT_")) and isinstance(value, str)
+    }
+    assert len(names) >= 20, "the model lost its reasons"
+    copies = [
+        f"{path.relative_to(root)}:{line}: {value!r} (use model.{names[value]})"
+        for package in ("operator/spillover_operator", "harness/spillover_harness")
+        for path in sorted((root / package).rglob("*.py"))
+        if path != Path(model.__file__).resolve()
+        for line, value in _string_literals(path)
+        if value in names and (str(path.relative_to(root)), value) not in _OTHER_MEANINGS
+    ]
+    assert not copies, "\n".join(copies)
