@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_cli import Run
 from matrix_builders import small_matrix
 from repo_paths import REPO_ROOT
 from spillover_harness.cli import main
@@ -25,24 +26,6 @@ from spillover_operator.exit_codes import BAD_INPUT, OK
 MATRIX_TEXT = small_matrix("inputs", input_name="small")
 MANIFEST = (REPO_ROOT / "manifests" / "samples" / "threshold-32kib.yaml").read_text("utf-8")
 ONE_MB = 1024 * 1024
-
-Run = Callable[[list[str]], tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Run:
-    """`spillover-harness ARGV` in this process: (exit code, stdout, stderr)."""
-
-    def run(argv: list[str]) -> tuple[int, str, str]:
-        capsys.readouterr()
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse's usage errors
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def refused(result: tuple[int, str, str], *needles: str) -> str:

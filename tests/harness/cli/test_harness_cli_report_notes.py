@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
 from spillover_harness.records import RunKey
@@ -26,24 +27,6 @@ from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 FAULT = "ignore-env"
 FAULT_NOTE = f"**Faults injected into the simulator: `{FAULT}`.**"
-
-Run = Callable[[list[str]], tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Run:
-    """`spillover-harness ARGV` in this process: (exit code, stdout, stderr)."""
-
-    def run(argv: list[str]) -> tuple[int, str, str]:
-        capsys.readouterr()
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse's usage errors
-            code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _run_stage(root: Path, *extra: str) -> Path:
