@@ -31,6 +31,7 @@ from spillover_operator.domain.constants import (
     THRESHOLD_VAR,
 )
 from spillover_operator.domain.rollout import rollout_state
+from spillover_operator.domain.settings import from_environ
 from spillover_operator.reconciler.reconcile import (
     ApiReader,
     ApplyFailedError,
@@ -45,10 +46,8 @@ pytestmark = pytest.mark.integration
 ALL_NAMES = ",".join(SPILLOVER_VARS)
 
 
-@pytest.fixture(autouse=True)
-def allow_the_test_wrc(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The operator configures only allowed Deployments; these tests' WRC is `wrc`."""
-    monkeypatch.setenv(ALLOWED_TARGETS_VAR, "wrc")
+# The operator configures only allowed Deployments; these tests' WRC is `wrc`.
+SETTINGS = from_environ({ALLOWED_TARGETS_VAR: "wrc"})
 
 
 @pytest.fixture
@@ -83,7 +82,7 @@ def test_apply_then_in_sync_then_drift_corrected(
     spec = {"enabled": False, "thresholdBytes": 32768, "target": {"deployment": "wrc"}}
     create_object(admin, policy_manifest(namespace, spec))
 
-    result = reconcile_policy(cluster, namespace, "spillover")
+    result = reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS)
     assert result.outcome == Outcome.APPLIED, result.message
     env = env_map(read_deployment(admin, namespace, "wrc"), "controller")
     assert env[ENABLED_VAR] == "false" and env[THRESHOLD_VAR] == "32768"
@@ -99,11 +98,14 @@ def test_apply_then_in_sync_then_drift_corrected(
 
     # Once rolled out: Ready; then a resync writes nothing at all.
     wait_for("the rollout", lambda: _rolled_out(admin, namespace))
-    assert reconcile_policy(cluster, namespace, "spillover").outcome == Outcome.IN_SYNC
+    assert (
+        reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS).outcome
+        == Outcome.IN_SYNC
+    )
     ready = read_policy(admin, namespace)
     assert condition(ready, "Ready")["reason"] == "RolloutComplete"
     dep = read_deployment(admin, namespace, "wrc")
-    again = reconcile_policy(cluster, namespace, "spillover")
+    again = reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS)
     assert (again.outcome, again.ready) == (Outcome.IN_SYNC, True)
     assert (
         read_policy(admin, namespace)["metadata"]["resourceVersion"]
@@ -122,7 +124,7 @@ def test_apply_then_in_sync_then_drift_corrected(
             {"name": "controller", "env": [{"name": ENABLED_VAR, "value": "true"}]}
         ]}}}},
     )  # fmt: skip
-    drift = reconcile_policy(cluster, namespace, "spillover")
+    drift = reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS)
     assert drift.outcome == Outcome.DRIFT_CORRECTED
     assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "false"
     assert _events(admin, namespace, "wrc", "DriftCorrected")
@@ -131,10 +133,12 @@ def test_apply_then_in_sync_then_drift_corrected(
 def test_refusals_change_nothing_and_say_why(
     cluster: Connection, admin: client.ApiClient, namespace: str
 ) -> None:
-    assert reconcile_policy(cluster, namespace, "spillover").outcome == Outcome.GONE
+    assert (
+        reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS).outcome == Outcome.GONE
+    )
 
     create_object(admin, policy_manifest(namespace, {"target": {"deployment": "wrc"}}))
-    missing = reconcile_policy(cluster, namespace, "spillover")
+    missing = reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS)
     assert missing.outcome == Outcome.TARGET_NOT_FOUND
     assert condition(read_policy(admin, namespace), "Ready")["reason"] == "TargetNotFound"
 
@@ -145,7 +149,7 @@ def test_refusals_change_nothing_and_say_why(
             namespace, {"target": {"deployment": "wrc", "container": "nope"}}, "wrong-container"
         ),
     )
-    wrong = reconcile_policy(cluster, namespace, "wrong-container")
+    wrong = reconcile_policy(cluster, namespace, "wrong-container", settings=SETTINGS)
     assert wrong.outcome == Outcome.CONFLICT  # "spillover" is older and owns wrc
     assert "policy 'spillover' (older) already manages Deployment" in wrong.message
     assert condition(read_policy(admin, namespace, "wrong-container"), "Ready")["reason"] == (
@@ -157,7 +161,7 @@ def test_refusals_change_nothing_and_say_why(
     client.CustomObjectsApi(admin).delete_namespaced_custom_object(
         "spillover.clerum.io", "v1alpha1", namespace, "spilloverpolicies", "spillover"
     )
-    gone = reconcile_policy(cluster, namespace, "wrong-container")
+    gone = reconcile_policy(cluster, namespace, "wrong-container", settings=SETTINGS)
     assert gone.outcome == Outcome.TARGET_NOT_FOUND
     assert "container 'nope' not found" in gone.message and "sidecar" in gone.message
     assert (
@@ -172,9 +176,12 @@ def test_finalize_with_remove_takes_the_variables_back(
     create_object(admin, _wrc(namespace, {PASSTHROUGH_VAR: "A"}))
     spec = {"budgetBytes": 2097152, "onDelete": "Remove", "target": {"deployment": "wrc"}}
     create_object(admin, policy_manifest(namespace, spec))
-    assert reconcile_policy(cluster, namespace, "spillover").outcome == Outcome.APPLIED
+    assert (
+        reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS).outcome
+        == Outcome.APPLIED
+    )
 
-    result = finalize_policy(cluster, read_policy(admin, namespace))
+    result = finalize_policy(cluster, read_policy(admin, namespace), None, SETTINGS)
     assert result.outcome == Outcome.REMOVED
     env = env_map(read_deployment(admin, namespace, "wrc"), "controller")
     assert not set(SPILLOVER_VARS) & set(env)
@@ -224,7 +231,7 @@ def test_a_refused_patch_raises_and_reports_apply_failed(
 
     def refused() -> ApplyFailedError | None:
         try:
-            reconcile_policy(limited, namespace, "spillover")
+            reconcile_policy(limited, namespace, "spillover", settings=SETTINGS)
         except ApplyFailedError as exc:
             return exc
         return None
@@ -252,14 +259,16 @@ def test_a_change_applied_early_is_reported_once_by_the_reconcile(
     )
     reader = ApiReader(cluster.in_namespace(namespace))
 
-    early = apply_change(cluster, namespace, "spillover", reader)
+    early = apply_change(cluster, namespace, "spillover", reader, SETTINGS)
     assert early is not None
     assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "false"
     assert "status" not in read_policy(admin, namespace)  # nothing reported yet
     assert not _events(admin, namespace, "spillover", "Applied")
-    assert apply_change(cluster, namespace, "spillover", reader) is None  # nothing left to do
+    assert (
+        apply_change(cluster, namespace, "spillover", reader, SETTINGS) is None
+    )  # nothing left to do
 
-    result = reconcile_policy(cluster, namespace, "spillover", early=early)
+    result = reconcile_policy(cluster, namespace, "spillover", early=early, settings=SETTINGS)
     assert result.outcome == Outcome.APPLIED, result.message
     policy = read_policy(admin, namespace)
     assert condition(policy, "Applied")["status"] == "True"
@@ -267,7 +276,7 @@ def test_a_change_applied_early_is_reported_once_by_the_reconcile(
     assert len(_events(admin, namespace, "spillover", "Applied")) == 1
     assert len(_events(admin, namespace, "wrc", "Applied")) == 1
 
-    reconcile_policy(cluster, namespace, "spillover", early=early)
+    reconcile_policy(cluster, namespace, "spillover", early=early, settings=SETTINGS)
     assert len(_events(admin, namespace, "spillover", "Applied")) == 1
 
     # A policy changed again since the early change: that change is not reported as
@@ -276,21 +285,21 @@ def test_a_change_applied_early_is_reported_once_by_the_reconcile(
         "spillover.clerum.io", "v1alpha1", namespace, "spilloverpolicies", "spillover",
         {"spec": {"enabled": True}},
     )  # fmt: skip
-    again = reconcile_policy(cluster, namespace, "spillover", early=early)
+    again = reconcile_policy(cluster, namespace, "spillover", early=early, settings=SETTINGS)
     assert again.outcome == Outcome.APPLIED
     assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "true"
 
 
 def test_apply_change_touches_nothing_it_may_not(
-    cluster: Connection, admin: client.ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+    cluster: Connection, admin: client.ApiClient, namespace: str
 ) -> None:
     create_object(admin, _wrc(namespace, {}))
     create_object(
         admin, policy_manifest(namespace, {"enabled": False, "target": {"deployment": "wrc"}})
     )
-    monkeypatch.setenv(ALLOWED_TARGETS_VAR, "someone-else")
     reader = ApiReader(cluster.in_namespace(namespace))
-    assert apply_change(cluster, namespace, "spillover", reader) is None
+    someone_else = from_environ({ALLOWED_TARGETS_VAR: "someone-else"})
+    assert apply_change(cluster, namespace, "spillover", reader, someone_else) is None
     dep = read_deployment(admin, namespace, "wrc")
     assert dep["metadata"]["generation"] == 1  # its spec never changed
     assert ENABLED_VAR not in env_map(dep, "controller")
@@ -333,7 +342,7 @@ def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
     assert plan.values_only
     with pytest.raises(Conflict):  # with the precondition: refused
         patch_deployment_env(cluster.in_namespace(namespace), "wrc", plan)
-    early = apply_change(cluster, namespace, "spillover", reader)
+    early = apply_change(cluster, namespace, "spillover", reader, SETTINGS)
     assert early is not None
     after = read_deployment(admin, namespace, "wrc")
     env = env_map(after, "controller")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -72,7 +71,6 @@ from spillover_operator.domain.recipe_pods import selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.settings import OperatorSettings
-from spillover_operator.domain.settings import from_environ as settings_from_environ
 from spillover_operator.domain.status import (
     Condition,
     build_status,
@@ -491,12 +489,6 @@ def _apply_with_retries(
         ) from None
 
 
-def _environ_settings() -> OperatorSettings:
-    """The settings in the environment now: for a caller that is not the operator (the
-    operator reads them once at its start and passes them)."""
-    return settings_from_environ(os.environ)
-
-
 def reconcile_policy(
     cluster: Connection,
     namespace: str,
@@ -504,7 +496,7 @@ def reconcile_policy(
     reader: Reader | None = None,
     *,
     early: EarlyApply | None = None,
-    settings: OperatorSettings | None = None,
+    settings: OperatorSettings,
 ) -> ReconcileResult:
     """Make the target Deployment match the policy and report it in the status.
 
@@ -513,12 +505,11 @@ def reconcile_policy(
     wrong: "nothing to change" on the Deployment, and a change to the Deployment made
     from the policy copy. Every write carries the resourceVersion it was computed from.
     `early`: the change `apply_change` already made; reported here (once) if the policy
-    still asks for it, else planned afresh. `settings`: the operator's, read at its
-    start (None: read from the environment now, for callers outside the operator).
+    still asks for it, else planned afresh. `settings`: the operator's, read once at its
+    start (`domain.settings`); nothing here reads the environment.
     """
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
-    settings = settings or _environ_settings()
     for _ in range(STALE_ATTEMPTS):
         try:
             return _reconcile_once(cluster, namespace, name, reader, early, settings)
@@ -574,7 +565,7 @@ def apply_change(
     namespace: str,
     name: str,
     reader: Reader,
-    settings: OperatorSettings | None = None,
+    settings: OperatorSettings,
 ) -> EarlyApply | None:
     """Only the Deployment change the policy asks for, nothing else: no status, no
     Events, no recipe pods. The operator runs it as soon as a policy changes, before it
@@ -589,7 +580,6 @@ def apply_change(
     refuses the change.
     """
     cluster = cluster.in_namespace(namespace)
-    settings = settings or _environ_settings()
     found = _applicable(namespace, name, reader, settings)
     if found is None:
         return None
@@ -831,8 +821,8 @@ def _record(
 def finalize_policy(
     cluster: Connection,
     policy: Mapping[str, Any],
-    reader: Reader | None = None,
-    settings: OperatorSettings | None = None,
+    reader: Reader | None,
+    settings: OperatorSettings,
 ) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
@@ -849,7 +839,7 @@ def finalize_policy(
         return ReconcileResult(
             Outcome.RETAINED, "onDelete is Retain: Deployment left as it is", spec
         )
-    if (settings or _environ_settings()).target_refusal(spec.deployment) is not None:
+    if settings.target_refusal(spec.deployment) is not None:
         return ReconcileResult(Outcome.RETAINED, "target not allowed: never changed", spec)
     owners = competing_policies(
         reader.policies_targeting(spec.deployment), spec.deployment, include=name
