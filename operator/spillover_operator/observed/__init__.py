@@ -14,8 +14,9 @@ without `--wait` loads none of this.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from spillover_operator import lazy_names
 
 if TYPE_CHECKING:
     from spillover_operator.observed.deployments import env_in_effect, find_target
@@ -64,14 +65,4 @@ __all__ = [
 
 
 if not TYPE_CHECKING:  # mypy reads the imports above, and no catch-all
-
-    def __getattr__(name: str) -> Any:
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value  # the next lookup is a plain global
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names.attach(__name__, _WHERE, __all__)
