@@ -30,6 +30,7 @@ from kubernetes import client
 from kustomize_build import OVERLAYS, build
 from repo_paths import REPO_ROOT
 from spillover_operator.domain.constants import PASSTHROUGH_VAR
+from spillover_operator.domain.model import REASON_APPLIED, REASON_DRIFT_CORRECTED
 
 pytestmark = pytest.mark.integration
 
@@ -224,10 +225,23 @@ def test_kill_restore_and_drift_through_the_operator_pod_with_no_403_or_tracebac
             WRC, NS, {"spec": {"template": {"spec": {"containers": [{"name": "wrc", "env": env}]}}}}
         )
         wait_for("the drift corrected", lambda: wrc_env().get(ENABLED) == "true")
-        events = core.list_namespaced_event(NS).items
-        reasons = {e.reason for e in events if e.source and "spillover" in str(e.source.component)}
-        reasons |= {e.reason for e in events if e.reporting_component == "spillover-operator"}
-        assert {"Applied", "DriftCorrected"} <= reasons, reasons
+
+        def operator_event_reasons() -> set[str]:
+            events = core.list_namespaced_event(NS).items
+            reasons = {
+                e.reason for e in events if e.source and "spillover" in str(e.source.component)
+            }
+            return reasons | {
+                e.reason for e in events if e.reporting_component == "spillover-operator"
+            }
+
+        # The Event follows the patch that corrected the env: wait for it, do not race it.
+        wanted = {REASON_APPLIED, REASON_DRIFT_CORRECTED}
+        wait_for(
+            f"the operator's Events {sorted(wanted)}",
+            lambda: wanted <= operator_event_reasons(),
+            timeout=30,
+        )
         policy = read_policy(api, NS)
         assert policy["status"]["observedGeneration"] == policy["metadata"]["generation"]
 
