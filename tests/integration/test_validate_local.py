@@ -20,6 +20,7 @@ from controlplane.localcluster import LocalCluster
 from repo_paths import REPO_ROOT
 from spillover_harness.matrix import load_matrix
 from spillover_harness.records import read_records
+from spillover_harness.studies.concurrency import read_lane
 from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import BAD_INPUT
 
@@ -32,6 +33,9 @@ PROMETHEUS_PORT = 9391  # the `local` profile's prometheus.url
 MCP_HOST_MEMORY = "64Mi"
 MCP_HOST_LIMIT_BYTES = 64 * 1024 * 1024
 WARN_FRACTION = 0.4
+# The concurrency lane on the real node: 1 and 2 executions of the lane's cell at once
+# per configuration, measured by the kubelet like the blocks.
+LANE = (1, 2)
 
 
 def _listening(port: int) -> bool:
@@ -48,7 +52,8 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     default = resources.files("spillover_harness.matrices") / "spillover-default.yaml"
     matrix_file = tmp_path / "matrix.yaml"
     matrix_file.write_text(
-        default.read_text(encoding="utf-8") + f"\nmemory:\n  warn_fraction: {WARN_FRACTION}\n"
+        default.read_text(encoding="utf-8")
+        + f"\nmemory:\n  warn_fraction: {WARN_FRACTION}\n  concurrency: {list(LANE)}\n"
     )
     env = {**os.environ, "SPILLOVER_CLUSTER_DIR": str(real_node_cluster.workdir),
            "KUBECONFIG": str(real_node_cluster.kubeconfig)}  # fmt: skip
@@ -107,6 +112,23 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     assert "judged per series" in report
     memory_rows = [line for line in report.splitlines() if line.startswith("| 128KiB | ")]
     assert any("MiB | 64.0 MiB |" in line for line in memory_rows), report[-6000:]
+
+    # The concurrency lane ran for real: a point per configuration and N, each a peak the
+    # kubelet measured under the pods' limit, and the report shows it.
+    lane = read_lane(out)
+    assert lane is not None, "no memory-lane.json:\n" + run.stderr[-3000:]
+    assert (lane.recipe, lane.input) == matrix.memory_lane_cell()
+    assert sorted((p.config, p.executions) for p in lane.points) == sorted(
+        (name, n) for name in envs for n in LANE
+    ), (lane, report[-4000:])
+    for point in lane.points:
+        assert point.limit_bytes == MCP_HOST_LIMIT_BYTES, point
+        assert 0 < point.peak_bytes < point.limit_bytes, point
+    assert "**Concurrency lane**" in report, report[-6000:]
+    # The platform's own outcomes are named (the simulator fails `off` on the large input
+    # at times); a run the harness could not follow, or a point left out, is not expected.
+    lane_notes = [line for line in report.splitlines() if "concurrency lane, " in line]
+    assert not [n for n in lane_notes if "harness_error" in n or "left out" in n], lane_notes
     warned = [line for line in report.splitlines() if line.startswith("- **Warning:** `")]
     assert {line.split("`")[1] for line in warned} >= set(envs), report[-6000:]
 

@@ -32,6 +32,7 @@ from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.cluster.blocks import check_blocks
 from spillover_harness.cluster.configs import PolicyApplier, PolicyGuard
 from spillover_harness.cluster.kubeconn import ClusterStageError, Target, connect_profile
+from spillover_harness.cluster.memory_lane import run_cluster_lane
 from spillover_harness.cluster.plan import block_order
 from spillover_harness.cluster.platform_lane import LaneResult, run_lane
 from spillover_harness.cluster.preflight import PreflightResult, run_preflight
@@ -53,6 +54,7 @@ from spillover_harness.readback import (
 from spillover_harness.records import McpHostMemory, RunRecord, read_records
 from spillover_harness.results_dir import STAGE_FILE
 from spillover_harness.runner import StageOptions, StageResult, run_stage
+from spillover_harness.studies.concurrency import write_lane
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
 
@@ -238,6 +240,13 @@ def run_cluster(
                 result.records = mark_inconsistent(
                     result.records_path, checks.problems, memory=memory
                 )
+            if matrix.memory.concurrency and not result.interrupted:
+                memory_lane = run_cluster_lane(
+                    matrix, stage, driver, options.out_dir, cancel=cancel, log=log
+                )
+                notes += memory_lane.notes
+                if memory_lane.lane is not None:
+                    log(f"concurrency lane: {write_lane(memory_lane.lane, options.out_dir)}")
     finally:
         starter.close()
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None

@@ -1,0 +1,53 @@
+"""The concurrency lane on a cluster stage (`cluster/memory_lane.py`): which runs it
+starts. That it measures the real kubelet's figures is tested end to end on the real
+node (tests/integration/test_validate_local.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spillover_harness.cluster.memory_lane import lane_jobs
+from spillover_harness.matrix import load_matrix
+from spillover_harness.records import RunKey
+from spillover_harness.runner import run_id_for, seed_for
+
+MEMORY_MATRIX = (
+    Path(__file__).resolve().parents[3] / "harness/spillover_harness/matrices/memory-budget.yaml"
+)
+
+
+def test_a_point_is_n_runs_of_the_lane_cell_seeded_as_the_stage_seeds_them(
+    tmp_path: Path,
+) -> None:
+    matrix = load_matrix(MEMORY_MATRIX)
+    config = matrix.configurations[1]
+    jobs = lane_jobs(matrix, "minikube", config, 4, tmp_path)
+    recipe, input_name = matrix.memory_lane_cell()
+    assert [j.run_id for j in jobs] == [f"lane-{config.name}-n4-{i}" for i in range(1, 5)]
+    assert {(j.recipe, j.input.name, j.config.name, j.stage) for j in jobs} == {
+        (recipe, input_name, config.name, "minikube")
+    }
+    assert [j.seed for j in jobs] == [seed_for(matrix, recipe, input_name, i) for i in range(1, 5)]
+    assert all(j.timeout_s == matrix.run_timeout_s for j in jobs)
+
+
+def test_lane_run_ids_never_collide_with_the_matrix_runs(tmp_path: Path) -> None:
+    """The lane's runs are not records of the stage: their ids are apart from every
+    run id the runner gives the matrix's cells."""
+    matrix = load_matrix(MEMORY_MATRIX)
+    lane_ids = {
+        job.run_id
+        for config in matrix.configurations
+        for n in matrix.memory.concurrency or ()
+        for job in lane_jobs(matrix, "minikube", config, n, tmp_path)
+    }
+    assert lane_ids and len(lane_ids) == sum(
+        n * len(matrix.configurations) for n in matrix.memory.concurrency or ()
+    )
+    stage_ids = {
+        run_id_for(RunKey("minikube", config.name, recipe.name, spec.name, rep))
+        for config in matrix.configurations
+        for recipe, spec in matrix.cells()
+        for rep in range(1, matrix.repetitions.minikube + 1)
+    }
+    assert not lane_ids & stage_ids
