@@ -25,7 +25,7 @@ def test_every_operator_dependency_is_in_the_development_install_with_the_same_b
 
 def test_the_operator_distribution_ships_spilloverctl_and_no_harness() -> None:
     operator = _project("operator/pyproject.toml")
-    assert operator["scripts"] == {"spilloverctl": "spillover_operator.cli.main:main"}
+    assert operator["scripts"] == {"spilloverctl": "spillover_operator.cli:main"}
     deps = " ".join(str(d) for d in operator["dependencies"])  # type: ignore[union-attr]
     for harness_only in ("matplotlib", "prometheus-api-client", "tqdm"):
         assert harness_only not in deps

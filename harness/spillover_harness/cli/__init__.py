@@ -17,21 +17,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-__all__ = ["caused_by_interrupt", "main"]
+from spillover_operator.interrupts import caused_by_interrupt
 
-
-def caused_by_interrupt(error: BaseException) -> bool:
-    """Whether Ctrl-C is behind `error`: Python 3.11 wraps an exception raised while a
-    class is built (pydantic's `__set_name__`) in a RuntimeError, so a KeyboardInterrupt
-    that lands there arrives as the RuntimeError's cause."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

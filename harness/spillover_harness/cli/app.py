@@ -14,10 +14,10 @@ from types import FrameType
 from typing import Any
 
 from spillover_operator import exit_codes
+from spillover_operator.interrupts import caused_by_interrupt
 
 from spillover_harness.cli import (
     apply_decision,
-    caused_by_interrupt,
     evaluate,
     fixtures,
     preflight,

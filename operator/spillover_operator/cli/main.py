@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from spillover_operator import exit_codes
 from spillover_operator.client import ClientError
 from spillover_operator.domain.model import ENV_FIELDS
+from spillover_operator.interrupts import caused_by_interrupt
 
 from . import change as changes
 from .errors import EXIT_CODES_HELP, BadInput, exit_code
@@ -412,17 +413,23 @@ def run(
         err.write(f"spilloverctl: error: {exc.message}\n")
         return exit_code(exc)
     except KeyboardInterrupt:
-        err.write(
-            "spilloverctl: interrupted; any change already sent to the cluster stays in place "
-            "(check with `spilloverctl status`)\n"
-        )
-        return exit_codes.INTERRUPTED
-    except Exception:
+        return _interrupted(err)
+    except Exception as exc:
+        if caused_by_interrupt(exc):  # Ctrl-C while a lazily imported class was built
+            return _interrupted(err)
         import traceback  # only a bug needs it
 
         err.write("spilloverctl: internal error (a bug in spilloverctl; please report it)\n")
         err.write(traceback.format_exc())
         return exit_codes.INTERNAL
+
+
+def _interrupted(err: TextIO) -> int:
+    err.write(
+        "spilloverctl: interrupted; any change already sent to the cluster stays in place "
+        "(check with `spilloverctl status`)\n"
+    )
+    return exit_codes.INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> None:
