@@ -24,6 +24,7 @@ PREFLIGHT: Final = 7  # a preflight checklist item failed
 INCONCLUSIVE: Final = 8  # the verdict is inconclusive: no decision
 INCOMPLETE: Final = 9  # runs of the matrix are missing: no decision from partial data
 LOCKED: Final = 10  # another process holds the results directory
+EXTRA_REFUSED: Final = 11  # spilloverctl: the change was made, an extra asked for was not
 INTERRUPTED: Final = 130  # Ctrl-C / SIGTERM
 
 
@@ -92,6 +93,14 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         "locked",
         "another spillover-harness process (its PID is printed) is writing the results "
         "directory; nothing was touched",
+    ),
+    ExitCode(
+        EXTRA_REFUSED,
+        "extra-refused",
+        "spilloverctl: the change itself was made (kill: spillover is being turned OFF), "
+        "but an extra asked for with it was refused or failed: --reason's change record, "
+        "--refresh-recipe-pods, or --wait following it; the message names each and what "
+        "to do",
     ),
     ExitCode(
         INTERRUPTED,

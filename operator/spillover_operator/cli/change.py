@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -14,8 +14,10 @@ from spillover_operator import exit_codes
 from spillover_operator.client import (
     ClientError,
     Connection,
+    Forbidden,
     NotFound,
     OperatorRefused,
+    Rejected,
     TimedOut,
     get_policy,
     patch_policy,
@@ -46,17 +48,24 @@ JsonDict = dict[str, Any]
 
 @dataclass(frozen=True)
 class Change:
-    """What kill / restore / set asks for: camelCase spec fields, None = remove the field."""
+    """What kill / restore / set asks for: camelCase spec fields, None = remove the field.
+
+    `engage_first` (kill): the spec change is written before, and never waits on, the
+    extras asked for with it (the change record of --reason, the refresh request):
+    in an incident, a right someone lacks for an extra must not keep spillover ON. A
+    refused extra is reported afterwards (exit code EXTRA_REFUSED). restore and set
+    stay all or nothing: the change and its extras are refused together."""
 
     command: str
     fields: dict[str, Any]
     direct_reason: str
+    engage_first: bool = False
 
     def describe(self) -> str:
         return ", ".join(f"{k}={_fmt(v)}" for k, v in self.fields.items())
 
 
-KILL = Change("kill", {"enabled": False}, "KillSwitchDirect")
+KILL = Change("kill", {"enabled": False}, "KillSwitchDirect", engage_first=True)
 RESTORE = Change("restore", {"enabled": True}, "RestoreDirect")
 
 
@@ -117,6 +126,33 @@ class Written:
     record: ChangeRecord | None
 
 
+@dataclass(frozen=True)
+class RefusedExtra:
+    """An extra the user asked for (`--reason`'s record, `--refresh-recipe-pods`,
+    `--wait`) that was refused or failed after the change itself was made."""
+
+    flag: str
+    why: str
+    fix: str
+
+
+class Extras:
+    """The refused extras of one command, each flag once (a conflict retry of the write
+    may meet the same refusal twice). Printed as soon as they happen, so that a
+    responder sees at once what is not being done while the command goes on."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err = err
+        self.refused: dict[str, RefusedExtra] = {}
+
+    def refuse(self, flag: str, why: str, fix: str) -> None:
+        if flag in self.refused:
+            return
+        self.refused[flag] = RefusedExtra(flag, why, fix)
+        self.err.write(f"spilloverctl: {flag} not done: {why}. {fix}\n")
+        self.err.flush()
+
+
 def cmd_change(
     cluster: Connection,
     name: str,
@@ -131,11 +167,12 @@ def cmd_change(
 ) -> int:
     options = options or Options()
     ref = f"SpilloverPolicy {cluster.namespace}/{name}"
-    identity = _Identity(cluster, options, err)
+    extras = Extras(err)
+    identity = _Identity(cluster, options, err, change, extras)
     from spillover_operator.client import retry_on_conflict
 
     written = retry_on_conflict(
-        lambda: _write_policy(cluster, name, change, options, identity, direct, out),
+        lambda: _write_policy(cluster, name, change, options, identity, direct, out, extras),
         what=ref,
     )
     policy, new_spec, spec_changes = written.policy, written.new_spec, written.spec_changes
@@ -147,21 +184,27 @@ def cmd_change(
             f"{ref}: reason not recorded: the spec did not change, and a change record only "
             "describes the spec change it comes with\n"
         )
-    if options.refresh_recipe_pods and not direct:
-        out.write(
-            f"{ref}: refresh of the recipe pods requested: the operator restarts the owners "
-            "of stale recipe pods once the WRC rollout is complete\n"
-        )
 
-    plan: EnvPlan | None = None
+    # From here on the change itself is made (with --direct, once the Deployment patch
+    # below is through): whatever goes wrong in what follows is an extra, reported as such.
+    done = _done_line(change, cluster, new_spec, direct)
+    if options.refresh_recipe_pods and not direct:
+        if change.engage_first:
+            _request_refresh(cluster, name, extras)
+        if "--refresh-recipe-pods" not in extras.refused:
+            out.write(
+                f"{ref}: refresh of the recipe pods requested: the operator restarts the "
+                "owners of stale recipe pods once the WRC rollout is complete\n"
+            )
+
     if direct:
         try:
             deployment, plan = _apply_direct(cluster, new_spec)
         except ClientError as exc:
             # Say exactly what state the emergency path left behind.
-            done = "was updated" if spec_changes else "already had these values"
+            state = "was updated" if spec_changes else "already had these values"
             raise exc.with_message(
-                f"{ref} {done} ({change.describe()}), but the direct patch of Deployment "
+                f"{ref} {state} ({change.describe()}), but the direct patch of Deployment "
                 f"{cluster.namespace}/{new_spec.deployment} failed: {exc.message}\n"
                 "Run the same command again; it re-reads the Deployment and patches only "
                 "what still differs."
@@ -186,33 +229,133 @@ def cmd_change(
         err.write(progress_line(look) + "\n")
         err.flush()
 
-    if direct and options.refresh_recipe_pods:
-        from spillover_operator.observed import wait_until_settled
+    try:
+        if direct and options.refresh_recipe_pods:
+            _refresh_direct_step(cluster, name, timeout, out, progress, extras)
+        if not wait:
+            if not direct and spec_changes:
+                out.write(
+                    "the operator applies it to the Deployment; follow with "
+                    f"`spilloverctl -n {cluster.namespace} status {name}` or use --wait\n"
+                )
+            return _finish(extras, done, err)
+        _wait(cluster, name, direct, timeout, progress, options, out, extras)
+    except TimedOut as exc:
+        if not extras.refused:
+            raise
+        err.write(f"spilloverctl: --wait: {exc.message}\n")
+    return _finish(extras, done, err)
 
-        # The WRC first: restarted recipe pods get what the WRC runs.
+
+def _done_line(change: Change, cluster: Connection, spec: PolicySpec, direct: bool) -> str:
+    """What stands even when an extra is refused."""
+    where = f"SpilloverPolicy spec {change.describe()}"
+    if direct:
+        where += f" and Deployment {cluster.namespace}/{spec.deployment} patched"
+    if change.engage_first:
+        return f"the kill switch is ENGAGED ({where}): spillover is being turned OFF"
+    return f"the change is made ({where})"
+
+
+def _finish(extras: Extras, done: str, err: TextIO) -> int:
+    if not extras.refused:
+        return exit_codes.OK
+    flags = ", ".join(extras.refused)
+    err.write(f"spilloverctl: {done}; not done: {flags} (see above)\n")
+    return exit_codes.EXTRA_REFUSED
+
+
+def _extra_failure(exc: ClientError) -> bool:
+    """A failure that leaves the change in place and ends only the extra: the API's
+    errors, but not a timeout (exit 3), an operator refusal (exit 6) or a missing object
+    (exit 4), which keep their own codes."""
+    from spillover_operator.client import ApiError
+
+    return isinstance(exc, ApiError) and not isinstance(exc, NotFound)
+
+
+def _request_refresh(cluster: Connection, name: str, extras: Extras) -> None:
+    """kill --refresh-recipe-pods: the refresh request in a write of its own, after the
+    kill switch is engaged, so that a user without the verb refresh still turns
+    spillover OFF."""
+    body = {"metadata": {"annotations": _refresh_token()}}
+    try:
+        patch_policy(cluster, name, body)
+    except ClientError as exc:
+        if not _extra_failure(exc):
+            raise
+        extras.refuse(
+            "--refresh-recipe-pods",
+            f"the refresh request was refused: {exc.message}",
+            "Stale recipe pods keep their old values until restarted: ask someone bound to "
+            "ClusterRole spillover-recipe-pods-refresher to run `spilloverctl kill "
+            "--refresh-recipe-pods`, or restart their Deployments (`kubectl rollout "
+            "restart`)",
+        )
+
+
+def _refresh_direct_step(
+    cluster: Connection,
+    name: str,
+    timeout: float,
+    out: TextIO,
+    progress: Callable[[WaitProgress], None],
+    extras: Extras,
+) -> None:
+    """--direct --refresh-recipe-pods, after the Deployment patch: the WRC rollout
+    first (restarted recipe pods get what the WRC runs), then the restarts."""
+    from spillover_operator.observed import wait_until_settled
+
+    try:
         wait_until_settled(
             cluster, name, direct=True, timeout=timeout, progress=progress, recipe_pods=False
         )
-        _refresh_direct(cluster, name, timeout, out)
+        problem = _refresh_direct(cluster, name, timeout, out)
+    except ClientError as exc:
+        if not _extra_failure(exc):
+            raise
+        problem = exc.message
+    if problem is not None:
+        extras.refuse(
+            "--refresh-recipe-pods",
+            f"the recipe pods were not refreshed: {problem}",
+            "Restart the stale recipe pods' owners with an account that may list the pods "
+            "and patch their owners (`kubectl rollout restart`), then check with "
+            "`spilloverctl status`",
+        )
 
-    if not wait:
-        if not direct and spec_changes:
-            out.write(
-                "the operator applies it to the Deployment; follow with "
-                f"`spilloverctl -n {cluster.namespace} status {name}` or use --wait\n"
-            )
-        return exit_codes.OK
 
+def _wait(
+    cluster: Connection,
+    name: str,
+    direct: bool,
+    timeout: float,
+    progress: Callable[[WaitProgress], None],
+    options: Options,
+    out: TextIO,
+    extras: Extras,
+) -> None:
     from spillover_operator.observed import wait_until_settled
 
-    report = wait_until_settled(
-        cluster,
-        name,
-        direct=direct,
-        timeout=timeout,
-        progress=progress,
-        recipe_pods=options.wait_recipe_pods,
-    )
+    try:
+        report = wait_until_settled(
+            cluster,
+            name,
+            direct=direct,
+            timeout=timeout,
+            progress=progress,
+            recipe_pods=options.wait_recipe_pods,
+        )
+    except ClientError as exc:
+        if not _extra_failure(exc):
+            raise
+        extras.refuse(
+            "--wait",
+            f"could not follow the change: {exc.message}",
+            f"Check with `spilloverctl -n {cluster.namespace} status {name}` from an account "
+            "that may read the policy, the Deployment and the pods",
+        )
+        return
     if direct:
         out.write(_staleness(report) + "\n")
         out.write(
@@ -221,21 +364,33 @@ def cmd_change(
         )
     else:
         out.write(
-            f"{ref}: applied by the operator (generation {report.observed_generation}, "
-            f"Ready=True) and Deployment {cluster.namespace}/{report.deployment_name} "
-            "rolled out\n"
+            f"SpilloverPolicy {cluster.namespace}/{name}: applied by the operator (generation "
+            f"{report.observed_generation}, Ready=True) and Deployment "
+            f"{cluster.namespace}/{report.deployment_name} rolled out\n"
         )
     out.write(_pods_line(cluster, name, report, options) + "\n")
-    return exit_codes.OK
+    if options.wait_recipe_pods and report.recipe_pods is None:
+        extras.refuse(
+            "--wait",
+            "the recipe mcp-host pods could not be checked "
+            f"({report.recipe_pods_error or 'no valid spec'}), so the change is not known "
+            "to be in effect on them",
+            "Grant list on pods (and replicasets.apps) to check them, or use "
+            "--no-wait-recipe-pods to wait for the WRC only",
+        )
 
 
 class _Identity:
     """The authenticated user, asked from the API server once (SelfSubjectReview), only
-    when a change is written. With `--reason` a failure to learn it stops the command
-    before anything is written; without, the change goes ahead with no record (noted)."""
+    when a change is written. With `--reason` a failure to learn it stops restore and
+    set before anything is written; kill goes ahead without the record and reports
+    --reason as not done. Without --reason the change goes ahead with no record (noted)."""
 
-    def __init__(self, cluster: Connection, options: Options, err: TextIO) -> None:
+    def __init__(
+        self, cluster: Connection, options: Options, err: TextIO, change: Change, extras: Extras
+    ) -> None:
         self.cluster, self.options, self.err = cluster, options, err
+        self.change, self.extras = change, extras
         self._asked = False
         self._user: str | None = None
 
@@ -248,18 +403,27 @@ class _Identity:
         try:
             self._user = authenticated_user(self.cluster)
         except ClientError as exc:
-            if self.options.reason:
+            if self.options.reason and self.change.engage_first:
+                self.extras.refuse(
+                    "--reason",
+                    f"no change record written: cannot learn who you are from the API "
+                    f"server ({exc.message})",
+                    "The kill switch goes ahead; the change is recorded as made without a "
+                    "reason by an unknown user. Note the reason in your incident record",
+                )
+            elif self.options.reason:
                 raise exc.with_message(
                     f"cannot learn who you are from the API server, which --reason records "
                     f"with the change; nothing was changed: {exc.message}. Run without "
                     "--reason to change the policy anyway (it is then recorded as changed "
                     "without a reason by an unknown user)."
                 ) from None
-            self.err.write(
-                f"spilloverctl: note: no change record written (cannot learn who you are "
-                f"from the API server: {exc.message}); the change is recorded as made "
-                "without a reason by an unknown user\n"
-            )
+            else:
+                self.err.write(
+                    f"spilloverctl: note: no change record written (cannot learn who you "
+                    f"are from the API server: {exc.message}); the change is recorded as "
+                    "made without a reason by an unknown user\n"
+                )
         return self._user
 
 
@@ -271,9 +435,11 @@ def _write_policy(
     identity: _Identity,
     direct: bool,
     out: TextIO,
+    extras: Extras,
 ) -> Written:
     """Read the policy, write the change with its record (Conflict when the policy
-    changed since the read: the record names the generation this write makes)."""
+    changed since the read: the record names the generation this write makes). For kill,
+    a write refused with its record is sent again without it: the record is an extra."""
     ref = f"SpilloverPolicy {cluster.namespace}/{name}"
     policy = get_policy(cluster, name)
     raw_spec = policy.get("spec") or {}
@@ -302,15 +468,34 @@ def _write_policy(
                 tool=f"spilloverctl {change.command}" + (" --direct" if direct else ""),
                 reason=(options.reason or "").strip() or None,
             )
-    annotations = _annotations(options, record, spec_changes, direct)
+    # kill: the refresh request goes in a write of its own, after this one.
+    refresh_here = options.refresh_recipe_pods and not direct and not change.engage_first
+    annotations = _annotations(options, record, spec_changes, refresh_here)
     if spec_changes:
+        resource_version = str(meta.get("resourceVersion") or "") or None
         body: dict[str, Any] = {
             "spec": dict(change.fields),
             "metadata": {"annotations": annotations},
         }
-        patched = patch_policy(
-            cluster, name, body, resource_version=str(meta.get("resourceVersion") or "") or None
-        )
+        try:
+            patched = patch_policy(cluster, name, body, resource_version=resource_version)
+        except (Forbidden, Rejected) as exc:
+            if not (change.engage_first and record is not None):
+                raise
+            # Admission may refuse the record (spillover-change-record) where the spec
+            # alone is admitted: the kill switch does not wait on the record.
+            record = None
+            body["metadata"]["annotations"] = _annotations(options, None, True, False)
+            patched = patch_policy(cluster, name, body, resource_version=resource_version)
+            if options.reason:
+                extras.refuse(
+                    "--reason",
+                    f"the change record was refused: {exc.message}",
+                    "The kill switch is engaged without it; note the reason in your "
+                    "incident record",
+                )
+            else:
+                out.write(f"{ref}: change record refused ({exc.message}); written without it\n")
         new_generation = patched.get("metadata", {}).get("generation")
         before = (
             ", ".join(f"{k}={_fmt(_field(old_spec, k))}" for k in change.fields)
@@ -357,28 +542,32 @@ def _pods_line(cluster: Connection, name: str, report: StatusReport, options: Op
 
 
 def _annotations(
-    options: Options, record: ChangeRecord | None, spec_changes: bool, direct: bool
+    options: Options, record: ChangeRecord | None, spec_changes: bool, refresh_request: bool
 ) -> dict[str, Any]:
-    """The policy annotations this command writes: with a spec change its record (or
-    none: an older record is removed, it describes another change) and the legacy
-    free-text reason removed; a refresh request token for the operator (not with
-    --direct: spilloverctl refreshes itself)."""
+    """The policy annotations a write of this command carries: with a spec change its
+    record (or none: an older record is removed, it describes another change) and the
+    legacy free-text reason removed; with `refresh_request` (--refresh-recipe-pods
+    through the operator; --direct refreshes itself) a refresh request token."""
     annotations: dict[str, Any] = {}
     if spec_changes:
         annotations[CHANGE_RECORD_ANNOTATION] = record.encode() if record else None
         annotations[LEGACY_CHANGE_REASON_ANNOTATION] = None
-    if options.refresh_recipe_pods and not direct:
-        # A unique token, not a signature: who asked is not in it (nobody checks it).
-        annotations[REFRESH_REQUEST_ANNOTATION] = f"{_now().isoformat()} {secrets.token_hex(4)}"
+    if options.refresh_recipe_pods and refresh_request:
+        annotations.update(_refresh_token())
     return annotations
+
+
+def _refresh_token() -> dict[str, str]:
+    """A unique token, not a signature: who asked is not in it (nobody checks it)."""
+    return {REFRESH_REQUEST_ANNOTATION: f"{_now().isoformat()} {secrets.token_hex(4)}"}
 
 
 REFRESH_POLL = 1.0
 
 
-def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> None:
+def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO) -> str | None:
     """`--direct --refresh-recipe-pods`: what the operator would do, one owner at a time,
-    until no owner is left to restart."""
+    until no owner is left to restart. Returns why the pods could not be read, if so."""
     from spillover_operator.domain.recipe_pods import next_refresh
     from spillover_operator.domain.status import now_rfc3339
     from spillover_operator.observed import observe, read_owner_states
@@ -394,8 +583,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
         report = observe(cluster, name)
         pods = report.recipe_pods
         if pods is None:
-            out.write(f"recipe pods: not refreshed ({report.recipe_pods_error or 'not read'})\n")
-            return
+            return f"the recipe pods could not be read ({report.recipe_pods_error or 'no spec'})"
         owners = read_owner_states(cluster, {v.owner for v in pods.pods if v.owner.restartable})
         step = next_refresh(
             pods,
@@ -433,7 +621,7 @@ def _refresh_direct(cluster: Connection, name: str, timeout: float, out: TextIO)
                 + ", ".join(step.unrefreshable)
                 + "\n"
             )
-        return
+        return None
 
 
 def _field(spec: PolicySpec | None, key: str) -> Any:

@@ -25,6 +25,7 @@ CODES: Final[tuple[int, ...]] = (
     exit_codes.NOT_FOUND,
     exit_codes.API,
     exit_codes.MISMATCH,
+    exit_codes.EXTRA_REFUSED,
     exit_codes.INTERRUPTED,
 )
 

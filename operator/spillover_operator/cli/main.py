@@ -56,6 +56,9 @@ still runs old values (progress on stderr, --timeout SECONDS, default 300; the t
 names the stale pods). --no-wait-recipe-pods skips the pods (and says so);
 --refresh-recipe-pods restarts the owners of stale pods once; --reason TEXT records
 who and why on the policy and in the Events.
+kill turns spillover OFF first: a refused or failed extra (--reason's record,
+--refresh-recipe-pods, --wait) never undoes or blocks it; each is printed with what
+to do, and the exit code is 11. restore and set are all or nothing.
 With --direct (operator down) they ALSO patch the WRC Deployment themselves, so the
 operator finds nothing to change when it comes back; --wait then waits for the rollout
 and the recipe pods (not the operator) and reports whether the policy status is stale;
@@ -347,8 +350,12 @@ def _dispatch(
 
     change: changes.Change | None = None
     if args.command in ("kill", "restore", "set"):
-        if args.timeout is not None and not args.wait:
-            args.command_parser.error("--timeout only applies together with --wait")
+        waits = args.wait or (args.direct and args.refresh_recipe_pods)
+        if args.timeout is not None and not waits:
+            args.command_parser.error(
+                "--timeout only applies together with --wait (or --direct "
+                "--refresh-recipe-pods, which waits for the WRC rollout and each restart)"
+            )
         if args.no_wait_recipe_pods and not args.wait:
             args.command_parser.error("--no-wait-recipe-pods only applies together with --wait")
         if args.reason is not None and not args.reason.strip():

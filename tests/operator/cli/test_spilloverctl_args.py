@@ -34,6 +34,7 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
         (["set", "--budget", "16MiB", "--unset-budget"], "not allowed with"),
         (["set"], "nothing to set"),
         (["kill", "--timeout", "5"], "--timeout only applies together with --wait"),
+        (["kill", "--direct", "--timeout", "5"], "--timeout only applies together with --wait"),
         (["kill", "--wait", "--timeout", "0"], "--timeout must be more than 0"),
         (["kill", "--wait", "--timeout", "soon"], "--timeout takes seconds"),
         (["status", "-o", "yaml"], "invalid choice"),
