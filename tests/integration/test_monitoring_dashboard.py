@@ -301,22 +301,27 @@ def test_dashboard_queries_and_alert_rules_against_a_real_operator(
         # ---- the leader stopped: the standby takes over; one replica leads again
         op.stop()
         no_leader = next(a for a in alerts() if a["alert"] == "SpilloverOperatorNoLeader")
-        wait_for(
-            "the standby leading, on the dashboard",
-            lambda: (
+        stopped = f"127.0.0.1:{op.metrics_port}"
+
+        def handed_over() -> dict[tuple[str, str], list[dict[str, Any]]] | None:
+            """One board where Prometheus has seen the hand-over: the standby leading,
+            one replica leading in all, and the stopped one scraped as down (its `up`
+            turns 0 only at the first scrape after the stop: waited for, never raced)."""
+            board = dashboard_results(prom, namespace)
+            seen = (
                 values(
-                    dashboard_results(prom, namespace)[
-                        ("Replicas leading (1 = one operator acts)", "B")
-                    ],
+                    board[("Replicas leading (1 = one operator acts)", "B")],
                     instance=f"127.0.0.1:{standby.metrics_port}",
                 )
                 == [1.0]
-            ),
-            operator=standby,
-        )
-        board = dashboard_results(prom, namespace)
+                and values(board[leading]) == [1.0]
+                and values(board[("Operator up", "A")], instance=stopped) == [0.0]
+            )
+            return board if seen else None
+
+        board = wait_for("the hand-over on the dashboard", handed_over, operator=standby)
         assert values(board[leading]) == [1.0]
-        assert values(board[("Operator up", "A")], instance=f"127.0.0.1:{op.metrics_port}") == [0.0]
+        assert values(board[("Operator up", "A")], instance=stopped) == [0.0]
         assert query(prom, no_leader["expr"]) == [], "SpilloverOperatorNoLeader holds"
         # The new leader reports the policy as it is: kill switch engaged, Ready.
         wait_for(
