@@ -28,11 +28,14 @@ from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import (
     ALL_CRITERIA,
     CRITERIA,
+    CellEvidence,
     CellSummary,
     Verdict,
 )
 from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND
+from spillover_harness.evaluate.noise import weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
+from spillover_harness.evaluate.stability import describe as describe_stability
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
 from spillover_harness.readback import StageSummary
@@ -145,6 +148,23 @@ def criterion_keys(verdict: Verdict) -> list[str]:
     return list(keys) or list(CRITERIA)
 
 
+# Rates where higher is better: a pass whose interval reaches far below the baseline is weak.
+_RATE_CRITERIA = ("success_rate", "summary_quality")
+
+
+def noise_mark(key: str, ev: CellEvidence) -> str:
+    """What the cell's p-value and interval say about its status (evaluate.noise)."""
+    if ev.status == "fail" and within_noise(ev.p_value):
+        return f" (within noise: p={ev.p_value:.2f})"
+    if ev.status == "fail" and ev.p_value is not None:
+        return f" (p={ev.p_value:.3f})"
+    base = float(ev.baseline_value) if ev.baseline_value is not None else None
+    if ev.status == "pass" and key in _RATE_CRITERIA and weak_pass(ev.interval, base):
+        assert ev.interval is not None
+        return f" (weak: the 95% interval reaches {ev.interval[0]:.0%})"
+    return ""
+
+
 def _criteria_section(
     verdict: Verdict, views: Mapping[str, CriterionView] = CRITERION_VIEWS
 ) -> list[str]:
@@ -190,7 +210,7 @@ def _criteria_section(
                         text.limit,
                         n,
                         errors,
-                        _STATUS[ev.status],
+                        _STATUS[ev.status] + noise_mark(key, ev),
                         ev.reason,
                     ]
                 )
@@ -557,6 +577,7 @@ def render_markdown(
     if faults:
         lines.extend([f"> {faults_note(faults)}", ""])
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
+    lines.extend([f"**Stability:** {describe_stability(verdict.decision, verdict.stability)}.", ""])
     if verdict.decided and verdict.incomplete is None:
         if faults:
             pass  # said above: never applied

@@ -61,7 +61,7 @@ def median_float(values: Sequence[float]) -> float | None:
     return None if m is None else float(m)
 
 
-def _bootstrap_medians(
+def bootstrap_medians(
     sorted_values: FloatArray, resamples: int, rng: np.random.Generator
 ) -> FloatArray:
     """`resamples` medians of resamples (with replacement) of `sorted_values`."""
@@ -101,8 +101,8 @@ def bootstrap_median_ratio_ci(
     config_sorted = np.sort(np.asarray(config_values, dtype=np.float64))
     baseline_sorted = np.sort(np.asarray(baseline_values, dtype=np.float64))
     rng = np.random.default_rng(seed)
-    config_medians = _bootstrap_medians(config_sorted, resamples, rng)
-    baseline_medians = _bootstrap_medians(baseline_sorted, resamples, rng)
+    config_medians = bootstrap_medians(config_sorted, resamples, rng)
+    baseline_medians = bootstrap_medians(baseline_sorted, resamples, rng)
     if bool(np.any(baseline_medians <= 0.0)):
         return None
     ratios = config_medians / baseline_medians
@@ -145,7 +145,7 @@ def bootstrap_paired_median_ratio_ci(
     if bool(np.any(base <= 0.0)):
         return None
     ratios = np.sort(np.asarray(config_values, dtype=np.float64) / base)
-    medians = _bootstrap_medians(ratios, resamples, np.random.default_rng(seed))
+    medians = bootstrap_medians(ratios, resamples, np.random.default_rng(seed))
     alpha = 1.0 - confidence
     low, high = np.quantile(medians, [alpha / 2.0, 1.0 - alpha / 2.0])
     return float(low), float(high)

@@ -78,6 +78,13 @@ def decision_line(verdict: Verdict, matrix: Matrix) -> str:
     return f"decision: {verdict.decision}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
+def stability_line(verdict: Verdict) -> str:
+    """`stability: 131072, the same in 97% of 1000 resamples` (evaluate.stability)."""
+    from spillover_harness.evaluate.stability import describe
+
+    return f"stability: {describe(verdict.decision, verdict.stability)}"
+
+
 def write_report(
     verdict: Verdict,
     records: Sequence[RunRecord],
@@ -132,6 +139,7 @@ def print_outcome(
     for line in lines:
         print(line)
     print(decision_line(verdict, matrix))
+    print(stability_line(verdict))
     if report_md is not None:
         print(f"report: {report_md}")
     return outcome_code(verdict, matrix)

@@ -46,6 +46,8 @@ from spillover_harness.evaluate.schema import (
     ConfigVerdict,
     Verdict,
 )
+from spillover_harness.evaluate.stability import RESAMPLES as STABILITY_RESAMPLES
+from spillover_harness.evaluate.stability import stability
 from spillover_harness.matrix import Matrix
 from spillover_harness.records import STAGES, RunRecord
 
@@ -73,6 +75,7 @@ def evaluate(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    stability_resamples: int = STABILITY_RESAMPLES,
 ) -> Verdict:
     """Judge the records of one stage against the matrix (docs/reference.md §3). Pure.
 
@@ -81,7 +84,8 @@ def evaluate(
     counted. When runs the stage plans are missing the decision is
     `inconclusive` unless `allow_incomplete` (then the criteria judge what is
     there and `verdict.incomplete.judged` says so). `confidence`, `resamples`
-    and `seed` only drive the advisory bootstrap.
+    and `seed` drive the advisory bootstrap; `stability_resamples` and `seed` the
+    decision's stability (`evaluate.stability`). Neither changes the decision.
     """
     stage = _stage_of(records, stage)
     base = matrix.acceptance.baseline
@@ -130,6 +134,9 @@ def evaluate(
                 decision.runs_needed,
             )
         advice = advisory(ctx, judged, confidence, resamples, seed)
+    steady = stability(
+        ctx, matrix, configs, decision.value, resamples=stability_resamples, seed=seed
+    )
     return Verdict(
         decision=decision.value,
         decision_reason=decision.reason,
@@ -156,4 +163,5 @@ def evaluate(
         advisory=advice,
         tolerance=tolerance,
         config_env={c.name: dict(c.env) for c in matrix.configurations},
+        stability=steady,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.noise import Noise, median_higher_p
 from spillover_harness.evaluate.render import CellText, number
 from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, fmt
@@ -99,6 +100,11 @@ class InputTokens(CellCriterion):
                 f"{base}'s median {fmt(b_med)} = {fmt(limit)} ({unit.size_class} input)"
             )
         return Judgement(PASS if ok else FAIL, reason)
+
+    def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
+        """The permutation p-value of median(config) - median(baseline) (no interval:
+        not a rate; the advisory bootstrap gives the median ratio's interval)."""
+        return Noise(median_higher_p(c.tokens, b.tokens))
 
     def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
         op = "<" if ev.size_class == "large" else "<="

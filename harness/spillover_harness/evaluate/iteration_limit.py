@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.noise import Noise, count_higher_p, exact_interval
 from spillover_harness.evaluate.render import CellText
 from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rerun
@@ -82,6 +83,11 @@ class IterationLimit(CellCriterion):
         return Judgement(
             PASS if ok else FAIL,
             f"{c.hits} limit hit(s) {'<=' if ok else '>'} {base}'s {b.hits}{note}",
+        )
+
+    def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
+        return Noise(
+            count_higher_p(c.hits, c.valid, b.hits, b.valid), exact_interval(c.hits, c.valid)
         )
 
     def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:

@@ -102,6 +102,9 @@ class CellEvidence(_Schema):
     counts: dict[str, int]
     baseline_counts: dict[str, int] | None = None
     reason: str
+    # How far the difference could be noise (evaluate.noise): never changes `status`.
+    p_value: float | None = None
+    interval: tuple[float, float] | None = None  # rates: the configuration's exact 95%
 
     @property
     def label(self) -> str:
@@ -229,6 +232,36 @@ class Advisory(_Schema):
     hints: tuple[str, ...]
 
 
+class FlippingCell(_Schema):
+    """A unit whose status, drawn again, most often goes with another decision: where
+    more repetitions would settle the decision. `share`: of the resamples deciding
+    otherwise, the fraction in which this unit's status differs from the observed one."""
+
+    config: str
+    criterion: str
+    recipe: str
+    input: str | None  # None: every input of the recipe together (summary_quality)
+    share: float
+
+    @property
+    def label(self) -> str:
+        where = f"{self.recipe}/{self.input}" if self.input else f"{self.recipe} (all inputs)"
+        return f"{self.config} {self.criterion} {where}"
+
+
+class Stability(_Schema):
+    """How often the literal decision comes out the same when each cell's runs are drawn
+    again (evaluate.stability). `decision`: the fraction of resamples giving the observed
+    decision; `distribution`: every decision reached, with its fraction."""
+
+    decision: float
+    distribution: dict[str, float]
+    resamples: int
+    seed: int
+    method: str
+    flipping_cells: tuple[FlippingCell, ...]
+
+
 class IncompleteCell(_Schema):
     """Runs of one (configuration, recipe, input) the stage plans but the records lack."""
 
@@ -284,6 +317,9 @@ class Verdict(_Schema):
     # sets, verbatim from the matrix ({}: none, the platform's defaults), so a reader
     # sees what `off` or `32KiB` really ran with. Absent from an older verdict.json.
     config_env: dict[str, dict[str, str]] = {}
+    # How often the decision comes out the same with each cell's runs drawn again
+    # (evaluate.stability). Absent from an older verdict.json.
+    stability: Stability | None = None
 
     @property
     def ignored_total(self) -> int:

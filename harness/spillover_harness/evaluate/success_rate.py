@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.noise import Noise, rate_noise
 from spillover_harness.evaluate.render import CellText, ratio
 from spillover_harness.evaluate.schema import FAIL, PASS, CellEvidence
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
@@ -45,6 +46,9 @@ class SuccessRate(CellCriterion):
             f"{rate(c.succeeded, c.valid)} {'>=' if ok else '<'} "
             f"{ctx.baseline}'s {rate(b.succeeded, b.valid)}",
         )
+
+    def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
+        return rate_noise(c.succeeded, c.valid, b.succeeded, b.valid)
 
     def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
         counts, bcounts = ev.counts, ev.baseline_counts or {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.noise import Noise, rate_noise
 from spillover_harness.evaluate.render import CellText, ratio
 from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
@@ -85,6 +86,9 @@ class SummaryQuality(CellCriterion):
             f"quality ok {rate(c.quality_true, c.quality_known)} {'>=' if ok else '<'} "
             f"{base}'s {rate(b.quality_true, b.quality_known)}",
         )
+
+    def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
+        return rate_noise(c.quality_true, c.quality_known, b.quality_true, b.quality_known)
 
     def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
         counts, bcounts = ev.counts, ev.baseline_counts or {}

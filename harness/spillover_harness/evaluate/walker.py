@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import ClassVar, Protocol
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.noise import Noise
 from spillover_harness.evaluate.render import CellText, CriterionView, default_cell_text
 from spillover_harness.evaluate.schema import (
     FAIL,
@@ -119,6 +120,7 @@ def evidence(
     figures: Figures,
     c: CellData,
     b: CellData | None,
+    noise: Noise | None = None,
 ) -> CellEvidence:
     """The one evidence builder. `c` is the configuration's data, `b` the baseline's
     (None for a criterion that looks at the configuration only)."""
@@ -139,6 +141,8 @@ def evidence(
         counts=f.counts,
         baseline_counts=f.baseline_counts,
         reason=judged.reason,
+        p_value=None if noise is None else noise.p_value,
+        interval=None if noise is None else noise.interval,
     )
 
 
@@ -221,6 +225,11 @@ class CellCriterion(ABC):
     ) -> Judgement:
         """The unit's status; only called when every side has a valid run."""
 
+    def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise | None:
+        """How far the unit's difference could be noise (`evaluate.noise`); only called
+        for a unit judged pass or fail. None: the criterion has no such figure."""
+        return None
+
     # -- how the report shows it (evaluate.render.CriterionView) ------------------------
 
     def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
@@ -245,11 +254,14 @@ class CellCriterion(ABC):
             c = self._data(ctx, config, unit)
             b = self._data(ctx, ctx.baseline, unit)
             figures = self.figures(ctx, unit, c, b)
+            noise: Noise | None = None
             if missing:
                 judged = Judgement(INCONCLUSIVE, "; ".join(missing))
             else:
                 judged = self.compare(ctx, config, unit, c, b, figures)
                 walk.needs.extend(judged.needs)
+                if judged.status != INCONCLUSIVE:
+                    noise = self.noise(ctx, unit, c, b)
             walk.cells.append(
                 evidence(
                     unit=unit,
@@ -257,6 +269,7 @@ class CellCriterion(ABC):
                     figures=figures,
                     c=c,
                     b=b if self.with_baseline else None,
+                    noise=noise,
                 )
             )
         return self._result(ctx, walk)

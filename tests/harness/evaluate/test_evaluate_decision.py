@@ -203,6 +203,7 @@ def test_to_json_shape() -> None:
         "cells",
         "advisory",
         "config_env",
+        "stability",
     ]
     assert data["config_env"] == {
         "off": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"},
@@ -235,6 +236,8 @@ def test_to_json_shape() -> None:
         "counts",
         "baseline_counts",
         "reason",
+        "p_value",
+        "interval",
     ]
     for key in ("decision_reason", "runs_needed", "harness_errors", "stage", "advisory"):
         assert key in data
@@ -292,8 +295,11 @@ def test_evaluate_is_pure() -> None:
 
 
 def _without_advisory(v: Verdict) -> dict[str, Any]:
+    """The verdict less what the seed and resample counts drive (the advisory figures
+    and the stability of the decision, which report on it and never change it)."""
     data = v.to_json()
     data.pop("advisory")
+    data.pop("stability")
     return data
 
 
