@@ -1,0 +1,269 @@
+"""`spillover-harness plan`: before a cluster is spent, how often the acceptance rule
+would fail a configuration as good as the baseline at a stage's repetitions, and how
+many repetitions keep that under a target (planning/false_fail.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from spillover_operator import exit_codes
+
+from spillover_harness.cli.common import (
+    FORMATTER,
+    BadInput,
+    add_matrix_arg,
+    epilog,
+    load_matrix_arg,
+    load_records,
+)
+from spillover_harness.matrix import Matrix
+from spillover_harness.records import STAGES
+
+CODES = (exit_codes.OK, exit_codes.INTERNAL, exit_codes.BAD_INPUT, exit_codes.INTERRUPTED)
+
+DEFAULTS = {
+    "success_rate": 0.9,
+    "limit_rate": 0.0,
+    "quality_rate": 0.95,
+    "token_spread": 0.10,
+    "large_drop": 0.20,
+}
+
+
+# flag, metavar, range, help: the assumptions `plan` takes (each in DEFAULTS).
+_ASSUMPTIONS = (
+    ("--success-rate", "P", 0.0, 1.0, "assumed success rate in every cell"),
+    ("--limit-rate", "P", 0.0, 1.0, "assumed iteration-limit hit rate"),
+    ("--quality-rate", "P", 0.0, 1.0, "assumed quality_ok rate"),
+    ("--token-spread", "CV", 0.0, 5.0, "assumed spread of input tokens (coefficient of variation)"),
+    (
+        "--large-drop",
+        "D",
+        0.0,
+        0.99,
+        "how much lower a good configuration's median is on large inputs (with --from: "
+        "measured unless given)",
+    ),
+)
+
+
+def _unit(flag: str, low: float, high: float, *, open_low: bool = False) -> Any:
+    """An argparse type: a finite number in [low, high] ((low, high] when open_low)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if len(text) <= 40 else math.nan
+        except ValueError:
+            value = math.nan
+        inside = (low < value if open_low else low <= value) and value <= high
+        if not (math.isfinite(value) and inside):
+            bracket = "(" if open_low else "["
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a number in {bracket}{low:g}, {high:g}], got {text[:40]!r}"
+            )
+        return value
+
+    return parse
+
+
+def _repetitions(text: str) -> int:
+    from spillover_harness.planning.false_fail import MAX_REPETITIONS
+
+    if not text.strip().isdigit() or len(text) > 6 or not 1 <= int(text) <= MAX_REPETITIONS:
+        raise argparse.ArgumentTypeError(
+            f"--repetitions takes a whole number from 1 to {MAX_REPETITIONS}, got {text[:40]!r}"
+        )
+    return int(text)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        formatter_class=FORMATTER,
+        help="before a cluster is spent: how often the rule fails a configuration as good "
+        "as off, and the repetitions that keep it rare",
+        description=(
+            "For the matrix and a stage, print the probability that the acceptance rule\n"
+            "fails a configuration as good as the baseline (the same success, limit-hit\n"
+            "and quality rates, the same token spread; on large inputs a median lower by\n"
+            "--large-drop), per criterion and for the decision chain, and the repetitions\n"
+            "per cell from which on it stays under --target. The rates are assumed\n"
+            "(--success-rate ...) or measured in an earlier stage's results (--from DIR,\n"
+            "the baseline's runs, of the same matrix). Runs nothing; no cluster."
+        ),
+        epilog=epilog(*CODES, extra='See docs/reference.md, "How sure the verdict is".'),
+    )
+    add_matrix_arg(p)
+    p.add_argument("--stage", choices=STAGES, default="dev", help="whose repetitions (default dev)")
+    p.add_argument(
+        "--repetitions",
+        type=_repetitions,
+        default=None,
+        metavar="N",
+        help="per configuration and cell (default: the matrix's for --stage)",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="take the rates from an earlier stage's results (runs.jsonl and stage.json "
+        "of the same matrix) instead of assuming them",
+    )
+    for flag, kind, low, high, what in _ASSUMPTIONS:
+        key = flag.removeprefix("--").replace("-", "_")
+        p.add_argument(
+            flag,
+            type=_unit(flag, low, high, open_low=low > 0 or kind == "CV"),
+            default=None,
+            metavar=kind,
+            help=f"{what} (default {DEFAULTS[key]})",
+        )
+    p.add_argument(
+        "--target",
+        type=_unit("--target", 0, 0.99, open_low=True),
+        default=0.1,
+        metavar="P",
+        help="the false-fail probability to stay under (default 0.1)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from spillover_harness.planning.false_fail import Assumptions, plan
+
+    matrix = load_matrix_arg(args.matrix)
+    repetitions = args.repetitions or matrix.repetitions.for_stage(args.stage)
+    if args.from_dir is not None:
+        given = [
+            f"--{k.replace('_', '-')}"
+            for k in ("success_rate", "limit_rate", "quality_rate", "token_spread")
+            if getattr(args, k) is not None
+        ]
+        if given:
+            raise BadInput(f"{', '.join(given)} and --from both give the rates: use one of them")
+        assumptions = measured(matrix, args.from_dir, args.large_drop)
+    else:
+        value = {k: getattr(args, k) for k in DEFAULTS}
+        value = {k: DEFAULTS[k] if v is None else v for k, v in value.items()}
+        assumptions = Assumptions.uniform(
+            matrix,
+            success=value["success_rate"],
+            limit=value["limit_rate"],
+            quality=value["quality_rate"],
+            token_spread=value["token_spread"],
+            large_drop=value["large_drop"],
+            source="assumed (--success-rate, --limit-rate, --quality-rate, --token-spread)",
+        )
+    result = plan(matrix, args.stage, repetitions, args.target, assumptions)
+    if args.format == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(render(result))
+    return exit_codes.OK
+
+
+def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
+    """The baseline's rates per cell in an earlier stage of the same matrix."""
+    from statistics import mean, median, pstdev
+
+    from spillover_harness.planning.false_fail import Assumptions
+    from spillover_harness.results_dir import ResultsDirError, matrix_hash, read_stage_file
+
+    if not directory.is_dir():
+        raise BadInput(f"--from {directory}: not a results directory (run --out DIR writes one)")
+    try:
+        stage_file = read_stage_file(directory)
+    except ResultsDirError as exc:
+        raise BadInput(f"--from {directory}: {exc}") from None
+    if stage_file is None:
+        raise BadInput(f"--from {directory}: no stage.json: not the results of `run`")
+    if stage_file.get("matrix_hash") != matrix_hash(matrix):
+        raise BadInput(
+            f"--from {directory}: its stage ran matrix {stage_file.get('matrix_name')!r}, "
+            f"another matrix than the one planned ({matrix.name!r}, or the same name with "
+            "other contents): rates of other cells or configurations do not carry over. "
+            "Plan with that stage's matrix (--matrix), or give rates (--success-rate ...)"
+        )
+    records = load_records(directory / "runs.jsonl", matrix)
+    base = matrix.acceptance.baseline
+    first = matrix.decision.chain[0].config
+    success: dict[tuple[str, str], float] = {}
+    limit: dict[tuple[str, str], float] = {}
+    quality: dict[tuple[str, str], float] = {}
+    spread: dict[tuple[str, str], float] = {}
+    drops: list[float] = []
+    for recipe, inp in ((r.name, i.name) for r, i in matrix.cells()):
+        runs = [
+            r for r in records
+            if (r.config, r.recipe, r.input) == (base, recipe, inp) and r.outcome != "harness_error"
+        ]  # fmt: skip
+        if not runs:
+            raise BadInput(
+                f"--from {directory}: no valid run of {base} in {recipe}/{inp}, so its rates "
+                "cannot be measured; finish that stage (run --resume) or give rates"
+            )
+        success[(recipe, inp)] = mean(r.outcome == "succeeded" for r in runs)
+        hits = [r.hit_iteration_limit for r in runs if r.hit_iteration_limit is not None]
+        limit[(recipe, inp)] = mean(hits) if hits else 0.0
+        known = [r.quality_ok for r in runs if r.quality_ok is not None]
+        quality[(recipe, inp)] = mean(known) if known else 1.0
+        tokens = [r.input_tokens for r in runs if r.input_tokens is not None]
+        spread[(recipe, inp)] = (
+            max(pstdev(tokens) / mean(tokens), 0.01) if len(tokens) > 1 and mean(tokens) else 0.1
+        )
+        if matrix.size_class(recipe, inp) == "large" and tokens:
+            ours = [
+                r.input_tokens for r in records
+                if (r.config, r.recipe, r.input) == (first, recipe, inp)
+                and r.input_tokens is not None
+            ]  # fmt: skip
+            if ours:
+                drops.append(max(0.0, min(0.99, 1 - median(ours) / median(tokens))))
+    drop = (
+        large_drop if large_drop is not None else (mean(drops) if drops else DEFAULTS["large_drop"])
+    )
+    return Assumptions(
+        success=success,
+        limit=limit,
+        quality=quality,
+        token_spread=spread,
+        large_drop=drop,
+        source=f"measured in {directory} ({base}'s runs; large drop: {first}'s)",
+    )
+
+
+def render(result: Any) -> str:
+    from spillover_harness.planning.false_fail import KEYS
+
+    def reps(n: int | None) -> str:
+        return f"{n}" if n is not None else "none up to 1000"
+
+    lines = [
+        f"plan: stage {result.stage}, {result.repetitions} repetition(s) per configuration and "
+        f"cell; target false fail <= {result.target:g}",
+        f"rates: {result.assumptions.source}",
+        "model: a configuration as good as the baseline (same rates and token spread; "
+        f"large inputs {result.assumptions.large_drop:.0%} lower)",
+        "",
+        f"{'criterion':<16} {'false fail':>10}  {'repetitions for target':<24} method",
+    ]
+    for key in KEYS:
+        c = result.criteria[key]
+        lines.append(
+            f"{key:<16} {c.false_fail:>10.3f}  {reps(c.repetitions_for_target):<24} {c.method}"
+        )
+        if c.note:
+            lines.append(f"{'':<16} {'':>10}  note: {c.note}")
+    lines.append(
+        f"{'chain':<16} {result.chain_false_fail:>10.3f}  "
+        f"{reps(result.chain_repetitions_for_target):<24} "
+        f"P({result.chain_config} fails anything: the decision is not its default)"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,288 @@
+"""How often the acceptance rule fails a configuration that is as good as the baseline,
+before any cluster time is spent (`spillover-harness plan`). Pure.
+
+The model (stated in every plan, and in docs/reference.md "How sure the verdict is"):
+a configuration *as good as the baseline* has, in every cell, the baseline's success
+rate, iteration-limit rate and quality rate, and the same input-token distribution
+(log-normal, with the given spread) on small and medium inputs; on large inputs its
+median is `large_drop` lower (criterion 3 asks for fewer tokens there, so a
+configuration that changed nothing must fail it). It never leaks.
+
+- rates (criteria 1, 2, 4): exact binomial sums, P(X_config >= X_base) (or <= for limit
+  hits) with both sides Binomial(n, p) and independent;
+- medians (criterion 3): Monte Carlo (seeded) of the two sample medians;
+- criteria and cells are taken as independent; the chain's false fail is the
+  probability that its first configuration fails any criterion (the decision then is
+  not the first step's default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from spillover_harness.matrix import Matrix
+
+MAX_REPETITIONS = 1000  # what `plan` searches and accepts, per cell
+TOKEN_DRAWS = 20_000
+SEARCH_DRAWS = 4_000  # Monte Carlo draws per step of the repetitions search
+CHAIN_SCAN = 200  # repetitions tried above the slowest criterion's for the whole chain
+EXACT = "exact binomial"
+MONTE_CARLO = f"Monte Carlo of the two medians ({TOKEN_DRAWS} draws, seeded)"
+
+Cell = tuple[str, str]  # recipe, input
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """Per cell (recipe, input): the rates of a configuration as good as the baseline."""
+
+    success: Mapping[Cell, float]
+    limit: Mapping[Cell, float]
+    quality: Mapping[Cell, float]
+    token_spread: Mapping[Cell, float]  # coefficient of variation of input tokens
+    large_drop: float
+    source: str  # "assumed (--success-rate ...)" or "measured in DIR"
+
+    @classmethod
+    def uniform(
+        cls,
+        matrix: Matrix,
+        *,
+        success: float,
+        limit: float,
+        quality: float,
+        token_spread: float,
+        large_drop: float,
+        source: str,
+    ) -> Assumptions:
+        cells = [(r.name, i.name) for r, i in matrix.cells()]
+        return cls(
+            success=dict.fromkeys(cells, success),
+            limit=dict.fromkeys(cells, limit),
+            quality=dict.fromkeys(cells, quality),
+            token_spread=dict.fromkeys(cells, token_spread),
+            large_drop=large_drop,
+            source=source,
+        )
+
+
+@dataclass(frozen=True)
+class CriterionPlan:
+    key: str
+    false_fail: float
+    method: str
+    repetitions_for_target: int | None  # None: no number up to MAX_REPETITIONS reaches it
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    stage: str
+    repetitions: int
+    target: float
+    assumptions: Assumptions
+    criteria: dict[str, CriterionPlan]
+    chain_false_fail: float
+    chain_repetitions_for_target: int | None
+    chain_config: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        a = self.assumptions
+        return {
+            "stage": self.stage,
+            "repetitions": self.repetitions,
+            "target": self.target,
+            "model": "a configuration as good as the baseline (docs/reference.md)",
+            "assumptions": {
+                "source": a.source,
+                "large_drop": a.large_drop,
+                "cells": [
+                    {
+                        "recipe": recipe,
+                        "input": inp,
+                        "success_rate": a.success[(recipe, inp)],
+                        "limit_rate": a.limit[(recipe, inp)],
+                        "quality_rate": a.quality[(recipe, inp)],
+                        "token_spread": a.token_spread[(recipe, inp)],
+                    }
+                    for recipe, inp in a.success
+                ],
+            },
+            "criteria": {
+                key: {
+                    "false_fail": c.false_fail,
+                    "method": c.method,
+                    "repetitions_for_target": c.repetitions_for_target,
+                    "note": c.note,
+                }
+                for key, c in self.criteria.items()
+            },
+            "chain": {
+                "config": self.chain_config,
+                "false_fail": self.chain_false_fail,
+                "repetitions_for_target": self.chain_repetitions_for_target,
+            },
+            "notes": list(self.notes),
+        }
+
+
+def p_not_lower(n: int, p: float) -> float:
+    """P(X >= Y), X and Y independent Binomial(n, p): a rate cell passes literally."""
+    k = np.arange(n + 1)
+    pmf = stats.binom.pmf(k, n, p)
+    at_least = stats.binom.sf(k - 1, n, p)  # P(X >= k)
+    return float(np.clip((pmf * at_least).sum(), 0.0, 1.0))
+
+
+def p_not_higher(n: int, p: float) -> float:
+    """P(X <= Y), X and Y independent Binomial(n, p): a limit-hit cell passes."""
+    return p_not_lower(n, p)  # the same by symmetry: P(X <= Y) = P(Y >= X)
+
+
+def _rates_false_fail(n: int, rates: Sequence[float]) -> float:
+    passes = 1.0
+    for p in rates:
+        passes *= p_not_lower(n, p)
+    return 1.0 - passes
+
+
+def _token_cell_pass(
+    n: int, spread: float, large: bool, drop: float, tolerance: float, draws: int, seed: int
+) -> float:
+    """P(the cell passes criterion 3) for log-normal tokens of coefficient of variation
+    `spread`, by Monte Carlo of the two medians."""
+    rng = np.random.default_rng(seed)
+    sigma = float(np.sqrt(np.log1p(spread * spread)))
+    base = np.median(rng.lognormal(0.0, sigma, size=(draws, n)), axis=1)
+    shift = np.log1p(-drop) if large else 0.0
+    config = np.median(rng.lognormal(shift, sigma, size=(draws, n)), axis=1)
+    ok = config < base if large else config <= (1.0 + tolerance) * base
+    return float(ok.mean())
+
+
+def _tokens_false_fail(matrix: Matrix, a: Assumptions, n: int, draws: int, seed: int = 0) -> float:
+    passes = 1.0
+    tolerance = matrix.acceptance.token_tolerance
+    for index, (recipe, inp) in enumerate((r.name, i.name) for r, i in matrix.cells()):
+        large = matrix.size_class(recipe, inp) == "large"
+        passes *= _token_cell_pass(
+            n, a.token_spread[(recipe, inp)], large, a.large_drop, tolerance, draws, seed + index
+        )
+    return 1.0 - passes
+
+
+def _quality_false_fail(matrix: Matrix, a: Assumptions, n: int) -> float:
+    """Criterion 4 judges a quality recipe's inputs together: n runs per input."""
+    passes = 1.0
+    for recipe in matrix.acceptance.quality_recipes:
+        inputs = [i.name for r, i in matrix.cells() if r.name == recipe]
+        rate = float(np.mean([a.quality[(recipe, i)] for i in inputs]))
+        passes *= p_not_lower(n * len(inputs), rate)
+    return 1.0 - passes
+
+
+def criterion_false_fail(
+    key: str, matrix: Matrix, a: Assumptions, n: int, *, draws: int = TOKEN_DRAWS
+) -> float:
+    cells = [(r.name, i.name) for r, i in matrix.cells()]
+    if key == "success_rate":
+        return _rates_false_fail(n, [a.success[c] for c in cells])
+    if key == "iteration_limit":
+        return _rates_false_fail(n, [a.limit[c] for c in cells])
+    if key == "input_tokens":
+        return _tokens_false_fail(matrix, a, n, draws)
+    if key == "summary_quality":
+        return _quality_false_fail(matrix, a, n)
+    if key == "no_leak":
+        return 0.0
+    raise ValueError(f"unknown criterion {key!r}")
+
+
+KEYS = ("success_rate", "iteration_limit", "input_tokens", "summary_quality", "no_leak")
+
+
+def _chain(values: Mapping[str, float]) -> float:
+    passes = 1.0
+    for value in values.values():
+        passes *= 1.0 - value
+    return 1.0 - passes
+
+
+def _smallest(reaches: Callable[[int], bool], exact: bool) -> int | None:
+    """The smallest n from which on (up to MAX_REPETITIONS) reaches(n) holds: a scan of
+    every n for the exact figures (under the literal rule they rise with n), a bisection
+    for the Monte Carlo one (it falls with n)."""
+    if exact:
+        found: int | None = None
+        for n in range(MAX_REPETITIONS, 0, -1):
+            if not reaches(n):
+                break
+            found = n
+        return found
+    if not reaches(MAX_REPETITIONS):
+        return None
+    low, high = 1, MAX_REPETITIONS
+    while low < high:
+        mid = (low + high) // 2
+        if reaches(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _reaches(key: str, matrix: Matrix, a: Assumptions, target: float) -> Callable[[int], bool]:
+    def reaches(n: int) -> bool:
+        return criterion_false_fail(key, matrix, a, n, draws=SEARCH_DRAWS) <= target
+
+    return reaches
+
+
+def plan(matrix: Matrix, stage: str, repetitions: int, target: float, a: Assumptions) -> Plan:
+    """Every criterion's and the chain's false fail at `repetitions` per cell, and the
+    repetitions that bring each under `target`."""
+    criteria: dict[str, CriterionPlan] = {}
+    for key in KEYS:
+        exact = key != "input_tokens"
+        value = criterion_false_fail(key, matrix, a, repetitions)
+        needed = _smallest(_reaches(key, matrix, a, target), exact)
+        note = ""
+        if key in ("success_rate", "summary_quality") and needed is None:
+            note = (
+                "no number of repetitions keeps it under the target under the literal rule: "
+                "a tie is its only pass, and ties get rarer as runs are added"
+            )
+        elif key == "input_tokens":
+            note = (
+                f"large inputs: the configuration's median taken {a.large_drop:.0%} lower "
+                "(the criterion asks for fewer tokens there)"
+            )
+        criteria[key] = CriterionPlan(key, value, MONTE_CARLO if not exact else EXACT, needed, note)
+    chain_value = _chain({k: c.false_fail for k, c in criteria.items()})
+
+    def chain_reaches(n: int) -> bool:
+        values = {k: criterion_false_fail(k, matrix, a, n, draws=SEARCH_DRAWS) for k in KEYS}
+        return _chain(values) <= target
+
+    # The chain needs every criterion under the target: none if one never gets there.
+    if any(c.repetitions_for_target is None for c in criteria.values()):
+        chain_needed = None
+    else:
+        start = max(c.repetitions_for_target or 1 for c in criteria.values())
+        stop = min(MAX_REPETITIONS, start + CHAIN_SCAN)
+        chain_needed = next((n for n in range(start, stop + 1) if chain_reaches(n)), None)
+    return Plan(
+        stage=stage,
+        repetitions=repetitions,
+        target=target,
+        assumptions=a,
+        criteria=criteria,
+        chain_false_fail=chain_value,
+        chain_repetitions_for_target=chain_needed,
+        chain_config=matrix.decision.chain[0].config,
+    )
