@@ -32,7 +32,7 @@ from spillover_harness.evaluate import (
     CellSummary,
     Verdict,
 )
-from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND
+from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, TOO_FEW, min_runs_for
 from spillover_harness.evaluate.noise import weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.evaluate.stability import describe as describe_stability
@@ -315,7 +315,8 @@ def _advisory_section(verdict: Verdict) -> list[str]:
         f"limit; when the CI spans the limit, `close call` if the ratio is within "
         f"{CLOSE_CALL_BAND:.0%} of the limit, else `leans pass` / `leans fail` (the ratio "
         "is far from the limit, but the runs are too few or too spread for the CI to "
-        "clear it).",
+        f"clear it); `{TOO_FEW}` below {min_runs_for(adv.confidence)} values per side (or "
+        "pairs), where no interval of a median at that confidence exists.",
         "",
     ]
     rows: list[list[object]] = []

@@ -20,6 +20,13 @@ the limit reads `clear pass` / `clear fail`. A CI across the limit reads
 limit; farther out it reads `leans pass` / `leans fail` (the point is far from
 the limit but the runs are too few or too spread for the CI to clear it), so
 a 3.14x ratio is never called close.
+
+Too few runs to tell: no interval of a median reaches the confidence asked for with
+fewer than `min_runs_for(confidence)` values (6 at 95%: even the widest one, from the
+smallest to the largest value, misses the median with probability 2 x 0.5^n). Below
+that a cell reads `too few runs to tell`, never `clear pass`, and its hint asks for that
+many; a cell whose pairs are all identical (the same seeded figures on both sides) is
+exact, not sampled, and keeps its reading.
 """
 
 from __future__ import annotations
@@ -36,6 +43,18 @@ from spillover_harness.stats import FloatArray
 # A CI across the limit is a "close call" only when the point ratio lies within this
 # fraction of the limit (0.90x .. 1.10x of it); farther out it "leans" one way.
 CLOSE_CALL_BAND = 0.10
+
+
+TOO_FEW = "too few runs to tell"
+
+
+def min_runs_for(confidence: float) -> int:
+    """The fewest values for which an interval of a median can have `confidence`:
+    the smallest n with 1 - 2 x 0.5^n >= confidence (order statistics, exact)."""
+    n = 1
+    while 1 - 2 * 0.5**n < confidence:
+        n += 1
+    return n
 
 
 def reading_for(point: float, ci: tuple[float, float], limit: float, *, strict: bool) -> str:
@@ -106,8 +125,17 @@ def _token_ratio(
         point, sample = ratio, max(1, min(n, n_base))
     runs: int | None = None
     label = f"{cfg} {recipe}/{inp}"
+    least = min_runs_for(confidence)
     if ratio is None or point is None or ci is None:
         reading, hint = "no data", ""
+    elif sample < least and not identical:
+        reading, runs = TOO_FEW, least
+        what = "pair(s) of runs with the same seed" if method == "paired" else "run(s) per side"
+        hint = (
+            f"{label} ({TOO_FEW}): {sample} {what}; no {confidence:.0%} interval of a median "
+            f"exists below {least} values, so nothing is read into this ratio; {least} "
+            f"{'pairs' if method == 'paired' else 'runs per side'} would allow one"
+        )
     else:
         low, high = ci
         reading = reading_for(point, ci, limit, strict=strict)

@@ -11,8 +11,9 @@ from spillover_harness.evaluate import TokenRatio, Verdict, evaluate
 from spillover_harness.records import RunRecord
 from spillover_harness.report import render_markdown
 
-# The seed decides most of a run's size: five repetitions far apart.
-SEEDED = (600, 900, 1200, 1500, 2000)
+# The seed decides most of a run's size: six repetitions far apart (six: the fewest that
+# a 95% interval of a median can be had from).
+SEEDED = (600, 900, 1200, 1500, 2000, 2400)
 
 
 def _good_run(config: str) -> Spec:
@@ -33,15 +34,15 @@ def rec(config: str, recipe: str, inp: str, *, stage: str = "sim", **fields: Any
 
 
 def run(cells: dict[CellKey, list[Spec]]) -> Verdict:
-    """Repetitions 6-10 stand for runs that do not pair: the plan's 1-5 are then missing."""
-    return evaluate(make_dataset(rec, cells, n=5), MATRIX, allow_incomplete=True, resamples=2000)
+    """Repetitions 7-12 stand for runs that do not pair: the plan's 1-6 are then missing."""
+    return evaluate(make_dataset(rec, cells, n=6), MATRIX, allow_incomplete=True, resamples=2000)
 
 
 def ratio(v: Verdict, config: str, inp: str) -> TokenRatio:
     return next(t for t in v.advisory.token_ratios if t.config == config and t.input == inp)
 
 
-def tokens(values: tuple[int, ...], *, reps: tuple[int, ...] = (1, 2, 3, 4, 5)) -> list[Spec]:
+def tokens(values: tuple[int, ...], *, reps: tuple[int, ...] = (1, 2, 3, 4, 5, 6)) -> list[Spec]:
     return [{"input_tokens": t, "repetition": r} for t, r in zip(values, reps, strict=True)]
 
 
@@ -54,7 +55,7 @@ def test_identical_pairs_get_no_runs_needed_hint(inp: str, reading: str) -> None
         }
     )
     t = ratio(v, "128KiB", inp)
-    assert (t.method, t.pairs, t.identical) == ("paired", 5, True)
+    assert (t.method, t.pairs, t.identical) == ("paired", 6, True)
     assert t.ratio == 1.0 and t.paired_ratio == 1.0 and t.ci == (1.0, 1.0)
     assert t.reading == reading
     assert t.runs_to_resolve is None and t.hint == ""
@@ -69,7 +70,7 @@ def test_the_same_identical_values_unpaired_were_the_misleading_close_call() -> 
     v = run(
         {
             ("off", "code-review", "small"): tokens(SEEDED),
-            ("128KiB", "code-review", "small"): tokens(SEEDED, reps=(6, 7, 8, 9, 10)),
+            ("128KiB", "code-review", "small"): tokens(SEEDED, reps=(7, 8, 9, 10, 11, 12)),
         }
     )
     t = ratio(v, "128KiB", "small")
@@ -84,7 +85,7 @@ def test_pairing_removes_the_seed_spread_from_a_consistent_saving() -> None:
     cells = {
         ("off", "code-review", "large"): tokens(SEEDED),
         ("128KiB", "code-review", "large"): tokens(saving),
-        ("32KiB", "code-review", "large"): tokens(saving, reps=(6, 7, 8, 9, 10)),
+        ("32KiB", "code-review", "large"): tokens(saving, reps=(7, 8, 9, 10, 11, 12)),
     }
     v = run(cells)
     paired, independent = ratio(v, "128KiB", "large"), ratio(v, "32KiB", "large")
@@ -95,7 +96,10 @@ def test_pairing_removes_the_seed_spread_from_a_consistent_saving() -> None:
 
 def test_a_paired_close_call_says_so_in_its_hint() -> None:
     base = SEEDED
-    mixed = (int(base[0] * 0.9), int(base[1] * 1.2), int(base[2] * 1.05), base[3], base[4] * 2)
+    mixed = (
+        int(base[0] * 0.9), int(base[1] * 1.2), int(base[2] * 1.05), base[3], base[4] * 2,
+        int(base[5] * 0.95),
+    )  # fmt: skip
     v = run(
         {
             ("off", "code-review", "small"): tokens(base),
@@ -112,7 +116,7 @@ def test_few_pairs_fall_back_to_the_independent_bootstrap() -> None:
     v = run(
         {
             ("off", "code-review", "medium"): tokens(SEEDED),
-            ("128KiB", "code-review", "medium"): tokens(SEEDED, reps=(1, 7, 8, 9, 10)),
+            ("128KiB", "code-review", "medium"): tokens(SEEDED, reps=(1, 8, 9, 10, 11, 12)),
         }
     )
     t = ratio(v, "128KiB", "medium")
@@ -126,15 +130,15 @@ def test_the_report_names_the_method() -> None:
             ("off", "code-review", "small"): tokens(SEEDED),
             ("128KiB", "code-review", "small"): tokens(SEEDED),
         },
-        n=5,
+        n=6,
     )
-    v = evaluate(records, MATRIX, resamples=200)
+    v = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     text = render_markdown(v, records, MATRIX)
     section = text[text.index("## Advisory statistics") :]
     row = next(
         line for line in section.splitlines() if line.startswith("| 128KiB | code-review/small")
     )
-    assert "paired (5 pairs)" in row and "every pair equal" in row
+    assert "paired (6 pairs)" in row and "every pair equal" in row
     assert "would likely settle it" not in row
 
 
@@ -147,14 +151,14 @@ def test_cluster_stage_runs_never_pair_by_repetition() -> None:
         ("off", "code-review", "small"): tokens(SEEDED),
         ("128KiB", "code-review", "small"): tokens(SEEDED),
     }
-    records = make_dataset(rec, cells, n=5, stage="minikube")
+    records = make_dataset(rec, cells, n=6, stage="minikube")
     v = evaluate(records, MATRIX, allow_incomplete=True, resamples=500)
     t = ratio(v, "128KiB", "small")
     assert (t.method, t.pairs, t.identical, t.paired_ratio) == ("independent", 0, False, None)
     text = render_markdown(v, records, MATRIX)
     assert "A cluster stage's runs are not seeded" in text
     # the same records on stage sim do pair
-    sim = evaluate(make_dataset(rec, cells, n=5), MATRIX, allow_incomplete=True, resamples=500)
+    sim = evaluate(make_dataset(rec, cells, n=6), MATRIX, allow_incomplete=True, resamples=500)
     assert ratio(sim, "128KiB", "small").method == "paired"
 
 
@@ -180,15 +184,48 @@ def test_the_reading_follows_the_stated_thresholds(
 
 
 def test_a_far_ratio_with_a_wide_ci_leans_and_the_report_states_the_thresholds() -> None:
-    """Issue 21: a 3.14x ratio was called a close call. Two wildly spread runs per side."""
+    """Issue 21: a 3.14x ratio was called a close call. Six wildly spread runs per side."""
     cells = {
-        ("off", "code-review", "medium"): tokens((1000, 1000), reps=(6, 7)),
-        ("128KiB", "code-review", "medium"): tokens((500, 5780), reps=(8, 9)),
+        ("off", "code-review", "medium"): tokens((1000,) * 6, reps=(7, 8, 9, 10, 11, 12)),
+        ("128KiB", "code-review", "medium"): tokens((500, 5780) * 3, reps=(13, 14, 15, 16, 17, 18)),
     }
-    records = make_dataset(rec, cells, n=5)
+    records = make_dataset(rec, cells, n=6)
     v = evaluate(records, MATRIX, allow_incomplete=True, resamples=2000)
     t = ratio(v, "128KiB", "medium")
     assert t.ratio is not None and t.ratio > 2.5
     assert t.reading == "leans fail", (t.ratio, t.ci)
     text = render_markdown(v, records, MATRIX)
     assert "`close call` if the ratio is within 10% of the limit" in text
+
+
+# -- too few runs to tell (issue 26) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_a_handful_of_runs_is_too_few_to_tell_never_a_clear_pass(n: int) -> None:
+    """Two runs against two once read `clear pass`: no 95% interval of a median exists
+    below six values, whatever a bootstrap prints."""
+    saving = tuple(int(x * 0.5) for x in SEEDED[:n])
+    cells = {
+        ("off", "code-review", "small"): tokens(SEEDED[:n], reps=tuple(range(1, n + 1))),
+        ("128KiB", "code-review", "small"): tokens(saving, reps=tuple(range(1, n + 1))),
+    }
+    v = evaluate(make_dataset(rec, cells, n=n), MATRIX, allow_incomplete=True, resamples=500)
+    t = ratio(v, "128KiB", "small")
+    assert t.reading == "too few runs to tell"
+    assert t.runs_to_resolve == 6
+    assert any("no 95% interval of a median exists below 6 values" in h for h in v.advisory.hints)
+    # Six pairs of the same saving: now it can be told.
+    six = {
+        ("off", "code-review", "small"): tokens(SEEDED),
+        ("128KiB", "code-review", "small"): tokens(tuple(int(x * 0.5) for x in SEEDED)),
+    }
+    assert ratio(run(six), "128KiB", "small").reading == "clear pass"
+
+
+def test_the_fewest_runs_follow_the_confidence() -> None:
+    from spillover_harness.evaluate.advisory import min_runs_for
+
+    assert min_runs_for(0.95) == 6  # 1 - 2 x 0.5^6 = 0.969
+    assert min_runs_for(0.5) == 2
+    assert min_runs_for(0.99) == 8

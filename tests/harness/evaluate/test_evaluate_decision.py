@@ -334,8 +334,8 @@ def test_the_advisory_settings_never_change_the_verdict() -> None:
 def test_a_close_call_gets_a_hint() -> None:
     records = dataset(
         {
-            ("128KiB", "code-review", "small"): [{"input_tokens": t} for t in (900, 1200)],
-            ("off", "code-review", "small"): [{"input_tokens": t} for t in (950, 1050)],
+            ("128KiB", "code-review", "small"): [{"input_tokens": t} for t in (900, 1200) * 3],
+            ("off", "code-review", "small"): [{"input_tokens": t} for t in (950, 1050) * 3],
         }
     )
     v = evaluate(records, MATRIX, allow_incomplete=True, resamples=500)
