@@ -150,10 +150,43 @@ class Repetitions(_Strict):
         return value
 
 
+# The criteria an acceptance rule other than the literal one may be chosen for.
+RULE_CRITERIA: Final = ("success_rate", "summary_quality", "input_tokens")
+
+
+class Rule(_Strict):
+    """How one criterion judges a cell (docs/reference.md §5.4): `literal` (the
+    reference's rule, the default) or `non_inferiority` (passes only when the data show,
+    at `confidence`, that the configuration is no worse than the baseline by more than
+    `margin`)."""
+
+    rule: Literal["literal", "non_inferiority"] = "literal"
+    margin: float = Field(default=0.10, gt=0, lt=1)
+    confidence: float = Field(default=0.95, ge=0.5, le=0.999)
+
+
 class Acceptance(_Strict):
     baseline: str = Field(min_length=1)
     token_tolerance: float = Field(ge=0, le=1)
     quality_recipes: list[str] = []
+    # Opt-in rules per criterion (absent: literal); see Rule.
+    rules: dict[str, Rule] = Field(default={}, max_length=len(RULE_CRITERIA))
+
+    @field_validator("rules")
+    @classmethod
+    def _known(cls, value: dict[str, Rule]) -> dict[str, Rule]:
+        unknown = sorted(set(value) - set(RULE_CRITERIA))
+        if unknown:
+            raise ValueError(
+                f"acceptance.rules: {', '.join(unknown)}: no such rule can be chosen; the "
+                f"criteria that take one are {', '.join(RULE_CRITERIA)}"
+            )
+        return value
+
+    def rule_for(self, criterion: str) -> Rule | None:
+        """The opt-in rule of `criterion`, None when it is judged literally."""
+        rule = self.rules.get(criterion)
+        return rule if rule is not None and rule.rule != "literal" else None
 
 
 class DecisionStep(_Strict):

@@ -153,7 +153,10 @@ _RATE_CRITERIA = ("success_rate", "summary_quality")
 
 
 def noise_mark(key: str, ev: CellEvidence) -> str:
-    """What the cell's p-value and interval say about its status (evaluate.noise)."""
+    """What the cell's p-value and interval say about its status (evaluate.noise), and
+    the literal reading where an opt-in rule gave the status and disagrees."""
+    if ev.literal_status is not None and ev.literal_status != ev.status:
+        return f" ({ev.rule.replace('_', '-')}; literal: {_STATUS[ev.literal_status]})"
     if ev.status == "fail" and within_noise(ev.p_value):
         return f" (within noise: p={ev.p_value:.2f})"
     if ev.status == "fail" and ev.p_value is not None:
@@ -579,6 +582,17 @@ def render_markdown(
         lines.extend([f"> {faults_note(faults)}", ""])
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
     lines.extend([f"**Stability:** {describe_stability(verdict.decision, verdict.stability)}.", ""])
+    if verdict.rules:
+        chosen = ", ".join(f"`{k}` by {v.replace('_', '-')}" for k, v in verdict.rules.items())
+        literal = verdict.literal_decision
+        both = (
+            f"the literal rule decides `{literal}` too"
+            if literal == verdict.decision
+            else f"**the literal rule decides `{literal}`**: the two readings disagree"
+        )
+        lines.extend(
+            [f"**Rules:** {chosen} (the matrix's acceptance.rules, reference.md §5.4); {both}.", ""]
+        )
     if verdict.decided and verdict.incomplete is None:
         if faults:
             pass  # said above: never applied

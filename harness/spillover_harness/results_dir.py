@@ -244,6 +244,8 @@ def _comparable(matrix: Matrix) -> dict[str, Any]:
         data.pop("sim_model", None)
     if data.get("memory") == MemorySettings().model_dump(mode="json"):
         data.pop("memory", None)
+    if not data.get("acceptance", {}).get("rules"):
+        data.get("acceptance", {}).pop("rules", None)
     for config in data.get("configurations", []):
         if config.get("strategy") == "spillover" and config.get("handoff") is None:
             config.pop("strategy", None)

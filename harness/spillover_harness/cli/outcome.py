@@ -78,6 +78,14 @@ def decision_line(verdict: Verdict, matrix: Matrix) -> str:
     return f"decision: {verdict.decision}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
+def rules_line(verdict: Verdict) -> str:
+    """`rules: success_rate by non-inferiority; the literal rule decides false`."""
+    chosen = ", ".join(f"{k} by {v.replace('_', '-')}" for k, v in verdict.rules.items())
+    literal = verdict.literal_decision
+    same = " too" if literal == verdict.decision else ""
+    return f"rules: {chosen}; the literal rule decides {literal}{same}"
+
+
 def stability_line(verdict: Verdict) -> str:
     """`stability: 131072, the same in 97% of 1000 resamples` (evaluate.stability)."""
     from spillover_harness.evaluate.stability import describe
@@ -140,6 +148,8 @@ def print_outcome(
         print(line)
     print(decision_line(verdict, matrix))
     print(stability_line(verdict))
+    if verdict.rules:
+        print(rules_line(verdict))
     if report_md is not None:
         print(f"report: {report_md}")
     return outcome_code(verdict, matrix)

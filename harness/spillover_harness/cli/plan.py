@@ -254,15 +254,19 @@ def render(result: Any) -> str:
         "",
         f"{'criterion':<16} {'false fail':>10}  {'repetitions for target':<24} method",
     ]
+
+    def figure(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
     for key in KEYS:
         c = result.criteria[key]
         lines.append(
-            f"{key:<16} {c.false_fail:>10.3f}  {reps(c.repetitions_for_target):<24} {c.method}"
+            f"{key:<16} {figure(c.false_fail):>10}  {reps(c.repetitions_for_target):<24} {c.method}"
         )
         if c.note:
             lines.append(f"{'':<16} {'':>10}  note: {c.note}")
     lines.append(
-        f"{'chain':<16} {result.chain_false_fail:>10.3f}  "
+        f"{'chain':<16} {figure(result.chain_false_fail):>10}  "
         f"{reps(result.chain_repetitions_for_target):<24} "
         f"P({result.chain_config} fails anything: the decision is not its default)"
     )

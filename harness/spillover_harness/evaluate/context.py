@@ -14,11 +14,11 @@ before the evaluator sees them: `records_check.check_against_matrix`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from spillover_harness.matrix import Matrix
+from spillover_harness.matrix import Matrix, Rule
 from spillover_harness.records import RunRecord
 
 Key = tuple[str, str, str]  # configuration, recipe, input
@@ -167,6 +167,13 @@ class Context:
     # Runs of one (recipe, input, repetition) met the same seeded agent (stage sim): the
     # advisory may pair them. On a cluster stage the agent is a real model, unseeded.
     seeded: bool = True
+    # Opt-in rules per criterion (matrix acceptance.rules; absent: literal).
+    rules: Mapping[str, Rule] = field(default_factory=dict)
+
+    def rule(self, criterion: str) -> Rule | None:
+        """The opt-in rule judging `criterion`, None when it is judged literally."""
+        rule = self.rules.get(criterion)
+        return rule if rule is not None and rule.rule != "literal" else None
 
     def get(self, config: str, recipe: str, input_name: str) -> CellData:
         return self.data[(config, recipe, input_name)]

@@ -33,6 +33,7 @@ incomplete stage.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 
 from spillover_harness.evaluate.advisory import advisory
@@ -109,9 +110,11 @@ def evaluate(
         quality_recipes=tuple(matrix.acceptance.quality_recipes),
         data=data,
         seeded=stage == "sim",
+        rules=dict(matrix.acceptance.rules),
     )
     judged = [name for name in config_names if name != base]
     configs: dict[str, ConfigVerdict] = {}
+    literal_decision: str | None = None  # set when an opt-in rule judged a criterion
     if incomplete is not None and not allow_incomplete:
         decision = Decision(
             DECISION_INCONCLUSIVE,
@@ -125,6 +128,11 @@ def evaluate(
     else:
         configs = {name: judge_config(ctx, name) for name in judged}
         decision = decide(matrix, configs)
+        if ctx.rules and any(ctx.rule(key) for key in ctx.rules):
+            literally = replace(ctx, rules={})
+            literal_decision = decide(
+                matrix, {name: judge_config(literally, name) for name in judged}
+            ).value
         if incomplete is not None:
             decision = Decision(
                 decision.value,
@@ -164,4 +172,6 @@ def evaluate(
         tolerance=tolerance,
         config_env={c.name: dict(c.env) for c in matrix.configurations},
         stability=steady,
+        rules={k: r.rule for k, r in matrix.acceptance.rules.items() if r.rule != "literal"},
+        literal_decision=literal_decision,
     )

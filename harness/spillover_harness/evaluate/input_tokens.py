@@ -15,8 +15,9 @@ from fractions import Fraction
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, median_higher_p
 from spillover_harness.evaluate.render import CellText, number
+from spillover_harness.evaluate.rules import tokens_non_inferior
 from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
-from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, fmt
+from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, by_rule, fmt
 from spillover_harness.stats import median
 
 
@@ -99,7 +100,12 @@ class InputTokens(CellCriterion):
                 f"median {fmt(c_med)} {'<=' if ok else '>'} {fmt(1 + ctx.tolerance)} x "
                 f"{base}'s median {fmt(b_med)} = {fmt(limit)} ({unit.size_class} input)"
             )
-        return Judgement(PASS if ok else FAIL, reason)
+        literal = Judgement(PASS if ok else FAIL, reason)
+        rule = ctx.rule(self.key)
+        if rule is None:
+            return literal
+        reading = tokens_non_inferior(c.tokens, b.tokens, large=unit.large, rule=rule)
+        return by_rule(literal, rule.rule, *reading)
 
     def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
         """The permutation p-value of median(config) - median(baseline) (no interval:

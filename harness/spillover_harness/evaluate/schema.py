@@ -105,6 +105,10 @@ class CellEvidence(_Schema):
     # How far the difference could be noise (evaluate.noise): never changes `status`.
     p_value: float | None = None
     interval: tuple[float, float] | None = None  # rates: the configuration's exact 95%
+    # The rule that gave `status` (matrix acceptance.rules) and, when it is not the
+    # literal one, the literal rule's status of the same cell (None otherwise).
+    rule: str = "literal"
+    literal_status: Status | None = None
 
     @property
     def label(self) -> str:
@@ -320,6 +324,10 @@ class Verdict(_Schema):
     # How often the decision comes out the same with each cell's runs drawn again
     # (evaluate.stability). Absent from an older verdict.json.
     stability: Stability | None = None
+    # The opt-in rules that judged criteria (criterion -> rule; {}: all literal), and
+    # the decision the literal rule would reach then (None when all were literal).
+    rules: dict[str, str] = {}
+    literal_decision: str | None = None
 
     @property
     def ignored_total(self) -> int:

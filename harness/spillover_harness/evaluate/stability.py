@@ -9,8 +9,10 @@ the number of records.
 
 Held at their observed status, never drawn: a cell the evaluator found inconclusive
 (missing or unmeasured data cannot be drawn away), a cell with an unmeasured
-iteration-limit value, `no_leak` (a leak seen is a fact, not noise), and a
-configuration whose consistency check broke.
+iteration-limit value, `no_leak` (a leak seen is a fact, not noise), input_tokens under
+the opt-in non-inferiority rule (its bound is itself a bootstrap), and a configuration
+whose consistency check broke. Rates under the non-inferiority rule are drawn and
+judged by it.
 
 The rule is evaluated here in vectorized form; `observed_statuses` is the same code
 with every draw replaced by the observed figure, and the tests hold it equal to the
@@ -28,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from spillover_harness.evaluate.context import CellData, Context
+from spillover_harness.evaluate.rules import rate_non_inferior
 from spillover_harness.evaluate.schema import (
     DECISION_INCONCLUSIVE,
     FAIL,
@@ -99,10 +102,15 @@ def _unit_codes(
         return fixed
     c = _data(ctx, config, recipe, inputs)
     b = _data(ctx, ctx.baseline, recipe, inputs)
+    rule = ctx.rule(criterion)
+    if criterion == "input_tokens" and rule is not None:
+        return fixed  # a bootstrap bound within each resample: not drawn (module doc)
     if criterion == "success_rate":
-        ok = _rate_pass(
-            draws.count(c.succeeded, c.valid), c.valid, draws.count(b.succeeded, b.valid), b.valid
-        )
+        kc, kb = draws.count(c.succeeded, c.valid), draws.count(b.succeeded, b.valid)
+        if rule is not None:
+            ok = rate_non_inferior(kc, c.valid, kb, b.valid, rule)
+        else:
+            ok = _rate_pass(kc, c.valid, kb, b.valid)
     elif criterion == "iteration_limit":
         if c.hit_null_ids or b.hit_null_ids:
             return fixed
@@ -119,12 +127,12 @@ def _unit_codes(
                 2 * med_c * tol.denominator <= 2 * med_b * (tol.denominator + tol.numerator)
             )
     elif criterion == "summary_quality":
-        ok = _rate_pass(
-            draws.count(c.quality_true, c.quality_known),
-            c.quality_known,
-            draws.count(b.quality_true, b.quality_known),
-            b.quality_known,
-        )
+        kc = draws.count(c.quality_true, c.quality_known)
+        kb = draws.count(b.quality_true, b.quality_known)
+        if rule is not None:
+            ok = rate_non_inferior(kc, c.quality_known, kb, b.quality_known, rule)
+        else:
+            ok = _rate_pass(kc, c.quality_known, kb, b.quality_known)
     else:  # a criterion this module does not know is held where it was
         return fixed
     return np.where(ok, _CODE[PASS], _CODE[FAIL]).astype(np.int8)

@@ -11,8 +11,30 @@ from fractions import Fraction
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, rate_noise
 from spillover_harness.evaluate.render import CellText, ratio
+from spillover_harness.evaluate.rules import difference_lower
 from spillover_harness.evaluate.schema import FAIL, PASS, CellEvidence
-from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
+from spillover_harness.evaluate.walker import (
+    CellCriterion,
+    Figures,
+    Judgement,
+    Unit,
+    by_rule,
+    rate,
+)
+from spillover_harness.matrix import Rule
+
+
+def rate_reading(
+    k: int, n: int, b: CellData, rule: Rule, *, quality: bool = False
+) -> tuple[bool, str]:
+    """The non-inferiority reading of a rate cell: (passes, why)."""
+    kb, nb = (b.quality_true, b.quality_known) if quality else (b.succeeded, b.valid)
+    lower = float(difference_lower(k, n, kb, nb, rule.confidence))
+    ok = lower > -rule.margin
+    return ok, (
+        f"{rule.confidence:.0%} lower bound of the rate difference {lower:+.3f} "
+        f"{'>' if ok else '<='} -{rule.margin:g}"
+    )
 
 
 class SuccessRate(CellCriterion):
@@ -41,11 +63,15 @@ class SuccessRate(CellCriterion):
     ) -> Judgement:
         assert f.value is not None and f.baseline_value is not None
         ok = f.value >= f.baseline_value
-        return Judgement(
+        literal = Judgement(
             PASS if ok else FAIL,
             f"{rate(c.succeeded, c.valid)} {'>=' if ok else '<'} "
             f"{ctx.baseline}'s {rate(b.succeeded, b.valid)}",
         )
+        rule = ctx.rule(self.key)
+        if rule is None:
+            return literal
+        return by_rule(literal, rule.rule, *rate_reading(c.succeeded, c.valid, b, rule))
 
     def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
         return rate_noise(c.succeeded, c.valid, b.succeeded, b.valid)

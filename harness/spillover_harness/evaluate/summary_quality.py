@@ -14,7 +14,8 @@ from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, rate_noise
 from spillover_harness.evaluate.render import CellText, ratio
 from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
-from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rate
+from spillover_harness.evaluate.success_rate import rate_reading
+from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, by_rule, rate
 
 
 class SummaryQuality(CellCriterion):
@@ -81,11 +82,16 @@ class SummaryQuality(CellCriterion):
                 )
             return Judgement(INCONCLUSIVE, "; ".join(parts), tuple(needs))
         ok = f.value >= f.baseline_value
-        return Judgement(
+        literal = Judgement(
             PASS if ok else FAIL,
             f"quality ok {rate(c.quality_true, c.quality_known)} {'>=' if ok else '<'} "
             f"{base}'s {rate(b.quality_true, b.quality_known)}",
         )
+        rule = ctx.rule(self.key)
+        if rule is None:
+            return literal
+        reading = rate_reading(c.quality_true, c.quality_known, b, rule, quality=True)
+        return by_rule(literal, rule.rule, *reading)
 
     def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
         return rate_noise(c.quality_true, c.quality_known, b.quality_true, b.quality_known)

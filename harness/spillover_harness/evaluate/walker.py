@@ -111,6 +111,20 @@ class Judgement:
     status: Status
     reason: str
     needs: tuple[RunsNeeded, ...] = ()
+    # With an opt-in rule (evaluate.rules): the rule's name, and what the literal rule said.
+    rule: str = "literal"
+    literal: Status | None = None
+
+
+def by_rule(literal: Judgement, rule: str, ok: bool, why: str) -> Judgement:
+    """A cell judged by an opt-in rule, the literal reading kept beside it."""
+    return Judgement(
+        PASS if ok else FAIL,
+        f"{rule.replace('_', '-')}: {why} (literal: {literal.reason})",
+        literal.needs,
+        rule=rule,
+        literal=literal.status,
+    )
 
 
 def evidence(
@@ -143,6 +157,8 @@ def evidence(
         reason=judged.reason,
         p_value=None if noise is None else noise.p_value,
         interval=None if noise is None else noise.interval,
+        rule=judged.rule,
+        literal_status=judged.literal,
     )
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from spillover_harness.matrix import Matrix
+from spillover_harness.evaluate.rules import rate_non_inferior
+from spillover_harness.matrix import Matrix, Rule
 
 MAX_REPETITIONS = 1000  # what `plan` searches and accepts, per cell
 TOKEN_DRAWS = 20_000
@@ -73,7 +74,7 @@ class Assumptions:
 @dataclass(frozen=True)
 class CriterionPlan:
     key: str
-    false_fail: float
+    false_fail: float | None  # None: not modelled (see criterion_false_fail)
     method: str
     repetitions_for_target: int | None  # None: no number up to MAX_REPETITIONS reaches it
     note: str = ""
@@ -86,7 +87,7 @@ class Plan:
     target: float
     assumptions: Assumptions
     criteria: dict[str, CriterionPlan]
-    chain_false_fail: float
+    chain_false_fail: float | None  # None: a criterion is not modelled
     chain_repetitions_for_target: int | None
     chain_config: str
     notes: list[str] = field(default_factory=list)
@@ -144,10 +145,19 @@ def p_not_higher(n: int, p: float) -> float:
     return p_not_lower(n, p)  # the same by symmetry: P(X <= Y) = P(Y >= X)
 
 
-def _rates_false_fail(n: int, rates: Sequence[float]) -> float:
+def p_non_inferior(n: int, p: float, rule: Rule) -> float:
+    """P(a rate cell passes the non-inferiority rule), both sides Binomial(n, p): every
+    pair of outcomes, exactly."""
+    k = np.arange(n + 1)
+    pmf = stats.binom.pmf(k, n, p)
+    passes = rate_non_inferior(k[:, None], n, k[None, :], n, rule)
+    return float(np.clip((pmf[:, None] * pmf[None, :] * passes).sum(), 0.0, 1.0))
+
+
+def _rates_false_fail(n: int, rates: Sequence[float], rule: Rule | None = None) -> float:
     passes = 1.0
     for p in rates:
-        passes *= p_not_lower(n, p)
+        passes *= p_not_lower(n, p) if rule is None else p_non_inferior(n, p, rule)
     return 1.0 - passes
 
 
@@ -182,19 +192,27 @@ def _quality_false_fail(matrix: Matrix, a: Assumptions, n: int) -> float:
     for recipe in matrix.acceptance.quality_recipes:
         inputs = [i.name for r, i in matrix.cells() if r.name == recipe]
         rate = float(np.mean([a.quality[(recipe, i)] for i in inputs]))
-        passes *= p_not_lower(n * len(inputs), rate)
+        rule = matrix.acceptance.rule_for("summary_quality")
+        runs = n * len(inputs)
+        passes *= p_not_lower(runs, rate) if rule is None else p_non_inferior(runs, rate, rule)
     return 1.0 - passes
 
 
 def criterion_false_fail(
     key: str, matrix: Matrix, a: Assumptions, n: int, *, draws: int = TOKEN_DRAWS
-) -> float:
+) -> float | None:
+    """None: not modelled (input_tokens under the non-inferiority rule, whose bound is a
+    bootstrap of its own)."""
     cells = [(r.name, i.name) for r, i in matrix.cells()]
     if key == "success_rate":
-        return _rates_false_fail(n, [a.success[c] for c in cells])
+        return _rates_false_fail(
+            n, [a.success[c] for c in cells], matrix.acceptance.rule_for("success_rate")
+        )
     if key == "iteration_limit":
         return _rates_false_fail(n, [a.limit[c] for c in cells])
     if key == "input_tokens":
+        if matrix.acceptance.rule_for("input_tokens") is not None:
+            return None
         return _tokens_false_fail(matrix, a, n, draws)
     if key == "summary_quality":
         return _quality_false_fail(matrix, a, n)
@@ -206,9 +224,11 @@ def criterion_false_fail(
 KEYS = ("success_rate", "iteration_limit", "input_tokens", "summary_quality", "no_leak")
 
 
-def _chain(values: Mapping[str, float]) -> float:
+def _chain(values: Mapping[str, float | None]) -> float | None:
     passes = 1.0
     for value in values.values():
+        if value is None:
+            return None
         passes *= 1.0 - value
     return 1.0 - passes
 
@@ -238,7 +258,8 @@ def _smallest(reaches: Callable[[int], bool], exact: bool) -> int | None:
 
 def _reaches(key: str, matrix: Matrix, a: Assumptions, target: float) -> Callable[[int], bool]:
     def reaches(n: int) -> bool:
-        return criterion_false_fail(key, matrix, a, n, draws=SEARCH_DRAWS) <= target
+        value = criterion_false_fail(key, matrix, a, n, draws=SEARCH_DRAWS)
+        return value is not None and value <= target
 
     return reaches
 
@@ -248,11 +269,26 @@ def plan(matrix: Matrix, stage: str, repetitions: int, target: float, a: Assumpt
     repetitions that bring each under `target`."""
     criteria: dict[str, CriterionPlan] = {}
     for key in KEYS:
-        exact = key != "input_tokens"
+        rule = matrix.acceptance.rule_for(key)
+        # Under the literal rule rates rise with n (scan every n); the Monte Carlo
+        # figure and the non-inferiority rule fall with n (bisection).
+        exact = key != "input_tokens" and rule is None
         value = criterion_false_fail(key, matrix, a, repetitions)
-        needed = _smallest(_reaches(key, matrix, a, target), exact)
+        needed = _smallest(_reaches(key, matrix, a, target), exact) if value is not None else None
         note = ""
-        if key in ("success_rate", "summary_quality") and needed is None:
+        if rule is not None:
+            note = (
+                f"judged by the {rule.rule.replace('_', '-')} rule (margin {rule.margin:g}, "
+                f"confidence {rule.confidence:g})"
+            )
+        if value is None:
+            note = (
+                "not modelled: the non-inferiority bound of the token ratio is a bootstrap of "
+                "its own; run the stage and read its stability instead"
+            )
+        elif rule is not None:
+            pass
+        elif key in ("success_rate", "summary_quality") and needed is None:
             note = (
                 "no number of repetitions keeps it under the target under the literal rule: "
                 "a tie is its only pass, and ties get rarer as runs are added"
@@ -267,7 +303,8 @@ def plan(matrix: Matrix, stage: str, repetitions: int, target: float, a: Assumpt
 
     def chain_reaches(n: int) -> bool:
         values = {k: criterion_false_fail(k, matrix, a, n, draws=SEARCH_DRAWS) for k in KEYS}
-        return _chain(values) <= target
+        chained = _chain(values)
+        return chained is not None and chained <= target
 
     # The chain needs every criterion under the target: none if one never gets there.
     if any(c.repetitions_for_target is None for c in criteria.values()):

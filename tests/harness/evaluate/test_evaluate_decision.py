@@ -204,6 +204,8 @@ def test_to_json_shape() -> None:
         "advisory",
         "config_env",
         "stability",
+        "rules",
+        "literal_decision",
     ]
     assert data["config_env"] == {
         "off": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"},
@@ -238,6 +240,8 @@ def test_to_json_shape() -> None:
         "reason",
         "p_value",
         "interval",
+        "rule",
+        "literal_status",
     ]
     for key in ("decision_reason", "runs_needed", "harness_errors", "stage", "advisory"):
         assert key in data

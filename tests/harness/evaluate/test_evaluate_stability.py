@@ -13,7 +13,7 @@ from record_builders import CELLS, CONFIGS, make_dataset, plain_record
 from spillover_harness.evaluate import evaluate
 from spillover_harness.evaluate.context import Context, group
 from spillover_harness.evaluate.stability import observed_statuses, stability
-from spillover_harness.matrix import load_matrix
+from spillover_harness.matrix import Matrix, load_matrix
 from spillover_harness.records import RunRecord
 
 MATRIX = load_matrix(None)
@@ -22,18 +22,19 @@ MATRIX = load_matrix(None)
 rec = plain_record
 
 
-def context_of(records: list[RunRecord]) -> Context:
+def context_of(records: list[RunRecord], matrix: Matrix = MATRIX) -> Context:
     """The evaluator's own grouping, as `evaluate` builds it for the sim stage."""
     from fractions import Fraction
 
     return Context(
-        baseline=MATRIX.acceptance.baseline,
-        target=MATRIX.repetitions.for_stage("sim"),
-        tolerance=Fraction(repr(MATRIX.acceptance.token_tolerance)),
-        cells=tuple((r.name, i.name, i.size_class) for r, i in MATRIX.cells()),
-        quality_recipes=tuple(MATRIX.acceptance.quality_recipes),
-        data=group(records, MATRIX, "sim").data,
+        baseline=matrix.acceptance.baseline,
+        target=matrix.repetitions.for_stage("sim"),
+        tolerance=Fraction(repr(matrix.acceptance.token_tolerance)),
+        cells=tuple((r.name, i.name, i.size_class) for r, i in matrix.cells()),
+        quality_recipes=tuple(matrix.acceptance.quality_recipes),
+        data=group(records, matrix, "sim").data,
         seeded=True,
+        rules=dict(matrix.acceptance.rules),
     )
 
 
