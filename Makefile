@@ -24,6 +24,11 @@ SPILLOVERCTL_FLAGS ?=
 MATRIX ?= harness/matrices/spillover-default.yaml
 RESULTS ?= results
 STAGE ?= sim
+# Adaptive repetitions for demo and the validate-* targets: UNTIL_STABLE=0.9 MAX_REPETITIONS=20
+# (run --until-stable; docs/harness.md).
+UNTIL_STABLE ?=
+MAX_REPETITIONS ?= 20
+ADAPTIVE = $(if $(UNTIL_STABLE),--until-stable $(UNTIL_STABLE) --max-repetitions $(MAX_REPETITIONS))
 
 .DEFAULT_GOAL := help
 
@@ -92,7 +97,7 @@ unit: $(STAMP) prometheus ## Only the tests that need no control plane (promtool
 
 .PHONY: demo
 demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision (again: finishes or re-evaluates it)
-	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume
+	$(BIN)/spillover-harness run --stage sim --matrix $(MATRIX) --out $(RESULTS)/sim --resume $(ADAPTIVE)
 
 .PHONY: memory
 memory: $(STAMP) ## The mcp-host's memory, the 1 MiB budget and N executions at once on the simulator (results/memory)
@@ -151,7 +156,7 @@ minikube-preflight: $(STAMP) ## Preflight checklist for Stage 1 (MINIKUBE_PROFIL
 validate-minikube: $(STAMP) ## Stage 1: preflight, the matrix through the operator, the report (MINIKUBE_PROFILE=name)
 	$(BIN)/spillover-harness run --stage minikube --profile $(PROFILE_MINIKUBE) \
 	  --context $(MINIKUBE_PROFILE) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
-	  --out $(RESULTS)/minikube --resume
+	  --out $(RESULTS)/minikube --resume $(ADAPTIVE)
 
 .PHONY: validate-dev
 validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted in STAGE1_RESULTS; OVERRIDE_STAGE1="reason")
@@ -160,7 +165,7 @@ validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted in 
 	$(BIN)/spillover-harness run --stage dev --profile $(PROFILE_DEV) \
 	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
 	  --stage1-results $(STAGE1_RESULTS) $(if $(OVERRIDE_STAGE1),--override-stage1 "$(OVERRIDE_STAGE1)") \
-	  --out $(RESULTS)/dev --resume
+	  --out $(RESULTS)/dev --resume $(ADAPTIVE)
 
 # ---- the operator and the kill switch --------------------------------------
 
@@ -211,7 +216,8 @@ validate-local: $(STAMP) prometheus deploy-local ## Stage 1 rehearsal without Mi
 	$(LOCAL_KUBECTL) -n $(NAMESPACE) rollout status deployment/workflow-recipe-controller --timeout=$(TIMEOUT)s
 	$(foreach r,$(LOCAL_RECIPES),$(LOCAL_KUBECTL) -n $(NAMESPACE) rollout status deployment/mcp-host-$(firstword $(subst =, ,$(subst :, ,$(r)))) --timeout=$(TIMEOUT)s &&) true
 	$(PYTHON) tests/controlplane/validate_local.py --workdir $(SPILLOVER_CLUSTER_DIR) \
-	  --namespace $(NAMESPACE) --out $(RESULTS)/local $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
+	  --namespace $(NAMESPACE) --out $(RESULTS)/local $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
+	  $(ADAPTIVE)
 
 .PHONY: deploy-local
 deploy-local: $(STAMP) image ## The operator as users deploy it, on the local cluster's real node (make cluster-up REAL_NODE=1 first): image loaded into its containerd, manifests/overlays/local applied

@@ -6,7 +6,10 @@
    SimDriver, durable appends included; beside it the direct path, the same
    jobs straight through the driver;
 2. evaluating 100,000 synthetic records (`bench_evaluate`), beside the direct
-   path: one plain pass computing each cell's success count and median tokens.
+   path: one plain pass computing each cell's success count and median tokens;
+3. the runs `run --until-stable 0.9` spends on the default sim stage, beside the runs
+   a uniform increase of repetitions needs to reach the same stability
+   (`bench_adaptive`).
 
 The figures depend on the machine; tests never assert timings.
 """
@@ -104,6 +107,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"evaluate_s={ours:.3f}")
     print(f"evaluate_direct_s={plain:.3f}")
     print(f"ratio evaluate={ours / plain:.2f}")
+    from spillover_harness.bench_adaptive import bench_adaptive
+
+    adaptive = bench_adaptive()
+    print(f"adaptive_runs={adaptive.adaptive_runs}")
+    print(f"adaptive_stability={adaptive.adaptive_stability:.3f}")
+    if adaptive.uniform_runs is None:
+        print(f"uniform_runs=none_up_to_{adaptive.cap}_repetitions")
+    else:
+        print(f"uniform_repetitions={adaptive.uniform_repetitions}")
+        print(f"uniform_runs={adaptive.uniform_runs}")
+        print(f"ratio adaptive_runs={adaptive.adaptive_runs / adaptive.uniform_runs:.2f}")
     return 0
 
 

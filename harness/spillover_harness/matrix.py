@@ -247,6 +247,15 @@ class Matrix(_Strict):
     sim_model: dict[str, int | float] | None = None
     # The mcp-host memory section and the concurrency lane (MemorySettings).
     memory: MemorySettings = MemorySettings()
+    # Repetitions a stage added to some cells after its own (run --until-stable):
+    # "recipe/input" -> the cell's repetitions in all. The harness writes it into the
+    # matrix stored in stage.json; it is not part of the matrix's identity (results_dir).
+    extension: dict[str, int] = Field(default={}, max_length=1000)
+
+    def repetitions_for(self, stage: str, recipe: str, input_name: str) -> int:
+        """The repetitions of one cell in `stage`: the matrix's, or more where extended."""
+        own = self.repetitions.for_stage(stage)
+        return max(own, self.extension.get(f"{recipe}/{input_name}", 0))
 
     @model_validator(mode="after")
     def _checked(self) -> Matrix:
@@ -255,6 +264,12 @@ class Matrix(_Strict):
         problems += size_problems(self)
         problems += platform_problems(self, skip_unknown=bool(problems))
         problems += sim_model_problems(self.sim_model)
+        cells = {f"{r.name}/{i.name}" for r, i in self.cells()}
+        for key, reps in self.extension.items():
+            if key not in cells:
+                problems.append(f"extension: {key!r} is not a recipe/input cell of this matrix")
+            elif not 1 <= reps <= REPETITIONS_MAX:
+                problems.append(f"extension: {key}: {reps} repetitions (1..{REPETITIONS_MAX})")
         lane = self.memory.lane
         if lane is not None and self.size_class(lane.recipe, lane.input) is None:
             problems.append(f"memory.lane {lane.recipe}/{lane.input} is not a cell of this matrix")
@@ -317,8 +332,10 @@ class Matrix(_Strict):
 
 
 def runs_per_stage(matrix: Matrix, stage: str) -> int:
-    """How many runs the matrix plans for `stage`."""
-    return len(matrix.configurations) * len(matrix.cells()) * matrix.repetitions.for_stage(stage)
+    """How many runs the matrix plans for `stage` (its extension included)."""
+    return len(matrix.configurations) * sum(
+        matrix.repetitions_for(stage, r.name, i.name) for r, i in matrix.cells()
+    )
 
 
 def size_problems(matrix: Matrix) -> list[str]:

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from spillover_operator.domain.strict_load import StrictLoadError, load_json
 
 from spillover_harness.results_dir import STAGE_FILE, ResultsDirError, read_stage_file
@@ -133,11 +140,31 @@ class StageDriver(_ReadModel):
         return () if value is None else value
 
 
+class AdaptiveRound(_ReadModel):
+    """One round `run --until-stable` added (results_dir.extend_stage)."""
+
+    stability: float | None = None
+    decision: StrictStr | None = None
+    cells: dict[StrictStr, int] = {}
+    why: StrictStr = ""
+
+
 class StageSummary(_ReadModel):
     """The fields of `stage.json` (`results_dir`) that the callers act on."""
 
     stage: StrictStr | None = None
     driver: StageDriver = StageDriver()
+    # The rounds `run --until-stable` added, in order (empty: none).
+    rounds: tuple[AdaptiveRound, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rounds_of_adaptive(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            adaptive = value.get("adaptive")
+            rounds = adaptive.get("rounds") if isinstance(adaptive, Mapping) else None
+            value = {**value, "rounds": rounds if isinstance(rounds, list) else ()}
+        return value
 
     @field_validator("driver", mode="before")
     @classmethod

@@ -70,7 +70,7 @@ def _problem(r: RunRecord, matrix: Matrix, configs: list[str], cells: set[tuple[
         return (
             f"recipe/input {r.recipe}/{r.input} is not in matrix '{matrix.name}' (known: {known})"
         )
-    reps = matrix.repetitions.for_stage(r.stage)
+    reps = matrix.repetitions_for(r.stage, r.recipe, r.input)
     if r.repetition > reps:
         return (
             f"repetition {r.repetition} is outside the matrix's {reps} repetition(s) of "
@@ -147,20 +147,27 @@ def check_against_stage_file(
             )
     matrix = stage_file.get("matrix")
     reps = matrix.get("repetitions") if isinstance(matrix, Mapping) else None
-    if isinstance(reps, Mapping):
-        beyond = [
-            (n, r)
-            for n, r in records
-            if isinstance(reps.get(r.stage), int) and r.repetition > reps[r.stage]
-        ]
-        if beyond:
-            n, r = beyond[0]
-            raise RecordError(
-                f"{path}: line {n}: repetition {r.repetition} of {r.run_id}, but the matrix "
-                f"in {source} runs {reps[r.stage]} repetition(s) of stage {r.stage} "
-                f"({len(beyond)} such record(s)); the stage did not write them: restore the "
-                "records file the stage wrote"
-            )
+    extension = matrix.get("extension") if isinstance(matrix, Mapping) else None
+    extended = extension if isinstance(extension, Mapping) else {}
+
+    def allowed(r: RunRecord) -> int | None:
+        own = reps.get(r.stage) if isinstance(reps, Mapping) else None
+        if not isinstance(own, int):
+            return None
+        more = extended.get(f"{r.recipe}/{r.input}")
+        return max(own, more) if isinstance(more, int) else own
+
+    beyond = [(n, r) for n, r in records if (a := allowed(r)) is not None and r.repetition > a]
+    if beyond:
+        n, r = beyond[0]
+        cell = f"{r.recipe}/{r.input}"
+        added = f" ({cell} included, with --until-stable's)" if cell in extended else ""
+        raise RecordError(
+            f"{path}: line {n}: repetition {r.repetition} of {r.run_id}, but the matrix "
+            f"in {source} runs {allowed(r)} repetition(s) of stage {r.stage}{added} "
+            f"({len(beyond)} such record(s)); the stage did not write them: restore the "
+            "records file the stage wrote"
+        )
 
 
 def read_checked_records(path: Path, matrix: Matrix) -> list[RunRecord]:

@@ -239,6 +239,7 @@ def matrix_hash(matrix: Matrix) -> str:
 def _comparable(matrix: Matrix) -> dict[str, Any]:
     data = matrix.model_dump(mode="json")
     data.pop("concurrency", None)
+    data.pop("extension", None)  # repetitions a stage added: the same matrix
     # A matrix without the newer keys hashes as before they existed.
     if data.get("sim_model") is None:
         data.pop("sim_model", None)
@@ -401,6 +402,40 @@ def prepare_results_dir(out_dir: Path, setup: StageSetup, *, resume: bool) -> No
             "created_at": now_rfc3339(),
         },
     )
+
+
+def with_stage_extension(matrix: Matrix, out_dir: Path) -> Matrix:
+    """`matrix` with the repetitions its stage in `out_dir` added (`run --until-stable`,
+    kept in the matrix stored in stage.json): the same stage, planned as it now is. The
+    matrix as given when there is no such stage, or it ran another matrix."""
+    stage_file = read_stage_file(out_dir) if out_dir.is_dir() else None
+    if stage_file is None or stage_file.get("matrix_hash") != matrix_hash(matrix):
+        return matrix
+    stored = stored_matrix(stage_file, source=str(out_dir / STAGE_FILE))
+    if stored is None or not stored.extension:
+        return matrix
+    return matrix.model_copy(update={"extension": dict(stored.extension)})
+
+
+def extend_stage(out_dir: Path, matrix: Matrix, round_record: Mapping[str, Any]) -> None:
+    """Record in stage.json that the stage now runs `matrix.extension` (before any of
+    those runs starts, so that the records checks accept them and refuse any beyond),
+    and append `round_record` (why and what) to its `adaptive.rounds`. The caller
+    holds the directory."""
+    stage_file = read_stage_file(out_dir)
+    if stage_file is None:
+        raise ResultsDirError(f"{out_dir / STAGE_FILE}: missing; cannot extend the stage")
+    stored = stage_file.get("matrix")
+    if not isinstance(stored, dict):
+        raise ResultsDirError(f"{out_dir / STAGE_FILE}: holds no matrix; cannot extend it")
+    stored["extension"] = dict(matrix.extension)
+    adaptive = stage_file.get("adaptive")
+    if not isinstance(adaptive, dict):
+        adaptive = {"rounds": []}
+    rounds = adaptive.get("rounds")
+    adaptive["rounds"] = [*(rounds if isinstance(rounds, list) else []), dict(round_record)]
+    stage_file["adaptive"] = adaptive
+    _write_json_atomic(out_dir / STAGE_FILE, stage_file)
 
 
 # ---------------------------------------------------------------------------------------

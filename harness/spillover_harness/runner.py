@@ -150,12 +150,15 @@ def plan_jobs(matrix: Matrix, stage: str, out_dir: Path) -> list[RunJob]:
     """Every run of the stage, configurations interleaved (see the module docstring)."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r} (known: {', '.join(STAGES)})")
-    reps = matrix.repetitions.for_stage(stage)
+    cells = matrix.cells()
+    reps = {(r.name, i.name): matrix.repetitions_for(stage, r.name, i.name) for r, i in cells}
     configs = list(matrix.configurations)
     n = len(configs)
     jobs: list[RunJob] = []
-    for rep in range(1, reps + 1):
-        for cell_index, (recipe, spec) in enumerate(matrix.cells()):
+    for rep in range(1, max(reps.values(), default=0) + 1):
+        for cell_index, (recipe, spec) in enumerate(cells):
+            if rep > reps[(recipe.name, spec.name)]:
+                continue  # an extension adds repetitions to some cells only
             offset = (cell_index + rep - 1) % n
             for config in configs[offset:] + configs[:offset]:
                 key = RunKey(stage, config.name, recipe.name, spec.name, rep)

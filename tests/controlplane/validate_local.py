@@ -185,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("results/local"))
     parser.add_argument("--matrix", default=None, help="a matrix file (default: the packaged)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="Prometheus' port")
+    parser.add_argument(
+        "--until-stable", default=None, metavar="S", help="passed on to `run` (with the next)"
+    )
+    parser.add_argument(
+        "--max-repetitions", default=None, metavar="N", help="passed on to `run` --until-stable"
+    )
     args = parser.parse_args(argv)
     from spillover_operator.client import ClientError
 
@@ -247,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         ]  # fmt: skip
         if args.matrix:
             argv_run += ["--matrix", args.matrix]
+        if args.until_stable:
+            argv_run += ["--until-stable", args.until_stable]
+            argv_run += ["--max-repetitions", args.max_repetitions]
         harness = subprocess.Popen(argv_run)
         try:
             return harness.wait()

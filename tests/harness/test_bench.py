@@ -16,5 +16,7 @@ def test_every_line_is_name_equals_value(capsys: pytest.CaptureFixture[str]) -> 
     assert all(re.fullmatch(r"[a-z_]+( [a-z_0-9]+)?=\S+", line) for line in lines), lines
     assert figures["sim_matrix_runs"] == "60"
     assert figures["evaluate_records"] == "300"
-    for name in ("ratio sim_matrix", "ratio evaluate"):
+    for name in ("ratio sim_matrix", "ratio evaluate", "ratio adaptive_runs"):
         assert float(figures[name]) > 0
+    # the seeded simulator: the same runs every time, so the same count
+    assert int(figures["adaptive_runs"]) < int(figures["uniform_runs"])

@@ -59,7 +59,8 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
            "KUBECONFIG": str(real_node_cluster.kubeconfig)}  # fmt: skip
     run = subprocess.run(
         ["make", "--no-print-directory", "validate-local", f"RESULTS={results}", "TIMEOUT=240",
-         f"HARNESS_MATRIX={matrix_file}", f"MCP_HOST_MEMORY={MCP_HOST_MEMORY}"],
+         f"HARNESS_MATRIX={matrix_file}", f"MCP_HOST_MEMORY={MCP_HOST_MEMORY}",
+         "UNTIL_STABLE=0.999", "MAX_REPETITIONS=3"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
     assert run.returncode == 0, f"make validate-local failed:\n{run.stderr[-6000:]}"
@@ -75,8 +76,30 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     assert matrix.memory.warn_fraction == WARN_FRACTION
     envs = {c.name: c.env for c in matrix.configurations}
     records = read_records(out / "runs.jsonl")
-    planned = sum(len(r.inputs) for r in matrix.recipes) * len(envs)
-    assert len(records) == planned * matrix.repetitions.minikube
+    # run --until-stable (UNTIL_STABLE): a round adds a third repetition to the cells whose
+    # resampling flips the decision, every configuration of them, recorded in stage.json
+    # before its runs; or the decision was already that stable and nothing was added.
+    stage = json.loads((out / "stage.json").read_text())
+    extension = stage["matrix"].get("extension") or {}
+    rounds = (stage.get("adaptive") or {}).get("rounds") or []
+    if rounds:
+        assert extension and set(extension.values()) == {3}, stage
+        assert (
+            "until-stable: " in run.stderr and "the cells whose resampling flips it" in run.stderr
+        )
+    else:
+        assert "until-stable: done: stable" in run.stderr, run.stderr[-3000:]
+    reps = {
+        (r.name, i.name): extension.get(f"{r.name}/{i.name}", matrix.repetitions.minikube)
+        for r in matrix.recipes
+        for i in r.inputs
+    }
+    assert sorted((r.config, r.recipe, r.input, r.repetition) for r in records) == sorted(
+        (name, recipe, inp, rep)
+        for name in envs
+        for (recipe, inp), n in reps.items()
+        for rep in range(1, n + 1)
+    )
     for record in records:
         assert record.outcome != "harness_error", record.notes
         served = record.mcp_host_pods or []

@@ -356,4 +356,7 @@ def expected_matrix(records: Path, matrix_arg: Path | None) -> Matrix:
             f"note: judging with --matrix {matrix_arg}, not the matrix that made the records "
             f"(stored in {records.parent / 'stage.json'})"
         )
+    elif stored is not None and stored.extension:
+        # The same matrix: the stage's added repetitions (run --until-stable) belong to it.
+        matrix = matrix.model_copy(update={"extension": dict(stored.extension)})
     return matrix

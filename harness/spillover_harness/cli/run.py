@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +105,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--concurrency", "concurrency", STAGES),
     RunOption("--fault", "fault", ("sim",), "repeat"),
     RunOption("--no-progress", "no_progress", STAGES, "flag"),
+    RunOption("--until-stable", "until_stable", STAGES),
+    RunOption("--max-repetitions", "max_repetitions", STAGES),
 )
 
 
@@ -144,6 +146,24 @@ def check_options_apply(args: argparse.Namespace) -> None:
         )
     if args.stage in CLUSTER and not args.profile:
         raise BadInput(CLUSTER_NEEDS_PROFILE.format(stage=args.stage))
+    if (args.until_stable is None) != (args.max_repetitions is None):
+        raise BadInput(
+            "--until-stable S and --max-repetitions N go together: S the share of stability "
+            "resamples that must agree, N the most repetitions a cell may reach"
+        )
+
+
+def check_adaptive(args: argparse.Namespace, matrix: Matrix) -> None:
+    """--max-repetitions must leave room above the matrix's own repetitions."""
+    if args.max_repetitions is None:
+        return
+    own = matrix.repetitions.for_stage(args.stage)
+    if args.max_repetitions < own:
+        raise BadInput(
+            f"--max-repetitions {args.max_repetitions} is below the matrix's {own} "
+            f"repetition(s) of stage {args.stage}: give at least {own} (more, to let "
+            "--until-stable add runs)"
+        )
 
 
 def add_parser(sub: Any) -> None:
@@ -229,14 +249,53 @@ def add_parser(sub: Any) -> None:
         "can be seen to work (the decision changes or a check fails; apply-decision refuses "
         "the verdict). " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()),
     )
+    run.add_argument(
+        "--until-stable",
+        type=_share,
+        default=None,
+        metavar="S",
+        help="after the matrix's repetitions, add runs to the cells whose resampling flips "
+        "the decision until it is the same in at least S (0 < S < 1) of the stability "
+        "resamples, or every such cell reaches --max-repetitions (docs/harness.md)",
+    )
+    run.add_argument(
+        "--max-repetitions",
+        type=_repetitions,
+        default=None,
+        metavar="N",
+        help="with --until-stable: the most repetitions a cell may reach (at least the "
+        "matrix's for the stage)",
+    )
     run.set_defaults(func=cmd_run)
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text) if len(text) <= 20 else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"--until-stable takes a share between 0 and 1 (exclusive), e.g. 0.9; got {text[:20]!r}"
+        )
+    return value
+
+
+def _repetitions(text: str) -> int:
+    from spillover_harness.matrix import REPETITIONS_MAX
+
+    if not text.strip().isdigit() or len(text) > 6 or not 1 <= int(text) <= REPETITIONS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"--max-repetitions takes a whole number from 1 to {REPETITIONS_MAX}, got {text[:20]!r}"
+        )
+    return int(text)
 
 
 # ---------------------------------------------------------------------------------------
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import hold_results_dir
+    from spillover_harness.results_dir import hold_results_dir, with_stage_extension
 
     args.fault = sorted(set(args.fault))
     check_options_apply(args)
@@ -247,9 +306,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"only the simulator models (docs/simulator.md §8); --stage {args.stage} cannot "
             "run them: use a matrix without them"
         )
+    check_adaptive(args, matrix)
     profile = _load_profile(args.profile) if args.stage in CLUSTER else None
     resume_cmd = resume_command(args)
     with hold_results_dir(args.out, command=args.invoked):
+        # A stage --until-stable extended is planned as it now is (stage.json).
+        matrix = with_stage_extension(matrix, args.out)
         if profile is None:
             return _run_sim(args, matrix, resume_cmd)
         return _run_cluster(args, matrix, profile, resume_cmd)
@@ -298,6 +360,13 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
     stop = StopRequest()
     with stop_on_signals(stop):
         result = run_stage(matrix, args.stage, driver, args.out, options, cancel=stop)
+
+        def again(extended: Matrix) -> Any:
+            return run_stage(
+                extended, args.stage, driver, args.out, options, cancel=stop, resume=True
+            )
+
+        matrix, result = _until_stable(args, matrix, result, again)
     if matrix.memory.concurrency and not result.interrupted:
         from spillover_harness.studies.concurrency import run_lane, write_lane
 
@@ -335,8 +404,14 @@ def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_
                 matrix_source=_matrix_source(args),
                 resume_hint=resume_cmd,
                 concurrency=args.concurrency or 1,
+                adaptive=(
+                    (lambda m, r, again: _until_stable(args, m, r, again))
+                    if args.until_stable is not None
+                    else None
+                ),
             )
             outcome = run_cluster(options, cancel=stop, log=err)
+            matrix = outcome.matrix or matrix
     except PreflightFailed:
         err("error: preflight failed; fix the items marked ✘ above, then run again")
         return exit_codes.PREFLIGHT
@@ -350,6 +425,35 @@ def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_
     return _finish(
         args, matrix, outcome.result, stop, resume_cmd, lines=lines, notes=outcome.stage_notes
     )
+
+
+def _until_stable(
+    args: argparse.Namespace, matrix: Matrix, result: Any, again: Callable[[Matrix], Any]
+) -> tuple[Matrix, Any]:
+    """--until-stable: while the decision is unstable, record the next round in
+    stage.json, then run it (`again`, the same stage resumed with the extended matrix)."""
+    from spillover_harness.planning.adaptive import Round, extended, next_round
+    from spillover_harness.results_dir import extend_stage
+
+    if args.until_stable is None:
+        return matrix, result
+    while not result.interrupted and not result.missing:
+        verdict = judge(result.records, matrix, allow_incomplete=False)
+        step = next_round(
+            matrix, args.stage, verdict, target=args.until_stable, cap=args.max_repetitions
+        )
+        if not isinstance(step, Round):
+            err(f"until-stable: done: {step.why}")
+            break
+        matrix = extended(matrix, step)
+        extend_stage(
+            args.out,
+            matrix,
+            {**step.record(), "until_stable": args.until_stable, "cap": args.max_repetitions},
+        )
+        err(f"until-stable: {step.why}")
+        result = again(matrix)
+    return matrix, result
 
 
 def _finish(

@@ -19,6 +19,7 @@ blocks through the operator, the policy restored, the report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -142,6 +143,12 @@ class ClusterStageOutcome:
     stage_notes: list[str] = field(default_factory=list)
     restored: str | None = None
     stage1_override: str | None = None  # the reason, when --override-stage1 let dev start
+    matrix: Matrix | None = None  # the matrix as the stage ended planned (--until-stable)
+
+
+Adaptive = Callable[
+    [Matrix, StageResult, Callable[[Matrix], StageResult]], tuple[Matrix, StageResult]
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +173,9 @@ class ClusterStageOptions:
     resume_hint: str | None = None  # the command that resumes this stage, for messages
     # runs of one configuration at once (off by default: 1); never two configurations
     concurrency: int = 1
+    # run --until-stable: after the matrix's runs, (matrix, result, again) -> the matrix
+    # and result once no round is left; `again` runs the stage resumed with a matrix.
+    adaptive: Adaptive | None = None
 
 
 def run_cluster(
@@ -228,6 +238,13 @@ def run_cluster(
                 ),
             )
             result = run_stage(matrix, stage, driver, options.out_dir, stage_options, cancel=cancel)
+            if options.adaptive is not None:
+                # More rounds on the same driver, under the same guard: one stage.
+                def again(extended: Matrix) -> StageResult:
+                    more = dataclasses.replace(stage_options, resume=True)
+                    return run_stage(extended, stage, driver, options.out_dir, more, cancel=cancel)
+
+                matrix, result = options.adaptive(matrix, result, again)
             checks = check_blocks(driver.prometheus, driver.blocks)
             notes += [f"counters, {line}" for line in checks.lines]
             memory: dict[str, McpHostMemory] = {}
@@ -250,7 +267,7 @@ def run_cluster(
     finally:
         starter.close()
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
-    return ClusterStageOutcome(result, version, notes, guard.restored, override)
+    return ClusterStageOutcome(result, version, notes, guard.restored, override, matrix)
 
 
 def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[str]]:

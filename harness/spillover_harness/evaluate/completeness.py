@@ -1,7 +1,8 @@
 """Is every run the stage plans recorded? Checked before any criterion.
 
 The plan is the matrix's configurations x (recipe, input) cells x the
-stage's repetitions (1..N). A run is recorded when a record of the stage has
+cell's repetitions in the stage (1..N: the stage's, or more where the stage was
+extended by `run --until-stable`). A run is recorded when a record of the stage has
 its (configuration, recipe, input, repetition), whatever its outcome: a
 `harness_error` record is a run that exists (it is left out of the criteria,
 not missing). Records beyond the plan do not fill a gap.
@@ -18,11 +19,11 @@ def check_complete(
     matrix: Matrix, stage: str, present: set[RunSlot], *, judged: bool
 ) -> Incomplete | None:
     """The runs of the stage's plan the records lack, per cell; None when none is missing."""
-    reps = matrix.repetitions.for_stage(stage)
     cells: list[IncompleteCell] = []
     expected = missing = 0
     for config in matrix.configurations:
         for recipe, spec in matrix.cells():
+            reps = matrix.repetitions_for(stage, recipe.name, spec.name)
             expected += reps
             absent = tuple(
                 rep

@@ -261,6 +261,12 @@ def stability(
 STABLE_AT = 0.9  # below this share of resamples agreeing, the decision is called unstable
 
 
+def percent(share: float) -> str:
+    """A share as a percentage that never rounds across STABLE_AT (89.7% is not 90%)."""
+    text = f"{share:.0%}"
+    return f"{share:.1%}" if f"{share:.2f}" == f"{STABLE_AT:.2f}" else text
+
+
 def describe(decision: str, steady: Stability | None) -> str:
     """One sentence: `131072, the same in 93% of 1000 resamples`, or `unstable: ...` with
     the cells whose resampling flips it."""
@@ -268,7 +274,7 @@ def describe(decision: str, steady: Stability | None) -> str:
         return f"{decision}: stability not computed"
     if steady.resamples == 0:
         return f"{decision}: stability not computed ({steady.method})"
-    share = f"{steady.decision:.0%} of {steady.resamples} resamples"
+    share = f"{percent(steady.decision)} of {steady.resamples} resamples"
     if steady.decision >= STABLE_AT:
         return f"{decision}, the same in {share}"
     others = ", ".join(
