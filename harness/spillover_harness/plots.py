@@ -42,6 +42,7 @@ _STATUS_MARK: dict[str, tuple[str, str]] = {
     "inconclusive": ("?", "#6d6d6d"),
 }
 LIMIT_COLOR = "#c62828"
+FAILED_COLOR = "#111111"  # the x of a run that did not succeed
 
 Metric = tuple[str, str, str, Callable[[RunRecord], float | None]]
 
@@ -86,10 +87,11 @@ def _values(
     matrix: Matrix,
     stage: str | None,
     get: Callable[[RunRecord], float | None],
-) -> dict[tuple[str, str, str], list[float]]:
+) -> dict[tuple[str, str, str], list[tuple[float, bool]]]:
+    """Per (configuration, recipe, input): (value, whether the run succeeded)."""
     configs = {c.name for c in matrix.configurations}
     cells = {(r.name, i.name) for r, i in matrix.cells()}
-    out: dict[tuple[str, str, str], list[float]] = {}
+    out: dict[tuple[str, str, str], list[tuple[float, bool]]] = {}
     for r in records:
         if r.stage != stage or r.outcome == "harness_error":
             continue
@@ -98,7 +100,9 @@ def _values(
         value = get(r)
         if value is None:
             continue
-        out.setdefault((r.config, r.recipe, r.input), []).append(float(value))
+        out.setdefault((r.config, r.recipe, r.input), []).append(
+            (float(value), r.outcome == "succeeded")
+        )
     return out
 
 
@@ -111,10 +115,10 @@ def _draw_marks(ax: Axes, configs: Sequence[str], marks: TokenMarks, baseline: s
             linestyle="--",
             linewidth=1.2,
             zorder=4,
-            label=f"limit: median {op} {marks.limit:,.0f}",
         )
         line.set_gid("limit")
-        ax.legend(loc="lower right", fontsize=7, framealpha=0.8)
+        # In the title, not a legend box: a legend inside the axes hid runs.
+        ax.set_title(f"{ax.get_title()}\nlimit: median {op} {marks.limit:,.0f}", fontsize=9)
     low, high = ax.get_ylim()
     if marks.limit is not None:
         low, high = min(low, marks.limit), max(high, marks.limit)
@@ -143,7 +147,7 @@ def _draw_marks(ax: Axes, configs: Sequence[str], marks: TokenMarks, baseline: s
 
 def _figure(
     matrix: Matrix,
-    values: dict[tuple[str, str, str], list[float]],
+    values: dict[tuple[str, str, str], list[tuple[float, bool]]],
     ylabel: str,
     title: str,
     marks: Mapping[tuple[str, str], TokenMarks] | None = None,
@@ -160,7 +164,8 @@ def _figure(
         ax = axes[idx // ncols][idx % ncols]
         ax.set_title(f"{recipe}/{inp} ({size})", fontsize=9)
         ax.set_gid(f"cell:{recipe}/{inp}")
-        data = [values.get((cfg, recipe, inp), []) for cfg in configs]
+        runs = [values.get((cfg, recipe, inp), []) for cfg in configs]
+        data = [[v for v, _ in cell] for cell in runs]
         if not any(data):
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         positions = list(range(1, len(configs) + 1))
@@ -172,21 +177,32 @@ def _figure(
                 widths=0.5,
                 showfliers=False,
             )
-        for pos, vals in zip(positions, data, strict=True):
-            if not vals:
+        for pos, cell in zip(positions, runs, strict=True):
+            if not cell:
                 continue
-            arr = np.asarray(vals, dtype=np.float64)
+            arr = np.asarray(cell, dtype=np.float64)  # (value, succeeded) rows
             if len(arr) > MAX_POINTS_PER_BOX:
-                arr = rng.choice(arr, size=MAX_POINTS_PER_BOX, replace=False)
+                arr = arr[rng.choice(len(arr), size=MAX_POINTS_PER_BOX, replace=False)]
             jitter = rng.uniform(-0.12, 0.12, size=len(arr))
+            ok = arr[:, 1] > 0
             ax.scatter(
-                pos + jitter,
-                arr,
+                pos + jitter[ok],
+                arr[ok, 0],
                 s=10,
                 alpha=0.6,
                 color=_COLORS[(pos - 1) % len(_COLORS)],
                 zorder=3,
             )
+            if (~ok).any():  # runs that did not succeed: marked, never hidden in the box
+                failed = ax.scatter(
+                    pos + jitter[~ok],
+                    arr[~ok, 0],
+                    s=36,
+                    marker="x",
+                    color=FAILED_COLOR,
+                    zorder=5,
+                )
+                failed.set_gid(f"failed:{configs[pos - 1]}")
         ax.set_xticks(positions)
         ax.set_xticklabels(configs, fontsize=8)
         ax.set_xlim(0.4, len(configs) + 0.6)
@@ -214,7 +230,10 @@ def build_figures(
     figures: dict[str, Figure] = {}
     for key, filename, ylabel, get in METRICS:
         values = _values(records, matrix, stage, get)
-        title = f"{ylabel}: stage {stage or 'n/a'} ({source}), harness_error runs left out"
+        title = (
+            f"{ylabel}: stage {stage or 'n/a'} ({source}), harness_error runs left out; "
+            "x: a run that did not succeed"
+        )
         marks = None
         if key == "input_tokens" and verdict is not None:
             marks = token_marks(verdict)

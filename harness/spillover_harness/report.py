@@ -38,7 +38,7 @@ from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.evaluate.stability import describe as describe_stability
 from spillover_harness.matrix import Matrix
 from spillover_harness.plots import write_plots
-from spillover_harness.readback import StageSummary
+from spillover_harness.readback import AdaptiveRound, StageSummary
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
 from spillover_harness.report_memory import memory_section
@@ -166,6 +166,69 @@ def noise_mark(key: str, ev: CellEvidence) -> str:
         assert ev.interval is not None
         return f" (weak: the 95% interval reaches {ev.interval[0]:.0%})"
     return ""
+
+
+MAX_DECIDING = 6  # cells listed per configuration under the decision
+
+
+def _deciding_cells(verdict: Verdict, matrix: Matrix) -> list[str]:
+    """The cells that decide it, walked as the chain walks: a failing configuration's
+    failing cells (with how far each could be noise), the one that passed, or the
+    inconclusive one that stopped the chain; then where resampling flips the decision."""
+    if not verdict.configs:
+        return []
+    bullets: list[str] = []
+    for step in matrix.decision.chain:
+        cv = verdict.configs.get(step.config)
+        if cv is None:
+            continue
+        if cv.verdict == "pass":
+            bullets.append(f"`{cv.name}` passes every criterion against `{verdict.baseline}`")
+            break
+        word = "fails" if cv.verdict == "fail" else "is inconclusive"
+        cells = [
+            f"{key} {ev.label}{noise_mark(key, ev)}"
+            for key, crit in cv.criteria.items()
+            for ev in crit.cells
+            if ev.status == cv.verdict
+        ]
+        if cv.consistency and not cells:
+            cells = ["consistency checks broke (below)"]
+        shown = "; ".join(cells[:MAX_DECIDING]) + ("; ..." if len(cells) > MAX_DECIDING else "")
+        bullets.append(f"`{cv.name}` {word}: {shown}")
+        if cv.verdict != "fail":
+            break
+    steady = verdict.stability
+    if steady is not None and steady.flipping_cells:
+        flips = "; ".join(c.label for c in steady.flipping_cells)
+        bullets.append(f"resampling flips the decision through: {flips}")
+    return ["**What decides it:**", "", *(f"- {b}" for b in bullets), ""]
+
+
+def _rounds_lead(rounds: Sequence[AdaptiveRound], matrix: Matrix, stage: str | None) -> list[str]:
+    """What `run --until-stable` added, and why: one paragraph and a table per round."""
+    if not rounds or stage is None:
+        return []
+    own = matrix.repetitions.for_stage(stage)
+    added = sum((reps - own) * len(matrix.configurations) for reps in matrix.extension.values())
+    lines = [
+        f"**Repetitions added (`--until-stable`):** {added} run(s) beyond the matrix's {own} "
+        f"repetition(s), in {len(rounds)} round(s), only to the cells whose resampling "
+        "flipped the decision:",
+        "",
+    ]
+    rows = [
+        [
+            n,
+            "—" if r.stability is None else f"{r.stability:.1%}",
+            ", ".join(f"{cell} → {reps}" for cell, reps in r.cells.items()),
+            r.why,
+        ]
+        for n, r in enumerate(rounds, 1)
+    ]
+    lines.extend(_table(["round", "stability before", "cells (repetitions in all)", "why"], rows))
+    lines.append("")
+    return lines
 
 
 def _criteria_section(
@@ -560,6 +623,7 @@ def render_markdown(
     faults: Sequence[str] = (),
     views: Mapping[str, CriterionView] = CRITERION_VIEWS,
     memory_lane: MemoryLane | None = None,
+    rounds: Sequence[AdaptiveRound] = (),
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -582,6 +646,8 @@ def render_markdown(
         lines.extend([f"> {faults_note(faults)}", ""])
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
     lines.extend([f"**Stability:** {describe_stability(verdict.decision, verdict.stability)}.", ""])
+    lines.extend(_deciding_cells(verdict, matrix))
+    lines.extend(_rounds_lead(rounds, matrix, stage))
     if verdict.rules:
         chosen = ", ".join(f"`{k}` by {v.replace('_', '-')}" for k, v in verdict.rules.items())
         literal = verdict.literal_decision
@@ -678,7 +744,12 @@ def render_markdown(
         )
         lines.append("")
     if verdict.configs:
+        lines.extend(
+            ["<details>", "<summary>The criteria, cell by cell (every figure and its noise)"
+             "</summary>", ""]
+        )  # fmt: skip
         lines.extend(_criteria_section(verdict, views))
+        lines.extend(["</details>", ""])
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
     lines.extend(memory_section(records, matrix, stage, memory_lane))
@@ -743,6 +814,7 @@ def write_report(
         simulated_platform=stage is not None and stage.simulated_platform,
         faults=stage.driver.faults if stage is not None else (),
         memory_lane=read_lane(records_dir),
+        rounds=stage.rounds if stage is not None else (),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

@@ -159,6 +159,31 @@ def test_decision_comes_first_then_criteria_then_cells_then_advisory() -> None:
     assert "never change a status or the decision" in text
 
 
+def test_the_first_screen_holds_the_decision_its_stability_and_the_cells_deciding_it() -> None:
+    """Issue 26: the decision, its stability, the cells that decide it and the simulator
+    caveat first; the criterion tables after, folded in <details>."""
+    one_failed = [{}] * 4 + [{"outcome": "failed"}]
+    records = dataset(
+        {
+            ("128KiB", "code-review", "large"): [{"input_tokens": 5000}] * 5,
+            ("32KiB", "summarize", "document"): one_failed,
+        },
+        n=5,
+    )
+    v = evaluate(records, MATRIX, resamples=100)
+    assert v.decision == "false"
+    text = render_markdown(v, records, MATRIX)
+    first = text[: text.index("## Configurations")]
+    assert "These figures come from the embedded simulator" in first
+    assert "**Stability:** unstable: false in only" in first
+    assert "**What decides it:**" in first
+    assert "- `128KiB` fails: input_tokens code-review/large" in first
+    # 4/5 against 5/5: a literal fail a configuration as good as off shows half the time
+    assert "- `32KiB` fails: success_rate summarize/document (within noise: p=0.50)" in first
+    assert "- resampling flips the decision through: 32KiB success_rate summarize/document" in first
+    assert text.index("<details>") < text.index("## Criteria") < text.index("</details>")
+
+
 def test_per_cell_table_has_a_row_per_configuration_and_cell() -> None:
     records = dataset({("32KiB", "summarize", "document"): [{}, {"outcome": "harness_error"}]})
     text = render_markdown(verdict(records), records, MATRIX)
@@ -346,6 +371,28 @@ def test_token_plot_of_an_unjudged_stage_has_no_limit() -> None:
     assert token_marks(v) == {}
     fig = build_figures(records, MATRIX, "sim", v)["input_tokens.png"]
     assert not [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_gid() == "limit"]
+
+
+def test_token_plot_shows_every_run_and_marks_the_ones_that_failed(tmp_path: Path) -> None:
+    """Issue 26: 32KiB's two failing summarize runs sat under the limit's legend box. Every
+    run is inside the axes, nothing is drawn over the data, failed runs are an x."""
+    failed = [{"input_tokens": 19017, "outcome": "failed"}] * 2
+    records = dataset(
+        {
+            ("off", "summarize", "document"): [{"input_tokens": 26297}] * 5,
+            ("32KiB", "summarize", "document"): failed + [{"input_tokens": 28800}] * 3,
+        },
+        n=5,
+    )
+    fig = build_figures(records, MATRIX, "sim", verdict(records))["input_tokens.png"]
+    ax = _token_axes(fig, "summarize", "document")
+    low, high = ax.get_ylim()
+    assert low < 19017 < 28800 < high
+    assert ax.get_legend() is None  # the limit is named in the title instead
+    assert "limit: median ≤ 28,927" in ax.get_title()
+    (marked,) = [c for c in ax.collections if c.get_gid() == "failed:32KiB"]
+    assert [tuple(xy)[1] for xy in marked.get_offsets()] == [19017.0, 19017.0]
+    assert "x: a run that did not succeed" in fig.get_suptitle()
 
 
 # -- file modes -------------------------------------------------------------------------
