@@ -114,6 +114,24 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+REASON_MAX = 256
+
+
+def _reason(text: str) -> str:
+    """--reason: one printable line (a newline could forge a line of `status`), bounded."""
+    if len(text) > REASON_MAX:
+        raise argparse.ArgumentTypeError(
+            f"--reason is at most {REASON_MAX} characters (got {len(text)}): name the "
+            "incident and put the details in your incident record"
+        )
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            "--reason must be one printable line: no newline, tab or other control "
+            "character (they could forge lines of `spilloverctl status`)"
+        )
+    return text
+
+
 def _timeout(text: str) -> float:
     try:
         value = float(text)
@@ -197,9 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     waiting.add_argument(
         "--reason",
         metavar="TEXT",
+        type=_reason,
         help="why: recorded with the change (annotation spillover.clerum.io/change-record, "
         "with who you are as the API server says, the generation and the time), in the "
-        "operator's Events and shown by status",
+        f"operator's Events and shown by status; one printable line of at most {REASON_MAX} "
+        "characters",
     )
     waiting.add_argument(
         "--timeout",
