@@ -5,7 +5,45 @@ before anything heavy."""
 
 from __future__ import annotations
 
-__all__ = ["caused_by_interrupt"]
+import _thread
+import signal
+import sys
+import time
+from typing import Any
+
+__all__ = ["caused_by_interrupt", "deliver_lost_interrupts"]
+
+
+def deliver_lost_interrupts() -> None:
+    """Deliver again a Ctrl-C that Python would lose.
+
+    An exception raised in a callback Python calls on its own (a weakref callback of the
+    import system's module locks, a `__del__`) is printed as "Exception ignored in ..."
+    with a traceback, and the program goes on: a Ctrl-C landing there during start-up
+    was printed that way and lost, and the command then ran to its end. This hook sends
+    such a KeyboardInterrupt to the main thread again as SIGINT, so it ends the command as
+    any Ctrl-C does; every other exception is reported as before. The console scripts
+    install it first thing."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # As if SIGINT arrived again a moment later, from another thread: the main
+            # thread handles it once out of this hook (raised here, it would be lost
+            # again). A bare thread: threading's start() would wait here for it.
+            _thread.start_new_thread(_interrupt_main_soon, ())
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
+def _interrupt_main_soon() -> None:
+    time.sleep(REDELIVERY_DELAY_S)
+    _thread.interrupt_main(signal.SIGINT)
+
+
+REDELIVERY_DELAY_S = 0.01
 
 
 def caused_by_interrupt(error: BaseException) -> bool:

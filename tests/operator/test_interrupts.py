@@ -40,3 +40,72 @@ def test_an_exception_chain_that_loops_ends() -> None:
     first, second = ValueError("a"), ValueError("b")
     first.__context__, second.__context__ = second, first
     assert not caused_by_interrupt(first)
+
+
+def _lose_an_interrupt_in_a_weakref_callback() -> None:
+    """What the CI run saw: Ctrl-C raised inside a callback Python calls on its own (the
+    import system's module-lock weakref callback), which Python reports as "Exception
+    ignored" and swallows."""
+    import gc
+    import weakref
+
+    class Thing:
+        pass
+
+    def callback(_ref: object) -> None:
+        raise KeyboardInterrupt
+
+    thing = Thing()
+    ref = weakref.ref(thing, callback)
+    del thing
+    gc.collect()
+    del ref
+
+
+def test_a_ctrl_c_python_would_swallow_is_delivered_again() -> None:
+    import signal
+    import sys
+    import time
+
+    import pytest
+    from spillover_operator.interrupts import deliver_lost_interrupts
+
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_hook = sys.unraisablehook
+    try:
+        deliver_lost_interrupts()
+        with pytest.raises(KeyboardInterrupt):
+            _lose_an_interrupt_in_a_weakref_callback()
+            deadline = time.monotonic() + 5  # it arrives within milliseconds, while busy
+            while time.monotonic() < deadline:
+                pass
+    finally:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous_handler)
+
+
+def test_other_lost_exceptions_are_reported_as_before(capsys: object) -> None:
+    import sys
+
+    from spillover_operator.interrupts import deliver_lost_interrupts
+
+    seen: list[BaseException | None] = []
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(u.exc_value)
+    try:
+        deliver_lost_interrupts()
+        import weakref
+
+        class Thing:
+            pass
+
+        def callback(_ref: object) -> None:
+            raise ValueError("not Ctrl-C")
+
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        del thing
+        del ref
+    finally:
+        sys.unraisablehook = previous_hook
+    assert len(seen) == 1 and isinstance(seen[0], ValueError)

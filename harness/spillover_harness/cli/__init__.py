@@ -17,13 +17,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from spillover_operator.interrupts import caused_by_interrupt
+from spillover_operator.interrupts import caused_by_interrupt, deliver_lost_interrupts
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script `spillover-harness` (argv defaults to sys.argv[1:])."""
+    deliver_lost_interrupts()
     try:
         from spillover_harness.cli.app import dispatch
 

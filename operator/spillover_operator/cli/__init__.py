@@ -15,6 +15,9 @@ __all__ = ["main"]
 def main() -> None:
     """The console script `spilloverctl`: exits with the command's code."""
     try:
+        from spillover_operator.interrupts import deliver_lost_interrupts
+
+        deliver_lost_interrupts()
         from spillover_operator.cli.main import run
     except BaseException as error:
         from spillover_operator.interrupts import caused_by_interrupt
