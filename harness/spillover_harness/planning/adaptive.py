@@ -58,7 +58,7 @@ def next_round(
     if steady.decision >= target:
         return Stop(
             f"stable: {verdict.decision} in {percent(steady.decision)} of the resamples "
-            f"(target {target:.0%})"
+            f"(target {_target(target)})"
         )
     # The units that flip it often enough to matter (the first one always).
     flips = [c for n, c in enumerate(steady.flipping_cells) if n == 0 or c.share >= HINGE_SHARE]
@@ -95,9 +95,15 @@ def next_round(
         decision=verdict.decision,
         why=(
             f"{verdict.decision} in only {percent(steady.decision)} of the resamples (target "
-            f"{target:.0%}); the cells whose resampling flips it get more runs: {named}"
+            f"{_target(target)}); the cells whose resampling flips it get more runs: {named}"
         ),
     )
+
+
+def _target(share: float) -> str:
+    """0.9 as 90%, 0.999 as 99.9% (never rounded up to 100%)."""
+    whole = f"{share:.0%}"
+    return whole if abs(share * 100 - round(share * 100)) < 1e-9 else f"{share:.1%}"
 
 
 def extended(matrix: Matrix, step: Round) -> Matrix:
