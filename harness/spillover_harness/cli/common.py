@@ -110,6 +110,20 @@ concurrency = bounded_int(1, CONCURRENCY_MAX)
 TIMEOUT_MAX_S = 24 * 3600.0
 
 
+def whole_number(flag: str, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number 1..`high` (digits only, at most 6), the error
+    naming `flag` (`bounded_int` is the same for options whose message names no flag)."""
+
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or len(text) > 6 or not 1 <= int(text) <= high:
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a whole number from 1 to {high}, got {text[:20]!r}"
+            )
+        return int(text)
+
+    return parse
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0, at most a day (a timeout in seconds)."""
     try:

@@ -19,8 +19,10 @@ from spillover_harness.cli.common import (
     epilog,
     load_matrix_arg,
     load_records,
+    whole_number,
 )
 from spillover_harness.matrix import Matrix
+from spillover_harness.planning.false_fail import MAX_REPETITIONS
 from spillover_harness.records import STAGES
 
 CODES = (exit_codes.OK, exit_codes.INTERNAL, exit_codes.BAD_INPUT, exit_codes.INTERRUPTED)
@@ -70,16 +72,6 @@ def _unit(flag: str, low: float, high: float, *, open_low: bool = False) -> Any:
     return parse
 
 
-def _repetitions(text: str) -> int:
-    from spillover_harness.planning.false_fail import MAX_REPETITIONS
-
-    if not text.strip().isdigit() or len(text) > 6 or not 1 <= int(text) <= MAX_REPETITIONS:
-        raise argparse.ArgumentTypeError(
-            f"--repetitions takes a whole number from 1 to {MAX_REPETITIONS}, got {text[:40]!r}"
-        )
-    return int(text)
-
-
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "plan",
@@ -101,7 +93,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stage", choices=STAGES, default="dev", help="whose repetitions (default dev)")
     p.add_argument(
         "--repetitions",
-        type=_repetitions,
+        type=whole_number("--repetitions", MAX_REPETITIONS),
         default=None,
         metavar="N",
         help="per configuration and cell (default: the matrix's for --stage)",

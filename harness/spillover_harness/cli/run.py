@@ -29,9 +29,10 @@ from spillover_harness.cli.common import (
     load_matrix_arg,
     positive_float,
     stage_beside,
+    whole_number,
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
-from spillover_harness.matrix import Matrix
+from spillover_harness.matrix import REPETITIONS_MAX, Matrix
 from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD, SimFaults
 
 STAGES = ("sim", "minikube", "dev")
@@ -260,7 +261,7 @@ def add_parser(sub: Any) -> None:
     )
     run.add_argument(
         "--max-repetitions",
-        type=_repetitions,
+        type=whole_number("--max-repetitions", REPETITIONS_MAX),
         default=None,
         metavar="N",
         help="with --until-stable: the most repetitions a cell may reach (at least the "
@@ -279,16 +280,6 @@ def _share(text: str) -> float:
             f"--until-stable takes a share between 0 and 1 (exclusive), e.g. 0.9; got {text[:20]!r}"
         )
     return value
-
-
-def _repetitions(text: str) -> int:
-    from spillover_harness.matrix import REPETITIONS_MAX
-
-    if not text.strip().isdigit() or len(text) > 6 or not 1 <= int(text) <= REPETITIONS_MAX:
-        raise argparse.ArgumentTypeError(
-            f"--max-repetitions takes a whole number from 1 to {REPETITIONS_MAX}, got {text[:20]!r}"
-        )
-    return int(text)
 
 
 # ---------------------------------------------------------------------------------------
