@@ -12,7 +12,6 @@ only (the control plane is shared by every test)."""
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from admission_helpers import enforced, shipped_for_namespace
 from controlplane.localcluster import LocalCluster
 from k8s_helpers import (
     container_manifest,
@@ -35,7 +35,7 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client import ApiException
-from kustomize_build import OVERLAYS, build, find
+from kustomize_build import OVERLAYS, build
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
 from spillover_operator.domain.change_record import ChangeRecord, decode, last_change
@@ -65,48 +65,23 @@ def admission(
 ) -> Iterator[None]:
     """The shipped spillover-change-record policy, its binding narrowed to this
     namespace (and both renamed after it); waits until it is enforced."""
-    vap = copy.deepcopy(find(shipped, "ValidatingAdmissionPolicy", VAP))
-    binding = copy.deepcopy(find(shipped, "ValidatingAdmissionPolicyBinding", VAP))
-    name = f"{VAP}-{namespace}"
-    vap["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = name
-    binding["spec"]["matchResources"] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    }
-    api = client.AdmissionregistrationV1Api(admin)
-    api.create_validating_admission_policy(model(client.V1ValidatingAdmissionPolicy, vap))
-    api.create_validating_admission_policy_binding(
-        model(client.V1ValidatingAdmissionPolicyBinding, binding)
-    )
-    try:
+    vap, binding = shipped_for_namespace(shipped, VAP, namespace)
+    # Loaded asynchronously: probe with a dry-run create carrying a forged record.
+    probe = policy_manifest(namespace, {"target": {"deployment": WRC}}, "probe")
+    forged = ChangeRecord("cto", 1, "t", "spilloverctl kill", "probe").encode()
+    probe["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: forged}
 
-        def type_checked() -> dict[str, Any] | None:
-            raw: Any = api.read_validating_admission_policy(name, _preload_content=False)
-            got: dict[str, Any] = json.loads(raw.data)
-            status = got.get("status") or {}
-            done = status.get("observedGeneration") == got["metadata"]["generation"]
-            return status if done else None
+    def refused() -> bool:
+        try:
+            client.CustomObjectsApi(admin).create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, probe, dry_run="All"
+            )
+        except ApiException as exc:
+            return exc.status == 403
+        return False
 
-        status = wait_for("the change-record policy to be type-checked", type_checked)
-        assert not (status.get("typeChecking") or {}).get("expressionWarnings"), status
-        # Loaded asynchronously: probe with a dry-run create carrying a forged record.
-        probe = policy_manifest(namespace, {"target": {"deployment": WRC}}, "probe")
-        forged = ChangeRecord("cto", 1, "t", "spilloverctl kill", "probe").encode()
-        probe["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: forged}
-
-        def enforced() -> bool:
-            try:
-                client.CustomObjectsApi(admin).create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, probe, dry_run="All"
-                )
-            except ApiException as exc:
-                return exc.status == 403
-            return False
-
-        wait_for("the change-record policy to be enforced", enforced)
+    with enforced(admin, vap, binding, refused):
         yield
-    finally:
-        api.delete_validating_admission_policy_binding(name)
-        api.delete_validating_admission_policy(name)
 
 
 @pytest.fixture
