@@ -464,6 +464,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         c = self.cluster
         kd = self.data / "kubelet"
         kd.mkdir()
+        self._share_root_dir(kd / "root")
         creds = c.node_credentials(self.name, kd, server_ips=(GATEWAY,))
         (kd / "resolv.conf").write_text("")
         port, healthz = c.free_port(), c.free_port()
@@ -521,6 +522,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 "--v=1",
             ],
         )
+
+    @staticmethod
+    def _share_root_dir(root: Path) -> None:
+        """Make the kubelet's root dir a shared mount of its own before the kubelet starts.
+
+        Left to itself the kubelet bind-mounts its root dir onto itself (MakeRShared) while
+        its pod-resources server, started in parallel, renames a socket inside that dir; a
+        rename whose two lookups straddle the new mount fails with EXDEV and the kubelet
+        exits ("Failed to create listener for podResources endpoint", seen once in CI).
+        Finding the dir already shared, the kubelet mounts nothing. `stop` unmounts it with
+        every other mount under the node's data dir."""
+        root.mkdir(parents=True, exist_ok=True)
+        _run(["mount", "--bind", str(root), str(root)])
+        _run(["mount", "--make-rshared", str(root)])
 
     def _wait_ready(self) -> None:
         from kubernetes import client
