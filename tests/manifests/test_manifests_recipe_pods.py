@@ -162,3 +162,23 @@ def test_the_local_overlay_opts_in_to_refreshing_only_its_recipe_deployment() ->
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert refresh_allow_list(env).owners == frozenset({Owner("Deployment", "mcp-host-r1")})
     assert find(docs, "ConfigMap", ALLOWED_CM)["data"]["recipeRefresh"] == "OnKillSwitch"
+
+
+def test_the_crd_says_what_a_refresh_does_and_the_operator_deletes_no_pods() -> None:
+    """The CRD's text of spec.recipePods.refresh matches the behaviour: the operator
+    restarts only allow-listed workloads, and the allow-list names only kinds it
+    restarts (a rollout restart), so no refresh of the operator deletes a pod."""
+    from spillover_operator.domain.allowlist import REFRESH_VARS
+
+    crd = find(
+        build(MANIFESTS / "crd"),
+        "CustomResourceDefinition",
+        "spilloverpolicies.spillover.clerum.io",
+    )
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    text = schema["properties"]["spec"]["properties"]["recipePods"]["properties"]["refresh"][
+        "description"
+    ]
+    assert "deletes no pods" in text and "allow-list" in text, text
+    assert "deleting the pods" not in text, text
+    assert all(Owner(kind, "x").restartable for kind in REFRESH_VARS), REFRESH_VARS
