@@ -115,13 +115,13 @@ BAD: list[tuple[str, str, str, list[str]]] = [
         "bare-off-name",
         '  - name: "off"',
         "  - name: off",
-        ["key 'configurations.0.name'", "got False", 'quote it, e.g. "off"'],
+        ["line 4: off reads as a boolean only in YAML 1.1", 'quote it ("off")'],
     ),
     (
         "bare-off-baseline",
         'baseline: "off"',
         "baseline: off",
-        ["key 'acceptance.baseline'", "got False", "quote it"],
+        ["off reads as a boolean only in YAML 1.1", 'quote it ("off")'],
     ),
     (
         "bare-false-env",

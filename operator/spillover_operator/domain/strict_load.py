@@ -6,6 +6,8 @@ what the code after them cannot take:
 - a key written twice (both formats keep the last value without a word: a policy with
   `enabled: false` then `enabled: true` would render ON);
 - a mapping key that is not a string (YAML `1:` or `true:`; every field name here is one);
+- `yes`, `no`, `on` and `off` unquoted (booleans in YAML 1.1, strings in YAML 1.2:
+  `enabled: off` means one thing to kubectl and another to a YAML 1.2 tool);
 - `.inf` / `.nan` (YAML) and `Infinity` / `NaN` (JSON): no count, size or timeout is
   infinite;
 - integers beyond 64 bits (a 5000-digit integer makes `int()` raise; none is meant);
@@ -130,7 +132,22 @@ class _StrictYamlLoader(yaml.SafeLoader):
             )
         return value
 
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        if node.style is None and node.value.lower() not in ("true", "false"):
+            # yes/no/on/off: booleans in YAML 1.1 (PyYAML, kubectl), strings in YAML 1.2.
+            word = cut(node.value, 10)
+            raise StrictLoadError(
+                f"line {node.start_mark.line + 1}: {word} reads as a boolean only in YAML "
+                f'1.1; write true or false, or quote it ("{word}") for the string'
+            )
+        value: bool = super().construct_yaml_bool(node)
+        return value
 
+
+_StrictYamlLoader.add_constructor(
+    "tag:yaml.org,2002:bool",
+    _StrictYamlLoader.construct_yaml_bool,
+)
 _StrictYamlLoader.add_constructor(
     "tag:yaml.org,2002:int",
     _StrictYamlLoader.construct_yaml_int,

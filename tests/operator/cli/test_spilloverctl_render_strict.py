@@ -53,6 +53,10 @@ def test_the_policy_renders(tmp_path: Path) -> None:
                      + "]" * 100_000 + "\n", "nested more than", id="deep"),
         pytest.param("deployment: wrc", "deployment: " + "W" * 1_000_000, "…",
                      id="1mb-scalar-cut"),
+        pytest.param("  enabled: false\n", "  enabled: off\n",
+                     "off reads as a boolean only in YAML 1.1", id="yaml-1.1-off"),
+        pytest.param("  enabled: false\n", "  enabled: false\n  thresholdBytes: 65536.0\n",
+                     "65536.0", id="float-size"),
     ],
 )  # fmt: skip
 def test_render_refuses_what_yaml_would_take(

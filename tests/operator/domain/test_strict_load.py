@@ -31,6 +31,10 @@ from spillover_operator.domain.strict_load import (
                      id="deep-flow"),
         pytest.param("a: [1\n", "not valid YAML (line 2", id="syntax"),
         pytest.param("a: 1\n---\nb: 2\n", "holds 2 YAML documents", id="two-documents"),
+        pytest.param("enabled: off\n", "off reads as a boolean only in YAML 1.1", id="off"),
+        pytest.param("a: [Yes]\n", "Yes reads as a boolean only in YAML 1.1", id="Yes"),
+        pytest.param("a: ON\n", "write true or false", id="ON"),
+        pytest.param("a: no\n", 'quote it ("no")', id="no"),
     ],
 )  # fmt: skip
 def test_yaml_refusals(text: str, needle: str) -> None:
@@ -53,6 +57,13 @@ def test_yaml_what_is_accepted() -> None:
     merged = load_yaml("a: &x {b: 1}\nc:\n  <<: *x\n  b: 2\n", "f")
     assert merged["c"] == {"b": 2}  # a merge key may be overridden: that is its point
     assert load_yaml_all("a: 1\n---\n---\nb: 2\n", "f") == [{"a": 1}, {"b": 2}]
+    # true/false in any case are booleans everywhere; a quoted off is a string
+    assert load_yaml("a: True\nb: FALSE\nc: 'off'\nd: y\n", "f") == {
+        "a": True,
+        "b": False,
+        "c": "off",
+        "d": "y",
+    }
 
 
 @pytest.mark.parametrize(
