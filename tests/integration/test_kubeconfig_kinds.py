@@ -9,6 +9,9 @@ user a SelfSubjectReview named, the full SelfSubjectReview shows groups, uid and
 and RBAC allows only the impersonated user's rights (the impersonator's own are not
 enough, and an impersonator without the `impersonate` verb is refused).
 
+A proxy (`proxy-url`, or HTTPS_PROXY in the environment) is a real one: a CONNECT
+tunnel in this module that records every tunnel it opens.
+
 What is refused (auth providers, basic auth, unknown fields) is in
 tests/operator/cli/test_spilloverctl_kubeconfig.py: refused before anything is sent."""
 
@@ -17,7 +20,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import select
+import socket
+import socketserver
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -451,3 +458,105 @@ def test_impersonating_without_the_impersonate_verb_is_refused(
         assert enabled(admin, namespace) is True
         assert wrc_enabled(admin, namespace) == "true"
     kill_both_ways(admin, kubeconfig, namespace, name)
+
+
+# ---------------------------------------------------------------------------- proxies
+
+
+class TunnelProxy(socketserver.ThreadingTCPServer):
+    """An HTTP proxy that opens CONNECT tunnels (what kubectl and urllib3 use for https)
+    and records each target before it answers, so a command that returned has its
+    tunnels recorded."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Tunnel)
+        self.tunnels: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Tunnel(socketserver.StreamRequestHandler):
+    server: TunnelProxy
+
+    def handle(self) -> None:
+        method, target, _ = self.rfile.readline(65536).decode("latin-1").split(" ", 2)
+        while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+            pass  # the request's headers
+        if method != "CONNECT":
+            self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return
+        host, port = target.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as upstream:
+            self.server.tunnels.append(target)
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+            ends = [self.connection, upstream]
+            while True:
+                ready, _, _ = select.select(ends, [], [], 60)
+                if not ready:
+                    return
+                for end in ready:
+                    data = end.recv(65536)
+                    if not data:
+                        return
+                    (upstream if end is self.connection else self.connection).sendall(data)
+
+
+@pytest.fixture
+def proxy() -> Iterator[TunnelProxy]:
+    server = TunnelProxy()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.usefixtures("workloads")
+def test_proxy_url_carries_every_request_both_ways(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+    proxy: TunnelProxy,
+) -> None:
+    user = f"oncall-{namespace}"
+    grant(admin, namespace, "oncall", _user(user), user)
+    doc = _doc(control_plane.user_kubeconfig(user))
+    _cluster_entry(doc)["proxy-url"] = proxy.url
+    kubeconfig = _write(doc, tmp_path / "kubeconfig")
+    apiserver = control_plane.server.removeprefix("https://")
+
+    conn = connect(str(kubeconfig), None, namespace, field_manager="test")
+    assert isinstance(conn.transport, ApiClientTransport)
+    assert who(conn)["username"] == user
+    assert proxy.tunnels == [apiserver]
+    proxy.tunnels.clear()
+    kill_both_ways(admin, kubeconfig, namespace, user)
+    assert proxy.tunnels and set(proxy.tunnels) == {apiserver}
+
+
+@pytest.mark.usefixtures("workloads")
+def test_https_proxy_from_the_environment_is_honoured_like_kubectl(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    proxy: TunnelProxy,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plain kubeconfig (which spilloverctl otherwise sends over its own HTTP) goes
+    through HTTPS_PROXY when it is set, as kubectl does."""
+    user = f"oncall-{namespace}"
+    grant(admin, namespace, "oncall", _user(user), user)
+    kubeconfig = control_plane.user_kubeconfig(user)
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    kill_both_ways(admin, kubeconfig, namespace, user)
+    assert set(proxy.tunnels) == {control_plane.server.removeprefix("https://")}

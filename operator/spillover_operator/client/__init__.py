@@ -23,7 +23,8 @@
   process serves (`proxy_get`), the rollout restart of a Deployment/StatefulSet and
   deleting a pod (refreshing recipe pods);
 - `pod_io`: inside a pod's containers: a container's log (`read_pod_log`) and a command
-  run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails);
+  run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails; refused
+  while impersonating: the websocket would carry no Impersonate-* headers);
 - `proxy`: a request to an HTTP endpoint behind the API server's service proxy
   (`proxy_request`: the endpoint's status and body, error statuses included);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;

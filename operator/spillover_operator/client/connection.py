@@ -23,6 +23,14 @@ from spillover_operator.client.transport import (
 )
 
 DEFAULT_NAMESPACE = "clerum"
+_PROXY_VARIABLES = (
+    "https_proxy",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "HTTP_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+)
 KUBECONFIG_DEFAULT = "~/.kube/config"
 IN_CLUSTER = "(in-cluster service account)"
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -212,6 +220,8 @@ def _full_load(
     )  # fmt: skip
     acting = impersonate.over(found).check(f"kubeconfig '{shown}'")
     loader.load_and_set(configuration)
+    if "proxy-url" in loader._cluster.value:
+        configuration.no_proxy = ""  # the kubeconfig's proxy is for every request, as kubectl
     if "exec" in user and not (configuration.api_key.get("BearerToken") or configuration.cert_file):
         raise ConfigError(
             f"the exec credential plugin of user '{ctx.get('user')}' in kubeconfig '{shown}' "
@@ -231,6 +241,8 @@ def _plain(
 ) -> Connection | None:
     """A Connection over plain HTTP when the kubeconfig needs nothing more (see
     `client.transport`), else None (the full loader then reads it and names problems)."""
+    if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+        return None  # the kubernetes package honours HTTPS_PROXY and NO_PROXY, as kubectl
     try:
         config = read_plain(shown)
         try:
