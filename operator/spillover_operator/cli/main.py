@@ -115,6 +115,7 @@ def _human(n: int) -> str:
 
 
 REASON_MAX = 256
+MAX_AS_GROUPS = 64  # client.kubeconfig.MAX_GROUPS
 
 
 def _reason(text: str) -> str:
@@ -130,6 +131,20 @@ def _reason(text: str) -> str:
             "character (they could forge lines of `spilloverctl status`)"
         )
     return text
+
+
+def _identity(flag: str) -> Any:
+    """An argparse type for --as/--as-group/--as-uid: a value an HTTP header carries."""
+
+    def parse(text: str) -> str:
+        from spillover_operator.client.kubeconfig import flag_value_problem
+
+        problem = flag_value_problem(text)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{flag} {text[:40]!r}: {problem}")
+        return text
+
+    return parse
 
 
 def _timeout(text: str) -> float:
@@ -332,6 +347,32 @@ def _cluster_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     parser.add_argument(
         "--context", default=default, metavar="NAME", help="kubeconfig context (default: current)"
     )
+    parser.add_argument(
+        "--as",
+        dest="as_user",
+        type=_identity("--as"),
+        default=default,
+        metavar="USER",
+        help="act as this user (impersonation, as kubectl; needs the impersonate verb); "
+        "overrides the kubeconfig user's `as`",
+    )
+    parser.add_argument(
+        "--as-group",
+        dest="as_group",
+        type=_identity("--as-group"),
+        action="append",
+        default=default,
+        metavar="GROUP",
+        help="with --as: act as a member of this group (repeatable); overrides `as-groups`",
+    )
+    parser.add_argument(
+        "--as-uid",
+        dest="as_uid",
+        type=_identity("--as-uid"),
+        default=default,
+        metavar="UID",
+        help="with --as: act with this UID; overrides `as-uid`",
+    )
 
 
 def _policy_arg(parser: argparse.ArgumentParser) -> None:
@@ -399,9 +440,19 @@ def _dispatch(
                 )
             change = changes.set_change(fields)
 
-    from spillover_operator.client import connect
+    if (args.as_group or args.as_uid) and not args.as_user:
+        parser.error("--as-group and --as-uid need --as USER (the user to act as)")
+    if args.as_group and len(args.as_group) > MAX_AS_GROUPS:
+        parser.error(f"--as-group is given at most {MAX_AS_GROUPS} times")
+    from spillover_operator.client import connect, impersonation_from_flags
 
-    cluster = connect(args.kubeconfig, args.context, args.namespace, field_manager=FIELD_MANAGER)
+    cluster = connect(
+        args.kubeconfig,
+        args.context,
+        args.namespace,
+        field_manager=FIELD_MANAGER,
+        impersonate=impersonation_from_flags(args.as_user, args.as_group, args.as_uid),
+    )
     if args.command == "status":
         from .status import cmd_status
 

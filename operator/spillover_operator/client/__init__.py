@@ -2,6 +2,8 @@
 
 - `connection`: `connect` (kubeconfig/context or the in-cluster service account) and
   `Connection` (the API client, the namespace, who we are, how to name us in messages);
+- `kubeconfig`: which kubeconfig fields are honoured (the others are refused:
+  `UnsupportedKubeconfig`) and impersonation (`Impersonation`, the `--as` flags);
 - `policies`: read, list and patch SpilloverPolicies (spec and status);
 - `deployments`: read and list Deployments (by label selector too), patch the target's
   env with a planned patch;
@@ -21,7 +23,8 @@
   process serves (`proxy_get`), the rollout restart of a Deployment/StatefulSet and
   deleting a pod (refreshing recipe pods);
 - `pod_io`: inside a pod's containers: a container's log (`read_pod_log`) and a command
-  run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails);
+  run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails; refused
+  while impersonating: the websocket would carry no Impersonate-* headers);
 - `proxy`: a request to an HTTP endpoint behind the API server's service proxy
   (`proxy_request`: the endpoint's status and body, error statuses included);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
@@ -92,10 +95,12 @@ if TYPE_CHECKING:
         Rejected,
         TimedOut,
         Unauthorized,
+        UnsupportedKubeconfig,
         WriteRefused,
     )
     from spillover_operator.client.events import event_body, post_event
     from spillover_operator.client.identity import authenticated_user
+    from spillover_operator.client.kubeconfig import Impersonation, impersonation_from_flags
     from spillover_operator.client.leases import (
         create_lease,
         find_lease,
@@ -148,6 +153,9 @@ _WHERE: dict[str, str] = {
     "TimedOut": "errors",
     "Unauthorized": "errors",
     "WriteRefused": "errors",
+    "UnsupportedKubeconfig": "errors",
+    "Impersonation": "kubeconfig",
+    "impersonation_from_flags": "kubeconfig",
     "check_reachable": "discovery",
     "config_map_lookup": "configmaps",
     "connect": "connection",
@@ -207,6 +215,7 @@ __all__ = [
     "EnvPatch",
     "ExecFailed",
     "Forbidden",
+    "Impersonation",
     "NotFound",
     "NotServed",
     "OperatorRefused",
@@ -214,6 +223,7 @@ __all__ = [
     "SelectorError",
     "TimedOut",
     "Unauthorized",
+    "UnsupportedKubeconfig",
     "WriteRefused",
     "apply_config_map",
     "apply_deployment",
@@ -235,6 +245,7 @@ __all__ = [
     "get_object",
     "get_policy",
     "get_stateful_set",
+    "impersonation_from_flags",
     "is_served",
     "list_deployments",
     "list_pods",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from spillover_operator.client.errors import ConfigError
+from spillover_operator.client.kubeconfig import AS_OURSELVES, Impersonation, check_entries
 from spillover_operator.client.transport import (
     ApiClientTransport,
     HttpTransport,
@@ -18,9 +19,18 @@ from spillover_operator.client.transport import (
     Transport,
     plain_transport,
     read_plain,
+    with_headers,
 )
 
 DEFAULT_NAMESPACE = "clerum"
+_PROXY_VARIABLES = (
+    "https_proxy",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "HTTP_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+)
 KUBECONFIG_DEFAULT = "~/.kube/config"
 IN_CLUSTER = "(in-cluster service account)"
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -41,6 +51,9 @@ class Connection:
     `field_manager` is recorded in managedFields of what we patch and as the source of
     the Events we post (spilloverctl, spillover-operator, spillover-harness).
 
+    `impersonation` is who the requests act as (Impersonate-* headers, sent by the
+    transport; `client.kubeconfig`), empty when we act as ourselves.
+
     `write_gate`, when set, is called before every write (any request but GET) and may
     raise instead (`WriteRefused`): the operator's leader election closes it while this
     process is not the confirmed leader (`spillover_operator.domain.leadership`).
@@ -53,6 +66,7 @@ class Connection:
     context: str = ""
     server: str = ""
     request_timeout: tuple[float, float] = REQUEST_TIMEOUT
+    impersonation: Impersonation = AS_OURSELVES
     write_gate: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -96,13 +110,16 @@ class Connection:
 
     @property
     def where(self) -> str:
-        """`context 'x' in kubeconfig 'y' (API server z)`, for messages."""
+        """`context 'x' in kubeconfig 'y' (API server z)`, for messages (`, as 'u'`
+        when impersonating)."""
+        acting = f", {self.impersonation.describe()}" if self.impersonation else ""
         if self.kubeconfig == IN_CLUSTER:
-            return f"the in-cluster service account (API server {self.server})"
+            return f"the in-cluster service account (API server {self.server}{acting})"
         if not self.kubeconfig:
-            return f"API server {self.server}"
+            return f"API server {self.server}{acting}"
         return (
-            f"context '{self.context}' in kubeconfig '{self.kubeconfig}' (API server {self.server})"
+            f"context '{self.context}' in kubeconfig '{self.kubeconfig}' "
+            f"(API server {self.server}{acting})"
         )
 
 
@@ -113,35 +130,39 @@ def connect(
     *,
     field_manager: str,
     prefer_in_cluster: bool = False,
+    impersonate: Impersonation = AS_OURSELVES,
 ) -> Connection:
     """Load the kubeconfig (or the in-cluster service account) and pick the namespace:
     `namespace`, else the context's namespace, else `clerum`.
 
     The in-cluster account is used when no kubeconfig is given or found and the process
     runs in a pod; `prefer_in_cluster` (the operator) uses it whenever the process runs
-    in a pod. Raises ConfigError naming the kubeconfig and the context.
+    in a pod. `impersonate` (the `--as` flags) overrides the kubeconfig's impersonation
+    field by field, as kubectl. Raises ConfigError naming the kubeconfig and the context
+    (UnsupportedKubeconfig for a field this client does not honour).
     """
+    impersonate.check("--as/--as-group/--as-uid")
     if prefer_in_cluster and not (kubeconfig or context) and _in_pod():
         try:
-            return _in_cluster(namespace, field_manager)
+            return _in_cluster(namespace, field_manager, impersonate)
         except ConfigError:
             pass  # a pod without a service account token: try the kubeconfig
     if _use_in_cluster(kubeconfig, context):
-        return _in_cluster(namespace, field_manager)
+        return _in_cluster(namespace, field_manager, impersonate)
     shown = kubeconfig or os.environ.get("KUBECONFIG") or KUBECONFIG_DEFAULT
     paths = [p for p in shown.split(os.pathsep) if p]
     if not any(os.path.exists(os.path.expanduser(p)) for p in paths):
         raise ConfigError(
             f"kubeconfig '{shown}' does not exist; pass --kubeconfig PATH or set KUBECONFIG"
         )
-    fast = _plain(shown, context, namespace, field_manager)
+    fast = _plain(shown, context, namespace, field_manager, impersonate)
     if fast is not None:
         return fast
     import yaml
     from kubernetes.config.config_exception import ConfigException
 
     try:
-        chosen, configuration = _full_load(shown, context)
+        chosen, configuration, acting = _full_load(shown, context, impersonate)
     except ConfigException as exc:
         raise ConfigError(f"cannot use kubeconfig '{shown}': {exc}") from None
     except OSError as exc:
@@ -156,58 +177,87 @@ def connect(
 
     ns = namespace or (chosen.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE
     return Connection(
-        ApiClientTransport(client.ApiClient(configuration)),
+        ApiClientTransport(with_headers(client.ApiClient(configuration), acting.headers())),
         ns,
         field_manager,
         kubeconfig=shown,
         context=str(chosen["name"]),
         server=str(configuration.host),
+        impersonation=acting,
     )
 
 
-def _full_load(shown: str, context: str | None) -> tuple[dict[str, Any], Any]:
-    """The kubernetes package's loader (exec plugins, auth providers, merged lists)."""
-    from kubernetes import client, config
+def _full_load(
+    shown: str, context: str | None, impersonate: Impersonation
+) -> tuple[dict[str, Any], Any, Impersonation]:
+    """The kubernetes package's loader (exec plugins, proxies, merged lists), after
+    refusing what it would ignore; also who to act as (the kubeconfig's impersonation
+    under `impersonate`, the flags)."""
+    from kubernetes import client
+    from kubernetes.config import kube_config
 
-    # The kubernetes package ships py.typed but leaves its config loaders unannotated.
-    list_contexts = cast(
-        Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]],
-        config.list_kube_config_contexts,
-    )
-    load = cast(Callable[..., None], config.load_kube_config)
     configuration = client.Configuration()
     # `shown`, not None: the kubernetes package reads $KUBECONFIG once, when imported.
-    contexts, active = list_contexts(config_file=shown)
-    chosen = _pick_context(contexts, active, context, shown)
-    load(
-        config_file=shown,
-        context=chosen["name"],
-        client_configuration=configuration,
-        persist_config=False,
+    # The kubernetes package ships py.typed but leaves its config loaders unannotated.
+    merged: Any = cast(Callable[..., Any], kube_config.KubeConfigMerger)(shown)
+    if merged.config is None:
+        raise ConfigError(f"kubeconfig '{shown}' holds no configuration")
+    make_loader = cast(Callable[..., Any], kube_config.KubeConfigLoader)
+    listing: Any = make_loader(config_dict=merged.config, config_base_path=None)
+    chosen = _pick_context(listing.list_contexts(), listing.current_context, context, shown)
+    loader: Any = make_loader(
+        config_dict=merged.config, config_base_path=None, active_context=chosen["name"]
     )
+    ctx = chosen.get("context") or {}
+    user = loader._user.value if loader._user is not None else {}
+    found = check_entries(
+        ctx,
+        loader._cluster.value,
+        user,
+        {"context": str(chosen["name"]), "cluster": str(ctx.get("cluster")),
+         "user": str(ctx.get("user"))},
+        shown,
+    )  # fmt: skip
+    acting = impersonate.over(found).check(f"kubeconfig '{shown}'")
+    loader.load_and_set(configuration)
+    if "proxy-url" in loader._cluster.value:
+        configuration.no_proxy = ""  # the kubeconfig's proxy is for every request, as kubectl
+    if "exec" in user and not (configuration.api_key.get("BearerToken") or configuration.cert_file):
+        raise ConfigError(
+            f"the exec credential plugin of user '{ctx.get('user')}' in kubeconfig '{shown}' "
+            "gave no credentials (its error is printed above); run it yourself to see why"
+        )
     # One retry only: an unreachable API server should fail in seconds, not minutes.
     configuration.retries = 1
-    return chosen, configuration
+    return chosen, configuration, acting
 
 
 def _plain(
-    shown: str, context: str | None, namespace: str | None, field_manager: str
+    shown: str,
+    context: str | None,
+    namespace: str | None,
+    field_manager: str,
+    impersonate: Impersonation,
 ) -> Connection | None:
     """A Connection over plain HTTP when the kubeconfig needs nothing more (see
     `client.transport`), else None (the full loader then reads it and names problems)."""
+    if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+        return None  # the kubernetes package honours HTTPS_PROXY and NO_PROXY, as kubectl
     try:
         config = read_plain(shown)
         try:
             chosen = _pick_context(config.contexts, config.active, context, shown)
         except ConfigError:
             return None  # the full loader says the same, with its own checks first
+        acting = impersonate.over(_plain_impersonation(config.doc, chosen, shown))
 
         def full_client() -> Any:
             from kubernetes import client
 
-            return client.ApiClient(_full_load(shown, context)[1])
+            _, configuration, also = _full_load(shown, context, impersonate)
+            return with_headers(client.ApiClient(configuration), also.headers())
 
-        transport = plain_transport(shown, chosen, full_client)
+        transport = plain_transport(shown, chosen, full_client, acting.headers())
     except NotPlain:
         return None
     ns = namespace or (chosen.get("context") or {}).get("namespace") or DEFAULT_NAMESPACE
@@ -218,10 +268,37 @@ def _plain(
         kubeconfig=shown,
         context=str(chosen["name"]),
         server=transport.server,
+        impersonation=acting.check(f"kubeconfig '{shown}'"),
     )
 
 
-def _in_cluster(namespace: str | None, field_manager: str) -> Connection:
+def _plain_impersonation(doc: dict[str, Any], chosen: dict[str, Any], shown: str) -> Impersonation:
+    """The checked entries' impersonation, or NotPlain when the entries are not all
+    there as mappings (the full loader then names what is wrong)."""
+    ctx = chosen.get("context")
+    if not isinstance(ctx, dict):
+        raise NotPlain("a context that is not a mapping")
+    entries: dict[str, dict[str, Any]] = {}
+    for kind, key in (("clusters", "cluster"), ("users", "user")):
+        if key == "user" and not ctx.get("user"):
+            entries[key] = {}
+            continue
+        found = [
+            e.get(key)
+            for e in doc.get(kind) or []
+            if isinstance(e, dict) and e.get("name") == ctx.get(key)
+        ]
+        if len(found) != 1 or not isinstance(found[0], dict):
+            raise NotPlain(f"no single {key} entry {ctx.get(key)!r}")
+        entries[key] = found[0]
+    names = {"context": str(chosen.get("name")), "cluster": str(ctx.get("cluster")),
+             "user": str(ctx.get("user"))}  # fmt: skip
+    return check_entries(ctx, entries["cluster"], entries["user"], names, shown)
+
+
+def _in_cluster(
+    namespace: str | None, field_manager: str, impersonate: Impersonation
+) -> Connection:
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
@@ -233,11 +310,12 @@ def _in_cluster(namespace: str | None, field_manager: str) -> Connection:
     configuration.retries = 1
     ns = namespace or _in_cluster_namespace() or DEFAULT_NAMESPACE
     return Connection(
-        ApiClientTransport(client.ApiClient(configuration)),
+        ApiClientTransport(with_headers(client.ApiClient(configuration), impersonate.headers())),
         ns,
         field_manager,
         kubeconfig=IN_CLUSTER,
         server=str(configuration.host),
+        impersonation=impersonate,
     )
 
 

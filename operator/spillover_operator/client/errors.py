@@ -32,6 +32,13 @@ class ConfigError(ClientError):
     """The kubeconfig, its context or the in-cluster service account cannot be used."""
 
 
+class UnsupportedKubeconfig(ConfigError):
+    """The kubeconfig asks for something this client does not do (an auth provider, a
+    field it does not know): refused, never ignored, so a request never goes out with
+    other credentials or another identity than the kubeconfig says. The message names
+    the field, the entry and the kubeconfig."""
+
+
 class ApiError(ClientError):
     """The API server answered with an error (`status` is its HTTP status; 0 when it
     could not be reached or its answer was not usable)."""

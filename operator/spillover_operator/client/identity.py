@@ -3,7 +3,9 @@ authentication.k8s.io/v1, Kubernetes >= 1.28; every authenticated user may creat
 
 spilloverctl records this name with each change it makes (`change_record`): the name
 the admission policy compares with the request's `userInfo.username`, never the
-`$USER` of the machine it runs on."""
+`$USER` of the machine it runs on. Impersonating (`as` in the kubeconfig, `--as`), the
+review carries the Impersonate-* headers like every request, and the API server
+answers with the impersonated user: the one every request acted as."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from spillover_operator.client._api import api_call
 from spillover_operator.client.connection import Connection
-from spillover_operator.client.errors import ExecFailed
+from spillover_operator.client.errors import ExecFailed, UnsupportedKubeconfig
 from spillover_operator.client.transport import ANY
 
 # A command in a container that has not ended within this long is cut off.
@@ -77,6 +77,13 @@ def exec_in_pod(
     from kubernetes.stream.ws_client import ERROR_CHANNEL
 
     what = f"an exec in Pod '{pod}' container '{container}'"
+    if conn.impersonation:
+        # The kubernetes package opens the exec's websocket with its own headers (the
+        # credentials only): the exec would run as ourselves, not as whom we act as.
+        raise UnsupportedKubeconfig(
+            f"{what} cannot impersonate ({conn.impersonation.describe()}, {conn.where}): "
+            "run it without --as and without `as` in the kubeconfig user entry"
+        )
     with api_call(conn, "create", "pods/exec", what):
         ws: Any = stream(
             _exec_api(conn).connect_get_namespaced_pod_exec,

@@ -20,7 +20,7 @@ import os
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -82,6 +82,7 @@ class HttpTransport:
         context: ssl.SSLContext | None,
         headers: Mapping[str, str],
         make_api_client: Callable[[], Any],
+        extra_headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.server = server.rstrip("/")
         parsed = urllib.parse.urlsplit(server)
@@ -91,6 +92,8 @@ class HttpTransport:
         self.prefix = parsed.path.rstrip("/")
         self.context = context
         self.headers = dict(headers)
+        # Headers that may repeat (Impersonate-Group), sent after `headers`.
+        self.extra_headers = list(extra_headers)
         self._make_api_client = make_api_client
         self._api_client: Any = None
         self._idle: list[http.client.HTTPConnection] = []
@@ -117,7 +120,14 @@ class HttpTransport:
             conn.connect()
         assert conn.sock is not None
         conn.sock.settimeout(timeout[1])
-        conn.request(method, self.prefix + url, body=payload, headers=headers)
+        # http.client's request() takes a mapping: one value per header. A header given
+        # more than once (one Impersonate-Group per group) needs putheader.
+        conn.putrequest(method, self.prefix + url)
+        for name, value in [*headers.items(), *self.extra_headers]:
+            conn.putheader(name, value)
+        if payload is not None or method in ("POST", "PUT", "PATCH"):
+            conn.putheader("Content-Length", str(len(payload or b"")))
+        conn.endheaders(payload)
         return conn.getresponse()
 
     def request(
@@ -257,6 +267,36 @@ class ApiClientTransport:
         return self._client
 
 
+class _HeadersAdded:
+    """A kubernetes RESTClientObject that adds headers (which may repeat: one
+    Impersonate-Group per group) to every request; everything else is the wrapped one's."""
+
+    def __init__(self, inner: Any, headers: Sequence[tuple[str, str]]) -> None:
+        self._inner = inner
+        self._headers = list(headers)
+
+    def request(self, method: str, url: str, headers: Any = None, **kwargs: Any) -> Any:
+        from urllib3 import HTTPHeaderDict
+
+        merged = HTTPHeaderDict(headers or {})
+        for name, value in self._headers:
+            merged.add(name, value)
+        return self._inner.request(method, url, headers=merged, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def with_headers(api_client: Any, headers: Sequence[tuple[str, str]]) -> Any:
+    """`api_client`, sending `headers` with every request it makes (ours and those of
+    the kubernetes API classes over it). The ApiClient's default headers hold one value
+    per name, so its REST client is wrapped instead."""
+    if headers:
+        api_client.rest_client = _HeadersAdded(api_client.rest_client, headers)
+        api_client.added_headers = list(headers)
+    return api_client
+
+
 # ---- a plain kubeconfig, read without the kubernetes package ------------------------
 
 
@@ -333,6 +373,10 @@ def _material(entry: Mapping[str, Any], key: str, base: str) -> bytes | None:
 
 
 _USER_KEYS = {
+    "as",
+    "as-groups",
+    "as-uid",
+    "as-user-extra",
     "client-certificate",
     "client-certificate-data",
     "client-key",
@@ -351,9 +395,13 @@ _CLUSTER_KEYS = {
 
 
 def plain_transport(
-    path: str, context: Mapping[str, Any], make_api_client: Callable[[], Any]
+    path: str,
+    context: Mapping[str, Any],
+    make_api_client: Callable[[], Any],
+    extra_headers: Sequence[tuple[str, str]] = (),
 ) -> HttpTransport:
-    """An HttpTransport for `context` of the kubeconfig at `path`, or NotPlain."""
+    """An HttpTransport for `context` of the kubeconfig at `path`, or NotPlain;
+    `extra_headers` go with every request (impersonation: `client.kubeconfig`)."""
     config = read_plain(path)
     ctx = context.get("context") or {}
     if not isinstance(ctx, dict):
@@ -388,7 +436,7 @@ def plain_transport(
                 _load_chain(context_ssl, cert, key)
     except (OSError, ValueError, ssl.SSLError) as exc:
         raise NotPlain(str(exc)) from None
-    return HttpTransport(server, context_ssl, headers, make_api_client)
+    return HttpTransport(server, context_ssl, headers, make_api_client, extra_headers)
 
 
 def _ssl_context(cluster: Mapping[str, Any], base: str) -> ssl.SSLContext:

@@ -55,7 +55,9 @@ def test_a_token_kubeconfig_goes_over_plain_http(tmp_path: Path) -> None:
 
 
 def test_an_exec_plugin_or_a_proxy_needs_the_kubernetes_loader(tmp_path: Path) -> None:
-    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}}
+    v1 = "client.authentication.k8s.io/v1"
+    credential = json.dumps({"apiVersion": v1, "kind": "ExecCredential", "status": {"token": "x"}})
+    exec_user = {"exec": {"apiVersion": v1, "command": "echo", "args": [credential]}}
     conn = connect(str(_kubeconfig(tmp_path / "e", exec_user)), field_manager="t")
     assert isinstance(conn.transport, ApiClientTransport)
     proxied = {"server": "https://127.0.0.1:6443", "proxy-url": "http://proxy:3128"}
