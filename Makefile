@@ -13,7 +13,12 @@ STAMP := $(VENV)/.installed-2
 # Kill switch / deploy knobs (override on the command line).
 NAMESPACE ?= clerum
 POLICY ?= spillover
-KUBECTL ?= kubectl
+# kubectl built from the pinned k8s.io/kubernetes module, the control plane's version
+# (make kubectl; tests/kubectl/build.sh). KUBECTL=kubectl uses the machine's own instead.
+KUBECTL_DIR := $(shell bash tests/kubectl/build.sh --print-bin-dir 2>/dev/null)
+KUBECTL ?= $(KUBECTL_DIR)/kubectl
+# The targets running $(KUBECTL) build it first, unless KUBECTL was given.
+KUBECTL_DEP := $(if $(filter file,$(origin KUBECTL)),kubectl)
 MINIKUBE_PROFILE ?= minikube
 OVERLAY ?= dev
 TIMEOUT ?= 300
@@ -86,11 +91,11 @@ fmt: $(STAMP) ## Format the code with ruff
 	$(BIN)/ruff check --fix .
 
 .PHONY: test
-test: $(STAMP) host-deps controlplane prometheus image ## The whole test suite (installs host packages, builds the control plane, Prometheus and the image on first use)
+test: $(STAMP) host-deps controlplane prometheus image kubectl ## The whole test suite (installs host packages, builds the control plane, Prometheus and the image on first use)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 .PHONY: unit
-unit: $(STAMP) prometheus ## Only the tests that need no control plane (promtool, from make prometheus, checks the alert rules)
+unit: $(STAMP) prometheus kubectl ## Only the tests that need no control plane (promtool, from make prometheus, checks the alert rules)
 	$(BIN)/pytest tests/operator tests/harness tests/manifests $(PYTEST_ARGS)
 
 # ---- the harness ------------------------------------------------------------
@@ -180,11 +185,11 @@ image: ## Build the operator image with podman or docker (IMAGE=tag; BASE_IMAGE=
 	bash operator/image.sh $(IMAGE)
 
 .PHONY: deploy
-deploy: ## Apply CRD, RBAC and the operator to the current kube context (OVERLAY=dev|minikube)
+deploy: $(KUBECTL_DEP) ## Apply CRD, RBAC and the operator to the current kube context (OVERLAY=dev|minikube)
 	$(KUBECTL) apply -k manifests/overlays/$(OVERLAY)
 
 .PHONY: deploy-minikube
-deploy-minikube: ## Build the operator image inside Minikube and deploy the minikube overlay
+deploy-minikube: $(KUBECTL_DEP) ## Build the operator image inside Minikube and deploy the minikube overlay
 	minikube -p $(MINIKUBE_PROFILE) image build -t spillover-operator:dev operator
 	$(KUBECTL) --context $(MINIKUBE_PROFILE) apply -k manifests/overlays/minikube
 
@@ -198,7 +203,7 @@ image-platform: image ## The local platform stand-ins' image (the simulator as m
 IMAGE_BUILD = $(if $(shell command -v podman),podman build $(if $(shell command -v runc),--runtime runc) --network host,docker build)
 
 .PHONY: platform-local
-platform-local: $(STAMP) image-platform ## The WRC stand-in and its mcp-host pods on the real node (after make deploy-local; RECIPES="r1=2 r2=1", MCP_HOST_MEMORY=512Mi the pods' memory limit)
+platform-local: $(KUBECTL_DEP) $(STAMP) image-platform ## The WRC stand-in and its mcp-host pods on the real node (after make deploy-local; RECIPES="r1=2 r2=1", MCP_HOST_MEMORY=512Mi the pods' memory limit)
 	$(PYTHON) tests/controlplane/localcluster.py load-image $(PLATFORM_IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)
 	$(PYTHON) -m spillover_harness.sim.platform --namespace $(NAMESPACE) --image $(PLATFORM_IMAGE) \
 	  $(foreach r,$(or $(RECIPES),r1=2),--recipe $(r)) \
@@ -220,7 +225,7 @@ validate-local: $(STAMP) prometheus deploy-local ## Stage 1 rehearsal without Mi
 	  $(ADAPTIVE)
 
 .PHONY: deploy-local
-deploy-local: $(STAMP) image ## The operator as users deploy it, on the local cluster's real node (make cluster-up REAL_NODE=1 first): image loaded into its containerd, manifests/overlays/local applied
+deploy-local: $(KUBECTL_DEP) $(STAMP) image ## The operator as users deploy it, on the local cluster's real node (make cluster-up REAL_NODE=1 first): image loaded into its containerd, manifests/overlays/local applied
 	$(PYTHON) tests/controlplane/localcluster.py load-image $(IMAGE) --workdir $(SPILLOVER_CLUSTER_DIR)
 	@# The WRC namespace the base's Role and RoleBinding live in (a real cluster has it).
 	KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) create namespace $(NAMESPACE) --dry-run=client -o yaml \
@@ -229,7 +234,7 @@ deploy-local: $(STAMP) image ## The operator as users deploy it, on the local cl
 	KUBECONFIG=$(SPILLOVER_CLUSTER_DIR)/kubeconfig $(KUBECTL) -n spillover-system rollout status deployment/spillover-operator --timeout=$(TIMEOUT)s
 
 .PHONY: undeploy
-undeploy: ## Remove the operator (the CRD and policies stay)
+undeploy: $(KUBECTL_DEP) ## Remove the operator (the CRD and policies stay)
 	$(KUBECTL) delete -k manifests/overlays/$(OVERLAY) --ignore-not-found
 
 .PHONY: status
@@ -254,3 +259,4 @@ kill-switch-release-direct: $(STAMP) ## Turn spillover back ON with the operator
 
 -include tests/controlplane/controlplane.mk
 -include tests/prometheus/prometheus.mk
+-include tests/kubectl/kubectl.mk

@@ -4,7 +4,6 @@ kustomize`, so tests check what `kubectl apply -k manifests/overlays/<name>` cre
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,23 +11,32 @@ from typing import Any
 
 import pytest
 import yaml
-from repo_paths import MANIFESTS
+from repo_paths import MANIFESTS, REPO_ROOT
 
 OVERLAYS = MANIFESTS / "overlays"
 BUILD_TIMEOUT_S = 120
+KUBECTL_BUILD = REPO_ROOT / "tests" / "kubectl" / "build.sh"
 
 
 def kubectl() -> str:
-    """The kubectl binary; fails the test naming it and how to get it."""
-    found = shutil.which("kubectl")
-    if found is None:
+    """Our kubectl, built from the pinned k8s.io/kubernetes module (`make kubectl`),
+    whatever the machine has on PATH; fails the test naming what is missing and the fix."""
+    proc = subprocess.run(
+        ["bash", str(KUBECTL_BUILD), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip()
         pytest.fail(
-            "kubectl not found on PATH: the manifests are rendered with `kubectl kustomize`. "
-            "Install kubectl (https://kubernetes.io/docs/tasks/tools/, or `apt-get install "
-            "kubectl` where packaged) and run the tests again.",
+            f"kubectl is not built: {said}. The manifests are rendered with `kubectl "
+            "kustomize` from the kubectl `make kubectl` builds (make unit and make test "
+            "build it first).",
             pytrace=False,
         )
-    return found
+    return str(Path(proc.stdout.strip().splitlines()[-1]) / "kubectl")
 
 
 def overlay_names() -> list[str]:

@@ -4,13 +4,16 @@ and the admission policy reads the same list. No cluster needed; kubectl is."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kustomize_build import build, container_env, find, kubectl, overlay_names
-from repo_paths import MANIFESTS
+from repo_paths import MANIFESTS, REPO_ROOT
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR, parse
 from spillover_operator.domain.constants import DEFAULT_TARGET
 
@@ -95,7 +98,30 @@ def test_the_name_set_in_one_place_reaches_rbac_operator_and_admission(tmp_path:
     assert DEFAULT_TARGET not in str(find(docs, "Role", "spillover-operator"))
 
 
-def test_a_missing_kubectl_fails_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", "")
-    with pytest.raises(pytest.fail.Exception, match="kubectl not found on PATH"):
+def test_a_missing_kubectl_fails_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPILLOVER_KUBECTL_CACHE", str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match=r"kubectl is not built: .*make kubectl"):
         kubectl()
+
+
+def test_the_kubectl_is_ours_at_the_control_planes_version() -> None:
+    """The tests' kubectl is built from the module the control plane pins, at the same
+    version (kubectl supports one minor of skew; a machine's own may be far off)."""
+
+    def pinned(go_mod: Path) -> str:
+        found = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", go_mod.read_text(), re.M)
+        assert found, go_mod
+        return found.group(1)
+
+    tests = REPO_ROOT / "tests"
+    version = pinned(tests / "kubectl" / "go.mod")
+    assert version == pinned(tests / "controlplane" / "go.mod")
+    binary = kubectl()
+    said = subprocess.run(
+        [binary, "version", "--client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert json.loads(said)["clientVersion"]["gitVersion"] == version
