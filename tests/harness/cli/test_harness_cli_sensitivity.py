@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
 from spillover_harness.records import read_records
@@ -83,4 +84,46 @@ def test_sensitivity_refusals(
     out = tmp_path / "sens"
     assert main(["sensitivity", *args, "--out", str(out)]) == BAD_INPUT
     assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--values", "max_iterations=10", "--values", "max_iterations=15,20"],
+            "--values max_iterations=... is given 2 times; give each parameter's values in "
+            "one option",
+        ),
+        (
+            [
+                "--parameters",
+                "bytes_per_token,max_iterations",
+                "--values",
+                "bytes_per_token=2.5",
+                "--values",
+                "max_iterations=10",
+                "--values",
+                "bytes_per_token=3",
+            ],
+            "--values bytes_per_token=... is given 2 times",
+        ),
+        (["--parameters", ""], "no parameter named in ''"),
+        (["--parameters", " , ,"], "leave --parameters out to study all"),
+        (
+            ["--parameters", "max_iterations,bytes_per_token,max_iterations"],
+            "max_iterations named more than once",
+        ),
+    ],
+)
+def test_sensitivity_refuses_ambiguous_selections(
+    tmp_path: Path, cli: Run, args: list[str], message: str
+) -> None:
+    """A repeated `--values` NAME (the later would replace the earlier) and an empty
+    `--parameters` (it would start every parameter) are refused before anything runs."""
+    out = tmp_path / "sens"
+    code, stdout, stderr = cli(["sensitivity", *args, "--out", str(out)])
+    assert code == BAD_INPUT
+    assert message in stderr
+    assert stdout == ""
     assert not out.exists()
