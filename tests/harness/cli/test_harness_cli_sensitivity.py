@@ -46,9 +46,22 @@ def test_sensitivity_names_the_flipping_parameter_and_value(tmp_path: Path) -> N
     assert window["flip_below"] == 64000 and window["flip_above"] is None
     assert [p["value"] for p in window["points"]] == [64000, 200000, 400000]
     assert data["parameters"]["lazy_reader_p"]["flip_below"] is None
+    # The margins say how far: at the reference 128KiB's large review sits below off's
+    # median input tokens (a strict limit of 1 as a ratio) with room to spare; at
+    # 64,000 tokens it is above it, the criterion that flipped the decision.
+    by_value = {p["value"]: p for p in window["points"]}
+    at_ref = by_value[200000]["margins"]["128KiB"]["input_tokens"]
+    at_flip = by_value[64000]["margins"]["128KiB"]["input_tokens"]
+    assert at_ref["strict"] and at_ref["limit"] == 1 and at_ref["cell"] == "code-review/large"
+    assert at_ref["margin"] == pytest.approx(1 - at_ref["value"]) and at_ref["margin"] > 0
+    assert at_flip["margin"] < 0 and at_flip["status"] == "fail"
+    assert data["reference"]["margins"]["128KiB"]["input_tokens"] == at_ref
     report = (out / "sensitivity.md").read_text(encoding="utf-8")
     assert "**Parameters that flip it:** `context_window_tokens`" in report
     assert "plots/tornado.png" in report
+    assert "## Margins: how close each value is to flipping" in report
+    assert f"input_tokens {at_ref['value']:.3g} < 1 ({at_ref['margin']:+.3g})" in report
+    assert f"❌ input_tokens {at_flip['value']:.3g} < 1 ({at_flip['margin']:+.3g})" in report
     assert (out / "plots" / "tornado.png").read_bytes().startswith(b"\x89PNG")
     stages = sorted(p.name for p in (out / "points").iterdir())
     assert stages == [
