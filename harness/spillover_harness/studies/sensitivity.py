@@ -59,6 +59,7 @@ class Margin:
     margin: float | None
     strict: bool
     unit: str
+    cells: dict[str, float] = field(default_factory=dict)  # every cell's margin, by label
 
 
 # criterion -> (unit, larger is better?)
@@ -91,14 +92,18 @@ def criterion_margin(key: str, result: CriterionResult) -> Margin:
     unit = _MARGIN_UNITS.get(key, ("", True))[0]
     tightest: tuple[float, float, float, bool] | None = None
     where: str | None = None
+    cells: dict[str, float] = {}
     for ev in result.cells:
         figures = _cell_margin(key, ev) if key in _MARGIN_UNITS else None
-        if figures is not None and (tightest is None or figures[2] < tightest[2]):
+        if figures is None:
+            continue
+        cells[ev.label] = figures[2]
+        if tightest is None or figures[2] < tightest[2]:
             tightest, where = figures, ev.label
     if tightest is None:
         return Margin(key, result.status, None, None, None, None, False, unit)
     value, limit, margin, strict = tightest
-    return Margin(key, result.status, where, value, limit, margin, strict, unit)
+    return Margin(key, result.status, where, value, limit, margin, strict, unit, cells)
 
 
 @dataclass(frozen=True)

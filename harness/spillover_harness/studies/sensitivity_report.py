@@ -154,7 +154,7 @@ def _margins_section(result: SensitivityResult, matrix: Matrix) -> list[str]:
         "margins rate differences; `iteration_limit` counts limit hits against the "
         "baseline's; `no_leak` counts clean runs against the valid ones. A criterion "
         "without a figure (not applicable, inconclusive) is left out. "
-        "`sensitivity.json` holds the same per criterion with its cell "
+        "`sensitivity.json` holds the same per criterion, with every cell's margin "
         "(`points[].margins`). Margins are of the literal comparison (docs/reference.md "
         "§3); the decision column is the evaluator's. Simulator figures: modelled, "
         f"{matrix.repetitions.sim} repetitions per cell.",

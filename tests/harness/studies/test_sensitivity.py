@@ -58,6 +58,11 @@ def test_input_tokens_margin_is_the_ratio_against_the_tolerance_in_the_tightest_
     assert m.margin == pytest.approx(0.05)
     assert not m.strict
     assert m.unit == "share of the baseline's median"
+    assert m.cells == {
+        "code-review/small": pytest.approx(0.2),
+        "code-review/medium": pytest.approx(0.05),
+        "code-review/large": pytest.approx(0.4),
+    }
 
 
 def test_a_large_input_at_the_baseline_fails_by_a_strict_zero() -> None:
