@@ -110,17 +110,24 @@ _OPERATORS = {"iteration_limit": "<=", "no_leak": ">="}
 
 
 def margin_text(margin: Margin) -> str:
-    """`input_tokens 0.62 < 1 (+0.38)`: the figure, its limit and the signed margin
-    (negative: failing, then marked ❌)."""
+    """`input_tokens 1 <= 1.1 (+0.1); other cells: code-review/large +0.407`: the
+    tightest cell's figure, its limit and signed margin (negative: failing, then
+    marked ❌), then the margins of the cells with another one."""
     assert margin.value is not None and margin.limit is not None and margin.margin is not None
     if margin.criterion == "input_tokens":
         op = "<" if margin.strict else "<="
     else:
         op = _OPERATORS.get(margin.criterion, ">=")
     passes = margin.margin > 0 or (margin.margin == 0 and not margin.strict)
+    others = [
+        f"{cell} {m:+.3g}"
+        for cell, m in margin.cells.items()
+        if cell != margin.cell and f"{m:+.3g}" != f"{margin.margin:+.3g}"
+    ]
     return (
         f"{'' if passes else '❌ '}{margin.criterion} {margin.value:.3g} {op} "
         f"{margin.limit:.3g} ({margin.margin:+.3g})"
+        + (f"; other cells: {', '.join(others)}" if others else "")
     )
 
 
@@ -153,7 +160,8 @@ def _margins_section(result: SensitivityResult, matrix: Matrix) -> list[str]:
         "the baseline's median; `success_rate` and `summary_quality` are rates, their "
         "margins rate differences; `iteration_limit` counts limit hits against the "
         "baseline's; `no_leak` counts clean runs against the valid ones. A criterion "
-        "without a figure (not applicable, inconclusive) is left out. "
+        "without a figure (not applicable, inconclusive) is left out; the cells whose "
+        "margin differs from the tightest one follow it (`other cells`). "
         "`sensitivity.json` holds the same per criterion, with every cell's margin "
         "(`points[].margins`). Margins are of the literal comparison (docs/reference.md "
         "§3); the decision column is the evaluator's. Simulator figures: modelled, "

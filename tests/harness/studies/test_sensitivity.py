@@ -58,6 +58,10 @@ def test_input_tokens_margin_is_the_ratio_against_the_tolerance_in_the_tightest_
     assert m.margin == pytest.approx(0.05)
     assert not m.strict
     assert m.unit == "share of the baseline's median"
+    assert margin_text(m) == (
+        "input_tokens 1.05 <= 1.1 (+0.05); other cells: code-review/small +0.2, "
+        "code-review/large +0.4"
+    )
     assert m.cells == {
         "code-review/small": pytest.approx(0.2),
         "code-review/medium": pytest.approx(0.05),
@@ -87,7 +91,7 @@ def test_rates_are_held_above_and_counts_below_the_baseline() -> None:
     assert m.cell == "code-review/small"
     assert m.margin == pytest.approx(-0.1)
     assert m.status == "fail"
-    assert margin_text(m) == "❌ success_rate 0.9 >= 1 (-0.1)"
+    assert margin_text(m) == "❌ success_rate 0.9 >= 1 (-0.1); other cells: code-review/large +0.3"
     hits = criterion(
         "iteration_limit",
         cell("large", Fraction(1), Fraction(3), Fraction(3)),  # 1 hit against off's 3
