@@ -33,7 +33,7 @@ from spillover_harness.evaluate import (
     Verdict,
 )
 from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, TOO_FEW, min_runs_for
-from spillover_harness.evaluate.noise import weak_pass, within_noise
+from spillover_harness.evaluate.noise import rate_lower_p, weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.evaluate.stability import describe as describe_stability
 from spillover_harness.matrix import Matrix
@@ -355,7 +355,43 @@ def _summary_row(s: CellSummary) -> list[object]:
     ]
 
 
-def _advisory_section(verdict: Verdict) -> list[str]:
+def quality_below_baseline(verdict: Verdict, quality_recipes: Sequence[str]) -> list[str]:
+    """A warning per configuration whose output quality, on a recipe that is not an
+    acceptance criterion (e.g. code-review: only `acceptance.quality_recipes` are), is
+    below the baseline's: the decision does not weigh it, the reader should."""
+    totals: dict[tuple[str, str], tuple[int, int]] = {}
+    for c in verdict.cells:
+        if c.recipe in quality_recipes:
+            continue
+        good, known = totals.get((c.config, c.recipe), (0, 0))
+        totals[(c.config, c.recipe)] = (good + c.quality_true, known + c.quality_known)
+    base = verdict.baseline
+    origin = "modelled by the simulator" if verdict.stage == "sim" else "measured"
+    warnings = []
+    for (config, recipe), (good, known) in totals.items():
+        b_good, b_known = totals.get((base, recipe), (0, 0))
+        if config == base or not known or not b_known:
+            continue
+        if good * b_known >= b_good * known:
+            continue
+        p = rate_lower_p(good, known, b_good, b_known)
+        sure = (
+            "a difference a configuration as good as the baseline shows often"
+            if within_noise(p)
+            else "unlikely to be noise alone"
+        )
+        warnings.append(
+            f"⚠ `{recipe}` output quality of `{config}` is {good}/{known} "
+            f"({good / known:.0%}), below `{base}`'s {b_good}/{b_known} "
+            f"({b_good / b_known:.0%}), {origin}; one-sided Fisher p = {p:.3f}: {sure}. "
+            f"`{recipe}` quality is not an acceptance criterion "
+            f"(acceptance.quality_recipes: {', '.join(quality_recipes) or 'none'}), so "
+            "the decision does not weigh it."
+        )
+    return warnings
+
+
+def _advisory_section(verdict: Verdict, quality_recipes: Sequence[str] = ()) -> list[str]:
     adv = verdict.advisory
     base = verdict.baseline
     lines = [
@@ -427,6 +463,12 @@ def _advisory_section(verdict: Verdict) -> list[str]:
     ]
     lines.extend(_table(header, rows))
     lines.append("")
+    quality = quality_below_baseline(verdict, quality_recipes)
+    if quality:
+        lines.append("Quality outside the criteria:")
+        lines.append("")
+        lines.extend(f"- {w}" for w in quality)
+        lines.append("")
     if adv.hints:
         lines.append("Hints:")
         lines.append("")
@@ -756,7 +798,7 @@ def render_markdown(
     lines.extend(_cells_section(verdict))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:
-        lines.extend(_advisory_section(verdict))
+        lines.extend(_advisory_section(verdict, matrix.acceptance.quality_recipes))
     if verdict.warnings:
         lines.extend(["## Warnings", ""])
         lines.extend(f"- {w}" for w in verdict.warnings)

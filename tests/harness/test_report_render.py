@@ -415,3 +415,30 @@ def test_report_files_get_the_umasks_mode_like_runs_jsonl(tmp_path: Path, umask:
     assert stat.S_IMODE((tmp_path / "runs.jsonl").stat().st_mode) == expected
     for path in (paths.report_md, paths.verdict_json, *paths.plots):
         assert stat.S_IMODE(path.stat().st_mode) == expected, path
+
+
+def test_code_review_quality_below_off_is_warned_though_not_a_criterion() -> None:
+    """Only summarize quality is a criterion (acceptance.quality_recipes); 32KiB missing
+    defects in 3 of its 6 code reviews does not change the decision, but the report
+    says so next to the advisory figures, with how sure it is."""
+    assert MATRIX.acceptance.quality_recipes == ["summarize"]
+    reviews = [c for c in CELLS if c[0] == "code-review"]
+    missed = {("32KiB", recipe, inp): [{"quality_ok": False}, {}] for recipe, inp, _ in reviews}
+    records = dataset(missed)
+    judged = verdict(records)
+    text = render_markdown(judged, records, MATRIX)
+    n = 2 * len(reviews)
+    warning = (
+        f"⚠ `code-review` output quality of `32KiB` is {n // 2}/{n} (50%), below `off`'s "
+        f"{n}/{n} (100%), modelled by the simulator; one-sided Fisher p = "
+    )
+    assert warning in text
+    assert "`code-review` quality is not an acceptance criterion" in text
+    assert text.index(warning) > text.index("## Advisory statistics")
+    assert "output quality of `128KiB`" not in text  # as good as off: no warning
+    assert judged.configs["32KiB"].criteria["summary_quality"].status == "pass"
+
+
+def test_no_quality_warning_when_every_configuration_is_as_good_as_off() -> None:
+    records = dataset()
+    assert "output quality of" not in render_markdown(verdict(records), records, MATRIX)

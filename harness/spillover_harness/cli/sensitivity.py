@@ -29,7 +29,34 @@ CODES = STUDY_CODES
 
 
 def name_list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+    """`NAME,...`: at least one name, each once (an empty list would study everything,
+    which leaving the option out already says)."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(
+            f"no parameter named in {shorten(text)}; give NAME,... (known: "
+            f"{', '.join(p.name for p in PARAMETERS)}) or leave --parameters out to study all"
+        )
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(twice)} named more than once; name each parameter once"
+        )
+    return names
+
+
+def values_by_name(given: list[tuple[str, list[float]]]) -> dict[str, list[float]]:
+    """The `--values` options as NAME -> values; BadInput when one NAME is given twice
+    (the later would silently replace the earlier)."""
+    names = [name for name, _ in given]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        name = twice[0]
+        raise BadInput(
+            f"--values {name}=... is given {names.count(name)} times; give each parameter's "
+            f"values in one option, e.g. --values {name}=V1,V2,V3"
+        )
+    return dict(given)
 
 
 def values_arg(text: str) -> tuple[str, list[float]]:
@@ -81,7 +108,7 @@ def add_parser(sub: Any) -> None:
         type=name_list,
         default=[],
         metavar="NAME,...",
-        help="only these parameters (default: all)",
+        help="only these parameters, each named once (default: leave it out for all)",
     )
     p.add_argument(
         "--values",
@@ -89,7 +116,7 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=V,V,...",
-        help="repeatable: test these values of NAME instead of its documented range",
+        help="repeatable, once per NAME: test these values of NAME instead of its documented range",
     )
     add_study_args(p, what="study")
     p.set_defaults(func=cmd_sensitivity)
@@ -121,7 +148,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
 
     base = load_matrix_arg(args.matrix)
     try:
-        plan = plan_points(base, args.parameters, dict(args.values))
+        plan = plan_points(base, args.parameters, values_by_name(args.values))
     except (KeyError, ValueError) as exc:
         raise BadInput(str(exc).strip("\"'")) from None
     again = resume_command(args)

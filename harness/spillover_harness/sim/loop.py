@@ -128,7 +128,7 @@ class StepLoop:
         """One LLM call and the tool calls it asked for. True when the step is over."""
         if self._cancelled(iteration):
             return True
-        in_tokens = tokens(self._send_prompt(iteration))
+        in_tokens = tokens(self._send_prompt(iteration), self.controls.model.bytes_per_token)
         if self._over_context_window(iteration, in_tokens):
             return True
         turn, assistant = self._call_llm(iteration, in_tokens)
@@ -172,7 +172,9 @@ class StepLoop:
             assistant["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": dumps(c.arguments)} for c in turn.calls
             ]
-        out_tokens = tokens(len(dumps(assistant).encode("utf-8")))
+        out_tokens = tokens(
+            len(dumps(assistant).encode("utf-8")), self.controls.model.bytes_per_token
+        )
         self.run.input_tokens += in_tokens
         self.run.output_tokens += out_tokens
         self._wait(

@@ -1,10 +1,10 @@
 """The simulator's model of the agent: the parameters its simulated decision follows from.
 
-Each parameter was a fixed constant of `sim/agent.py` or `sim/step.py`; the
-defaults are those constants, so a matrix without a `sim_model:` section runs
-exactly as before. A matrix sets any of them in its `sim_model:` section
-(validated against `PARAMETERS`' bounds, docs/simulator.md §1.5), and
-`spillover-harness sensitivity` varies each across its `sweep` values.
+The defaults are the simulator's fixed figures (sim/agent.py, sim/prompt.py,
+sim/store.py), so a matrix without a `sim_model:` section runs with them. A matrix
+sets any of them in its `sim_model:` section (validated against `PARAMETERS`' bounds,
+docs/simulator.md §1.5), and `spillover-harness sensitivity` varies each across its
+`sweep` values.
 
 | parameter | default | what it models |
 |---|---|---|
@@ -16,6 +16,10 @@ exactly as before. A matrix sets any of them in its `sim_model:` section
 | lazy_read_fraction | 0.5 | how much of a spilled document a lazy reader reads |
 | context_window_tokens | 200000 | a prompt above it fails the call and the step |
 | max_iterations | 25 | LLM calls a step may make before it fails |
+| bytes_per_token | 4.0 | bytes of the request body the "LLM" counts as one token |
+| head_bytes | 1024 | bytes of a spilled result's start its summary shows |
+| tail_bytes | 1024 | bytes of a spilled result's end its summary shows |
+| structure_hint_depth | 2 | object/array levels the summary's structure hint opens |
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ class SimModel:
     lazy_read_fraction: float = 0.5
     context_window_tokens: int = 200_000
     max_iterations: int = 25
+    bytes_per_token: float = 4.0
+    head_bytes: int = 1024
+    tail_bytes: int = 1024
+    structure_hint_depth: int = 2
 
     def with_value(self, name: str, value: float) -> SimModel:
         """This model with one parameter changed (the type of the parameter kept)."""
@@ -144,6 +152,40 @@ PARAMETERS: Final[tuple[ModelParameter, ...]] = (
         1000,
         (8, 10, 12, 15, 20, 50),
         "LLM calls a step may make; the last one still asking for tools fails the step",
+    ),
+    ModelParameter(
+        "bytes_per_token",
+        "bytes per token",
+        1.0,
+        16.0,
+        (2.0, 2.5, 3.0, 3.5, 5.0, 6.0),
+        "bytes of the request body the simulated LLM counts as one token (input and "
+        "output tokens, the context window)",
+    ),
+    ModelParameter(
+        "head_bytes",
+        "bytes",
+        0,
+        65536,
+        (0, 256, 4096, 16384),
+        "bytes of a spilled result's serialized start shown in its summary (`head`)",
+    ),
+    ModelParameter(
+        "tail_bytes",
+        "bytes",
+        0,
+        65536,
+        (0, 256, 4096, 16384),
+        "bytes of a spilled result's serialized end shown in its summary (`tail`)",
+    ),
+    ModelParameter(
+        "structure_hint_depth",
+        "levels",
+        0,
+        8,
+        (0, 1, 4),
+        "object/array levels the summary's structure hint opens (0: `object(2 keys)` "
+        "only, no field sizes or line counts)",
     ),
 )
 

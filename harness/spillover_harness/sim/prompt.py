@@ -1,8 +1,9 @@
 """The request body a simulated step sends to the "LLM", and what it costs in tokens.
 
 The body is `{"model":...,"system":...,"tools":[...],"messages":[...]}` as compact
-JSON (separators (",", ":"), ensure_ascii=False), UTF-8 encoded; a token is 4 bytes
-(docs/simulator.md §1.4). Each message is serialized once, when it is appended, so a
+JSON (separators (",", ":"), ensure_ascii=False), UTF-8 encoded; a token is
+`bytes_per_token` bytes, 4 by default (the model's `bytes_per_token`, docs/simulator.md
+§1.4, §1.5). Each message is serialized once, when it is appended, so a
 step of many iterations does not re-serialize its whole history to learn its size.
 """
 
@@ -21,8 +22,9 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def tokens(n_bytes: int) -> int:
-    return math.ceil(n_bytes / BYTES_PER_TOKEN)
+def tokens(n_bytes: int, bytes_per_token: float = BYTES_PER_TOKEN) -> int:
+    """Tokens of `n_bytes` bytes at `bytes_per_token` bytes a token (rounded up)."""
+    return math.ceil(n_bytes / bytes_per_token)
 
 
 class Prompt:

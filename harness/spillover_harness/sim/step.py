@@ -11,8 +11,9 @@ Prompt and tokens (see docs/simulator.md):
   task, then for every earlier iteration the assistant message (text + tool calls)
   and one tool message per call whose `content` is what the mcp-host returned
   (the serialized result, its spillover summary, or a read result).
-- input tokens of a call = ceil(prompt bytes / 4); output tokens of a call =
-  ceil(bytes of the serialized assistant message / 4). A step's tokens are the
+- input tokens of a call = ceil(prompt bytes / bytes_per_token); output tokens of a
+  call = ceil(bytes of the serialized assistant message / bytes_per_token), 4 bytes a
+  token by default (`model.bytes_per_token`). A step's tokens are the
   sums over the calls that got a response.
 - The context window is 200,000 tokens: a prompt above it fails the call and the
   step (outcome `failed`). After `max_iterations` calls that all asked for tools the
@@ -144,6 +145,9 @@ def run_step(
             fault_spill_dir=(output_dir / ".spill") if faults.write_spill_to_disk else None,
             fault_log_results=faults.log_tool_results,
             fault_first_party=faults.feed_first_party,
+            head_bytes=model.head_bytes,
+            tail_bytes=model.tail_bytes,
+            hint_depth=model.structure_hint_depth,
         )
     loop = StepLoop(
         fixture,

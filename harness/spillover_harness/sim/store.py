@@ -30,8 +30,11 @@ from spillover_harness.sim.logs import StepLog
 from spillover_harness.sim.metrics import SpilloverMetrics
 
 READ_TOOL = "clerum__spillover_read"
+# The summary's defaults; the simulator's model sets them (`head_bytes`, `tail_bytes`,
+# `structure_hint_depth`, docs/simulator.md §1.5).
 HEAD_BYTES = 1024
 TAIL_BYTES = 1024
+HINT_DEPTH = 2
 REF_SCHEME = "spillover://"
 _REF = re.compile(r"spillover://([^/\s]+)/([^/\s]+)\.json")
 
@@ -50,18 +53,22 @@ def parse_ref(ref: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def structure_hint(value: object, depth: int = 0) -> str:
+def structure_hint(value: object, depth: int = 0, max_depth: int = HINT_DEPTH) -> str:
     """A short description of a result's shape, e.g.
-    `object{path: string(24 B), content: string(153312 B, 3890 lines)}`."""
+    `object{path: string(24 B), content: string(153312 B, 3890 lines)}`. Objects and
+    arrays are opened `max_depth` levels deep (0: only `object(2 keys)`); deeper ones
+    are named by their size only."""
     if isinstance(value, dict):
-        if depth >= 2:
+        if depth >= max_depth:
             return f"object({len(value)} keys)"
         items = list(value.items())
-        shown = ", ".join(f"{k}: {structure_hint(v, depth + 1)}" for k, v in items[:12])
+        shown = ", ".join(f"{k}: {structure_hint(v, depth + 1, max_depth)}" for k, v in items[:12])
         more = f", ... {len(items) - 12} more" if len(items) > 12 else ""
         return f"object{{{shown}{more}}}"
     if isinstance(value, list):
-        inner = structure_hint(value[0], depth + 1) if value and depth < 2 else "..."
+        inner = (
+            structure_hint(value[0], depth + 1, max_depth) if value and depth < max_depth else "..."
+        )
         return f"array[{len(value)}] of {inner}"
     if isinstance(value, str):
         size = len(value.encode("utf-8"))
@@ -127,8 +134,14 @@ class SpilloverStore:
         fault_spill_dir: Path | None = None,
         fault_log_results: bool = False,
         fault_first_party: bool = False,
+        head_bytes: int = HEAD_BYTES,
+        tail_bytes: int = TAIL_BYTES,
+        hint_depth: int = HINT_DEPTH,
     ) -> None:
         self.config = config
+        self.head_bytes = head_bytes
+        self.tail_bytes = tail_bytes
+        self.hint_depth = hint_depth
         self.step_id = step_id
         self.execution_id = execution_id
         self.metrics = metrics
@@ -216,9 +229,9 @@ class SpilloverStore:
                 "ref": ref,
                 "tool": tool,
                 "sizeBytes": size,
-                "structure": structure_hint(result),
-                "head": data[: _char_boundary(data, HEAD_BYTES)].decode("utf-8"),
-                "tail": data[size - TAIL_BYTES :].decode("utf-8", errors="ignore"),
+                "structure": structure_hint(result, max_depth=self.hint_depth),
+                "head": data[: _char_boundary(data, self.head_bytes)].decode("utf-8"),
+                "tail": data[max(0, size - self.tail_bytes) :].decode("utf-8", errors="ignore"),
                 "readWith": READ_TOOL,
                 "maxReadBytes": self.config.threshold,
                 "note": (

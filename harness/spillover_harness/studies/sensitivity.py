@@ -6,7 +6,9 @@ of each parameter, one parameter changed at a time (on top of the matrix's
 `<out>/points/` (durable and resumable like `run`), judged by the evaluator. A
 value flips the decision when its decision differs from the reference's; for each
 parameter the report names the nearest flipping value below and above the
-reference value (docs/simulator.md §7).
+reference value (docs/simulator.md §7). A flip says only that a line was crossed;
+the margins (`Margin`) say how far each chain configuration's criteria are from
+their limits at every value, so a reader sees how close a value came to crossing.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from spillover_harness.evaluate import Verdict, evaluate
+from spillover_harness.evaluate.schema import CellEvidence, CriterionResult
 from spillover_harness.matrix import Matrix
 from spillover_harness.sim.model import PARAMETERS, ModelParameter, parameter
 
 __all__ = [
+    "Margin",
     "ParameterStudy",
     "SensitivityPoint",
     "SensitivityResult",
@@ -35,6 +39,74 @@ REFERENCE = "reference"
 
 
 @dataclass(frozen=True)
+class Margin:
+    """How far one criterion of one configuration is from its limit, in its tightest
+    cell (the cell nearest to failing, or failing the most).
+
+    `margin` is signed: positive on the passing side, negative on the failing side,
+    in `unit`; it passes at 0 unless `strict`. `value` and `limit` are the figures
+    compared (for input_tokens both as a ratio to the baseline's median, so the
+    limit is 1 + tolerance, or 1 strictly for large inputs). The figures are the
+    literal comparison of docs/reference.md §3; `status` is the criterion's own
+    (a matrix's acceptance.rules may judge the same figures otherwise). None where
+    the criterion has no figure (inconclusive, not applicable)."""
+
+    criterion: str
+    status: str
+    cell: str | None
+    value: float | None
+    limit: float | None
+    margin: float | None
+    strict: bool
+    unit: str
+    cells: dict[str, float] = field(default_factory=dict)  # every cell's margin, by label
+
+
+# criterion -> (unit, larger is better?)
+_MARGIN_UNITS: dict[str, tuple[str, bool]] = {
+    "success_rate": ("success-rate difference", True),
+    "iteration_limit": ("iteration-limit hits", False),
+    "input_tokens": ("share of the baseline's median", False),
+    "summary_quality": ("quality-rate difference", True),
+    "no_leak": ("runs with a leak", True),
+}
+
+
+def _cell_margin(key: str, ev: CellEvidence) -> tuple[float, float, float, bool] | None:
+    """(value, limit, signed margin, strict) of one cell, or None without figures."""
+    if ev.value is None or ev.limit is None:
+        return None
+    if key == "input_tokens":
+        if not ev.baseline_value:
+            return None
+        value = float(ev.value / ev.baseline_value)
+        limit = float(ev.limit / ev.baseline_value)
+        return value, limit, limit - value, ev.size_class == "large"
+    _, higher_better = _MARGIN_UNITS[key]
+    value, limit = float(ev.value), float(ev.limit)
+    return value, limit, (value - limit) if higher_better else (limit - value), False
+
+
+def criterion_margin(key: str, result: CriterionResult) -> Margin:
+    """The criterion's margin in its tightest cell (module docstring of `Margin`)."""
+    unit = _MARGIN_UNITS.get(key, ("", True))[0]
+    tightest: tuple[float, float, float, bool] | None = None
+    where: str | None = None
+    cells: dict[str, float] = {}
+    for ev in result.cells:
+        figures = _cell_margin(key, ev) if key in _MARGIN_UNITS else None
+        if figures is None:
+            continue
+        cells[ev.label] = figures[2]
+        if tightest is None or figures[2] < tightest[2]:
+            tightest, where = figures, ev.label
+    if tightest is None:
+        return Margin(key, result.status, None, None, None, None, False, unit)
+    value, limit, margin, strict = tightest
+    return Margin(key, result.status, where, value, limit, margin, strict, unit, cells)
+
+
+@dataclass(frozen=True)
 class SensitivityPoint:
     """The decision of the matrix with one parameter at one value."""
 
@@ -44,6 +116,8 @@ class SensitivityPoint:
     decided: bool
     failed: dict[str, list[str]]  # chain configuration -> criteria not passed
     input_tokens: dict[str, float | None]  # configuration -> sum of the cells' medians
+    # chain configuration -> criterion -> how far it is from its limit
+    margins: dict[str, dict[str, Margin]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,7 +213,13 @@ def _figures(verdict: Verdict, matrix: Matrix, name: str, value: float) -> Sensi
         tokens[config.name] = (
             None if not medians or any(m is None for m in medians) else sum(m or 0 for m in medians)
         )
-    return SensitivityPoint(name, value, verdict.decision, verdict.decided, failed, tokens)
+    margins = {
+        step.config: {k: criterion_margin(k, c) for k, c in cv.criteria.items()}
+        for step in matrix.decision.chain
+        for cv in [verdict.configs.get(step.config)]
+        if cv is not None
+    }
+    return SensitivityPoint(name, value, verdict.decision, verdict.decided, failed, tokens, margins)
 
 
 def run_point(
@@ -200,6 +280,7 @@ def assemble(
                     reference.decided,
                     reference.failed,
                     reference.input_tokens,
+                    reference.margins,
                 ),
             ],
             key=lambda s: s.value,

@@ -16,6 +16,7 @@ from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.matrix import Matrix
 from spillover_harness.report import SIM_DISCLAIMER
 from spillover_harness.studies.sensitivity import (
+    Margin,
     ParameterStudy,
     SensitivityPoint,
     SensitivityResult,
@@ -105,6 +106,74 @@ def _values_text(study: ParameterStudy) -> str:
     return ", ".join(cells)
 
 
+_OPERATORS = {"iteration_limit": "<=", "no_leak": ">="}
+
+
+def margin_text(margin: Margin) -> str:
+    """`input_tokens 1 <= 1.1 (+0.1); other cells: code-review/large +0.407`: the
+    tightest cell's figure, its limit and signed margin (negative: failing, then
+    marked ❌), then the margins of the cells with another one."""
+    assert margin.value is not None and margin.limit is not None and margin.margin is not None
+    if margin.criterion == "input_tokens":
+        op = "<" if margin.strict else "<="
+    else:
+        op = _OPERATORS.get(margin.criterion, ">=")
+    passes = margin.margin > 0 or (margin.margin == 0 and not margin.strict)
+    others = [
+        f"{cell} {m:+.3g}"
+        for cell, m in margin.cells.items()
+        if cell != margin.cell and f"{m:+.3g}" != f"{margin.margin:+.3g}"
+    ]
+    return (
+        f"{'' if passes else '❌ '}{margin.criterion} {margin.value:.3g} {op} "
+        f"{margin.limit:.3g} ({margin.margin:+.3g})"
+        + (f"; other cells: {', '.join(others)}" if others else "")
+    )
+
+
+def _config_margins(point: SensitivityPoint, config: str) -> str:
+    shown = [margin_text(m) for m in point.margins.get(config, {}).values() if m.margin is not None]
+    return "<br>".join(shown) or "no figure"
+
+
+def _bold_if(text: str, bold: bool) -> str:
+    return f"**{text}**" if bold else text
+
+
+def _margins_section(result: SensitivityResult, matrix: Matrix) -> list[str]:
+    chain = [step.config for step in matrix.decision.chain]
+    rows = [
+        f"| `{s.parameter.name}` | {_bold_if(_v(p.value), p.value == s.reference_value)} "
+        f"| `{p.decision}` | " + " | ".join(_config_margins(p, config) for config in chain) + " |"
+        for s in result.ranked()
+        for p in s.points
+    ]
+    return [
+        "## Margins: how close each value is to flipping",
+        "",
+        "For each tested value (the reference in bold) and each configuration of the "
+        "decision chain, every criterion's figure in its tightest cell against its "
+        "limit, and the margin in brackets: positive, it passes with that much to "
+        "spare; negative (❌), it fails by that much; 0 passes unless the limit is "
+        "strict (`<`). `input_tokens` is the median's ratio to the baseline's median "
+        "(limit 1 + tolerance, or strictly 1 for large inputs), its margin a share of "
+        "the baseline's median; `success_rate` and `summary_quality` are rates, their "
+        "margins rate differences; `iteration_limit` counts limit hits against the "
+        "baseline's; `no_leak` counts clean runs against the valid ones. A criterion "
+        "without a figure (not applicable, inconclusive) is left out; the cells whose "
+        "margin differs from the tightest one follow it (`other cells`). "
+        "`sensitivity.json` holds the same per criterion, with every cell's margin "
+        "(`points[].margins`). Margins are of the literal comparison (docs/reference.md "
+        "§3); the decision column is the evaluator's. Simulator figures: modelled, "
+        f"{matrix.repetitions.sim} repetitions per cell.",
+        "",
+        "| parameter | value | decision | " + " | ".join(f"`{c}`" for c in chain) + " |",
+        "|---|---|---|" + "---|" * len(chain),
+        *rows,
+        "",
+    ]
+
+
 def render_sensitivity(
     result: SensitivityResult, matrix: Matrix, *, plot: str, command: str
 ) -> str:
@@ -136,6 +205,7 @@ def render_sensitivity(
         "",
         f"![tornado: which parameters flip the decision]({plot})",
         "",
+        *_margins_section(result, matrix),
         "## What each parameter models",
         "",
         *(f"- `{s.parameter.name}`: {s.parameter.meaning}." for s in result.studies),

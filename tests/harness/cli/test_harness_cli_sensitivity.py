@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
 from spillover_harness.records import read_records
@@ -45,9 +46,22 @@ def test_sensitivity_names_the_flipping_parameter_and_value(tmp_path: Path) -> N
     assert window["flip_below"] == 64000 and window["flip_above"] is None
     assert [p["value"] for p in window["points"]] == [64000, 200000, 400000]
     assert data["parameters"]["lazy_reader_p"]["flip_below"] is None
+    # The margins say how far: at the reference 128KiB's large review sits below off's
+    # median input tokens (a strict limit of 1 as a ratio) with room to spare; at
+    # 64,000 tokens it is above it, the criterion that flipped the decision.
+    by_value = {p["value"]: p for p in window["points"]}
+    at_ref = by_value[200000]["margins"]["128KiB"]["input_tokens"]
+    at_flip = by_value[64000]["margins"]["128KiB"]["input_tokens"]
+    assert at_ref["strict"] and at_ref["limit"] == 1 and at_ref["cell"] == "code-review/large"
+    assert at_ref["margin"] == pytest.approx(1 - at_ref["value"]) and at_ref["margin"] > 0
+    assert at_flip["margin"] < 0 and at_flip["status"] == "fail"
+    assert data["reference"]["margins"]["128KiB"]["input_tokens"] == at_ref
     report = (out / "sensitivity.md").read_text(encoding="utf-8")
     assert "**Parameters that flip it:** `context_window_tokens`" in report
     assert "plots/tornado.png" in report
+    assert "## Margins: how close each value is to flipping" in report
+    assert f"input_tokens {at_ref['value']:.3g} < 1 ({at_ref['margin']:+.3g})" in report
+    assert f"❌ input_tokens {at_flip['value']:.3g} < 1 ({at_flip['margin']:+.3g})" in report
     assert (out / "plots" / "tornado.png").read_bytes().startswith(b"\x89PNG")
     stages = sorted(p.name for p in (out / "points").iterdir())
     assert stages == [
@@ -83,4 +97,46 @@ def test_sensitivity_refusals(
     out = tmp_path / "sens"
     assert main(["sensitivity", *args, "--out", str(out)]) == BAD_INPUT
     assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--values", "max_iterations=10", "--values", "max_iterations=15,20"],
+            "--values max_iterations=... is given 2 times; give each parameter's values in "
+            "one option",
+        ),
+        (
+            [
+                "--parameters",
+                "bytes_per_token,max_iterations",
+                "--values",
+                "bytes_per_token=2.5",
+                "--values",
+                "max_iterations=10",
+                "--values",
+                "bytes_per_token=3",
+            ],
+            "--values bytes_per_token=... is given 2 times",
+        ),
+        (["--parameters", ""], "no parameter named in ''"),
+        (["--parameters", " , ,"], "leave --parameters out to study all"),
+        (
+            ["--parameters", "max_iterations,bytes_per_token,max_iterations"],
+            "max_iterations named more than once",
+        ),
+    ],
+)
+def test_sensitivity_refuses_ambiguous_selections(
+    tmp_path: Path, cli: Run, args: list[str], message: str
+) -> None:
+    """A repeated `--values` NAME (the later would replace the earlier) and an empty
+    `--parameters` (it would start every parameter) are refused before anything runs."""
+    out = tmp_path / "sens"
+    code, stdout, stderr = cli(["sensitivity", *args, "--out", str(out)])
+    assert code == BAD_INPUT
+    assert message in stderr
+    assert stdout == ""
     assert not out.exists()
