@@ -415,3 +415,69 @@ def test_report_files_get_the_umasks_mode_like_runs_jsonl(tmp_path: Path, umask:
     assert stat.S_IMODE((tmp_path / "runs.jsonl").stat().st_mode) == expected
     for path in (paths.report_md, paths.verdict_json, *paths.plots):
         assert stat.S_IMODE(path.stat().st_mode) == expected, path
+
+
+# -- provenance and measured / modelled labels -------------------------------------------
+
+
+def test_a_cluster_report_labels_nothing_modelled_and_names_its_profile() -> None:
+    from spillover_harness.readback import StageProvenance
+
+    records = dataset(stage="minikube")
+    provenance = StageProvenance(
+        harness_version="0.1.0", harness_commit=None, profile="profiles/minikube.yaml"
+    )
+    text = render_markdown(verdict(records), records, MATRIX, provenance=provenance)
+    assert "modelled" not in text
+    assert "| median duration (s) |" in text
+    assert "| median status report (bytes) |" in text
+    line = next(x for x in text.splitlines() if x.startswith("**Provenance:**"))
+    assert "commit unknown (the harness ran from no git checkout)" in line
+    assert "cluster profile `profiles/minikube.yaml`" in line
+    assert "parameter values" not in text  # no simulator on a cluster stage
+
+
+@pytest.mark.parametrize(
+    ("gate", "shown"),
+    [
+        (
+            {"status": "overridden", "flag": "--override-stage1-false", "stage1_decision": "false"},
+            "**Stage 1 gate overridden with `--override-stage1-false`** (Stage 1 decided `false`)",
+        ),
+        (
+            {"status": "overridden", "flag": "--override-stage1", "reason": "hotfix 4711"},
+            "**Stage 1 gate overridden with `--override-stage1`**: hotfix 4711",
+        ),
+        (
+            {"status": "accepted", "stage1_decision": "131072"},
+            "Stage 1 gate passed (Stage 1 decided `131072`)",
+        ),
+    ],
+)
+def test_a_dev_report_shows_how_the_stage1_gate_let_it_start(
+    gate: dict[str, str], shown: str
+) -> None:
+    from spillover_harness.readback import StageProvenance
+
+    records = dataset(stage="dev")
+    provenance = StageProvenance.model_validate(
+        {"harness_version": "0.1.0", "profile": "dev", "stage1_gate": gate}
+    )
+    text = render_markdown(verdict(records), records, MATRIX, provenance=provenance)
+    line = next(x for x in text.splitlines() if x.startswith("**Provenance:**"))
+    assert shown in line
+
+
+def test_without_provenance_the_report_says_it_was_not_recorded() -> None:
+    records = dataset(stage="sim")
+    text = render_markdown(verdict(records), records, MATRIX)
+    assert "**Provenance:** not recorded" in text
+
+
+def test_sim_plots_say_their_figures_are_modelled() -> None:
+    records = dataset(stage="sim")
+    figures = build_figures(records, MATRIX, "sim")
+    for figure in figures.values():
+        assert "(simulator, modelled)" in figure.get_suptitle()
+    cluster = build_figures(dataset(stage="minikube"), MATRIX, "minikube")
+    assert all("modelled" not in f.get_suptitle() for f in cluster.values())
