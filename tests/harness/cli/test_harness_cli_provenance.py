@@ -68,6 +68,10 @@ def test_a_sim_stage_records_its_provenance_and_the_report_shows_it(
     assert report.index("**Provenance:**") < report.index("## Configurations")
     assert "| model | lazy_reader_p | 0.3 |" in report
     assert "| memory | limit_bytes | 2147483648 |" in report
+    # `evaluate --format md` prints the same provenance from the stage.json beside
+    code, printed, _ = cli(["evaluate", "--records", str(out / "runs.jsonl")])
+    assert code in (OK, INCONCLUSIVE)
+    assert line in printed.splitlines()
 
 
 def test_a_stage_json_without_provenance_still_reports(cli: Run, tmp_path: Path) -> None:
