@@ -623,7 +623,7 @@ def _other_matrix_note(matrix: Matrix) -> list[str]:
     what = matrix_scope(matrix)
     if what is None:
         return []
-    description = matrix.description.strip()[:400].rstrip(".")
+    description = " ".join(matrix.description.split())[:400].rstrip(".")  # one quoted line
     about = f": {description}" if description else ""
     return [
         f"> **Not the decision for the shipped default.** Matrix `{matrix.name}` is {what}"
