@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
+
+REPO = Path(__file__).resolve().parents[3]
 
 SECOND_CONFIG = """\
   - name: 32KiB
@@ -146,3 +150,34 @@ def test_report_help_explains_compare(cli: Run) -> None:
     assert code == 0
     assert "--compare A B" in out
     assert "spillover-harness report --compare results/minikube results/dev" in out
+
+
+def test_make_compare_stages_runs_the_comparison(stages: tuple[Path, Path]) -> None:
+    """`make compare-stages A=.. B=..`, as a user types it (the virtualenv this test runs
+    in, taken as installed: `-o` keeps make from reinstalling it)."""
+    a, b = stages
+    venv = Path(sys.prefix)
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-s", "-o", f"{venv}/.installed-2", "compare-stages",
+         f"VENV={venv}", f"A={a}", f"B={b}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == OK, proc.stderr
+    assert proc.stdout.startswith("# Stage comparison: `sim` vs `sim`\n")
+    assert f"|  | A: `{a}` | B: `{b}` |" in proc.stdout.splitlines()
+    missing = b.parent / "no-such-stage"
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-s", "-o", f"{venv}/.installed-2", "compare-stages",
+         f"VENV={venv}", f"A={a}", f"B={missing}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode != OK
+    assert f"--compare: {missing} is not a stage directory to compare" in proc.stderr
