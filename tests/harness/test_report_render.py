@@ -481,3 +481,18 @@ def test_sim_plots_say_their_figures_are_modelled() -> None:
         assert "(simulator, modelled)" in figure.get_suptitle()
     cluster = build_figures(dataset(stage="minikube"), MATRIX, "minikube")
     assert all("modelled" not in f.get_suptitle() for f in cluster.values())
+
+
+def test_a_simulated_platform_labels_its_durations_modelled() -> None:
+    """Profile `local`: the simulator runs the steps (durations and status report sizes
+    modelled), while the memory is its pods' containers' (measured)."""
+    from spillover_harness.records import McpHostMemory
+
+    memory = McpHostMemory(peak_bytes=300 << 20, limit_bytes=2 << 30, restarts=0, oom_kills=0)
+    records = [r.model_copy(update={"mcp_host_memory": memory}) for r in dataset(stage="minikube")]
+    text = render_markdown(verdict(records), records, MATRIX, simulated_platform=True)
+    assert "| median duration (s, modelled) |" in text
+    assert "| median status report (bytes, modelled) |" in text
+    assert "## mcp-host memory\n" in text and "300.0 MiB" in text
+    sim = [r.model_copy(update={"mcp_host_memory": memory}) for r in dataset(stage="sim")]
+    assert "## mcp-host memory (modelled)\n" in render_markdown(verdict(sim), sim, MATRIX)
