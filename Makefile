@@ -164,13 +164,18 @@ validate-minikube: $(STAMP) ## Stage 1: preflight, the matrix through the operat
 	  --out $(RESULTS)/minikube --resume $(ADAPTIVE)
 
 .PHONY: validate-dev
-validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted in STAGE1_RESULTS; OVERRIDE_STAGE1="reason")
+validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted, not `false`, in STAGE1_RESULTS; OVERRIDE_STAGE1="reason", OVERRIDE_STAGE1_FALSE=1)
 	$(BIN)/spillover-harness preflight --stage dev --profile $(PROFILE_DEV) \
 	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
 	$(BIN)/spillover-harness run --stage dev --profile $(PROFILE_DEV) \
 	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
 	  --stage1-results $(STAGE1_RESULTS) $(if $(OVERRIDE_STAGE1),--override-stage1 "$(OVERRIDE_STAGE1)") \
+	  $(if $(OVERRIDE_STAGE1_FALSE),--override-stage1-false) \
 	  --out $(RESULTS)/dev --resume $(ADAPTIVE)
+
+.PHONY: compare-stages
+compare-stages: $(STAMP) ## Two stages side by side: decision, stability, criteria, key figures (A=results/minikube B=results/dev)
+	$(BIN)/spillover-harness report --compare $(or $(A),$(RESULTS)/minikube) $(or $(B),$(RESULTS)/dev)
 
 # ---- the operator and the kill switch --------------------------------------
 

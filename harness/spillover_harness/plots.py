@@ -224,7 +224,7 @@ def build_figures(
     verdict: Verdict | None = None,
 ) -> dict[str, Figure]:
     """The figures by file name; the input-token one shows the verdict's limits and marks."""
-    source = "simulator" if stage == "sim" else (stage or "no stage")
+    source = "simulator, modelled" if stage == "sim" else (stage or "no stage")
     base = matrix.acceptance.baseline
     tolerance = f"{1 + matrix.acceptance.token_tolerance:.2f}"
     figures: dict[str, Figure] = {}

@@ -38,7 +38,9 @@ __all__ = [
     "ResultFileInvalid",
     "ResultFileMissing",
     "ResultFileUnreadable",
+    "Stage1Gate",
     "StageDriver",
+    "StageProvenance",
     "StageSummary",
     "VerdictSummary",
     "read_stage",
@@ -149,11 +151,34 @@ class AdaptiveRound(_ReadModel):
     why: StrictStr = ""
 
 
+class Stage1Gate(_ReadModel):
+    """`provenance.stage1_gate` of a dev stage: how the Stage 1 gate let it start."""
+
+    status: StrictStr  # "accepted" | "overridden"
+    flag: StrictStr | None = None  # the flag that overrode it
+    reason: StrictStr | None = None  # --override-stage1's REASON
+    stage1_results: StrictStr | None = None
+    stage1_decision: StrictStr | None = None
+
+
+class StageProvenance(_ReadModel):
+    """`stage.json`'s `provenance` (`results_dir.Provenance`): what made the stage."""
+
+    harness_version: StrictStr | None = None
+    harness_commit: StrictStr | None = None
+    # stage sim: {"model": {...}, "memory": {...}}, the simulator's values in effect
+    simulator_parameters: dict[StrictStr, dict[StrictStr, int | float | bool | str]] | None = None
+    profile: StrictStr | None = None  # cluster stages: --profile as given
+    stage1_gate: Stage1Gate | None = None
+
+
 class StageSummary(_ReadModel):
     """The fields of `stage.json` (`results_dir`) that the callers act on."""
 
     stage: StrictStr | None = None
     driver: StageDriver = StageDriver()
+    # None: a stage.json written before provenance was recorded
+    provenance: StageProvenance | None = None
     # The rounds `run --until-stable` added, in order (empty: none).
     rounds: tuple[AdaptiveRound, ...] = ()
 

@@ -18,6 +18,7 @@ recorded.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,9 +37,9 @@ from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, TOO_FEW, min_ru
 from spillover_harness.evaluate.noise import rate_lower_p, weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.evaluate.stability import describe as describe_stability
-from spillover_harness.matrix import Matrix
+from spillover_harness.matrix import Matrix, load_matrix
 from spillover_harness.plots import write_plots
-from spillover_harness.readback import AdaptiveRound, StageSummary
+from spillover_harness.readback import AdaptiveRound, StageProvenance, StageSummary
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
 from spillover_harness.report_memory import memory_section
@@ -95,7 +96,19 @@ STAGE_DESCRIPTIONS = {
     "dev": "Stage 2: the shared dev cluster",
 }
 
+# The packaged matrices that show something rather than decide the shipped default,
+# and the make target that runs each.
+DEMO_MATRICES = {"memory-budget": "make memory", "strategies": "make compare"}
+
+# Figures the simulator computes from its model rather than measures (stage sim).
+MODELLED = "modelled"
+MODELLED_MEMORY = (
+    "_Modelled, not measured: the simulator's model of the mcp-host's memory "
+    "(docs/simulator.md), not a container's working set._"
+)
+
 MAX_NOTES = 50  # distinct notes printed; the rest are counted
+MAX_PARAMETERS = 40  # simulator parameters listed in the provenance block
 
 # Every criterion this evaluator judges, by key: each renders its own cells.
 CRITERION_VIEWS: dict[str, CriterionView] = {c.key: c for c in ALL_CRITERIA}
@@ -303,11 +316,18 @@ def _criteria_section(
     return lines
 
 
-def _cells_section(verdict: Verdict) -> list[str]:
+def _cells_section(verdict: Verdict, *, simulated: bool = False) -> list[str]:
+    """`simulated`: durations and status report sizes are the simulator's (modelled)."""
+    kind = f", {MODELLED}" if simulated else ""
     lines = [
         "## Per-cell results",
         "",
-        "Medians over the valid runs (harness_error left out) that measured the figure.",
+        "Medians over the valid runs (harness_error left out) that measured the figure."
+        + (
+            " Durations and status report sizes are modelled by the simulator, not measured."
+            if simulated
+            else ""
+        ),
         "",
     ]
     header = [
@@ -321,7 +341,8 @@ def _cells_section(verdict: Verdict) -> list[str]:
         "median input tokens",
         "median output tokens",
         "median iterations",
-        "median duration (s)",
+        f"median duration (s{kind})",
+        f"median status report (bytes{kind})",
         "median persisted",
         "median reads",
         "quality ok",
@@ -349,6 +370,7 @@ def _summary_row(s: CellSummary) -> list[object]:
         number(s.median_output_tokens),
         number(s.median_iterations),
         number(s.median_duration_s),
+        number(s.median_status_report_bytes),
         number(s.median_persisted),
         number(s.median_reads),
         quality,
@@ -603,9 +625,21 @@ def _env_section(verdict: Verdict, matrix: Matrix) -> list[str]:
     ]
 
 
-def _title(verdict: Verdict) -> str:
-    """The first line: the decision, and whether the stage was incomplete."""
+@functools.cache
+def _shipped_matrix_name() -> str:
+    return load_matrix().name
+
+
+def _title(verdict: Verdict, matrix: Matrix | None = None) -> str:
+    """The first line: the decision, and whether the stage was incomplete. A matrix
+    other than the shipped one is named in it: its decision is about that matrix."""
     title = f"# Spillover validation: decision `{verdict.decision}`"
+    if matrix is not None and matrix.name != _shipped_matrix_name():
+        demo = " (a demo)" if matrix.name in DEMO_MATRICES else ""
+        title = (
+            f"# Spillover validation of matrix `{matrix.name}`{demo}: decision "
+            f"`{verdict.decision}` for this matrix, not the shipped default"
+        )
     inc = verdict.incomplete
     if inc is None:
         return title
@@ -613,6 +647,79 @@ def _title(verdict: Verdict) -> str:
     if inc.judged:
         return f"{title}, judged on incomplete data ({missing})"
     return f"{title} (incomplete: {missing})"
+
+
+def matrix_scope(matrix: Matrix) -> str | None:
+    """What a matrix other than the shipped one is (`a demo (`make memory`)`, `not the
+    shipped matrix`); None for the shipped matrix, whose decision is the default's."""
+    if matrix.name == _shipped_matrix_name():
+        return None
+    target = DEMO_MATRICES.get(matrix.name)
+    return f"a demo (`{target}`)" if target else "not the shipped matrix"
+
+
+def _other_matrix_note(matrix: Matrix) -> list[str]:
+    """Under the title of a matrix other than the shipped one: what its decision is
+    about, so it is never read as the decision for the shipped default."""
+    shipped = _shipped_matrix_name()
+    what = matrix_scope(matrix)
+    if what is None:
+        return []
+    description = " ".join(matrix.description.split())[:400].rstrip(".")  # one quoted line
+    about = f": {description}" if description else ""
+    return [
+        f"> **Not the decision for the shipped default.** Matrix `{matrix.name}` is {what}"
+        f"{about}. Its decision is what this matrix's own decision chain gives for "
+        f"its own configurations and inputs; the shipped default is decided by the "
+        f"`{shipped}` matrix (`make demo` on the simulator, then `make validate-minikube` "
+        "and `make validate-dev`).",
+        "",
+    ]
+
+
+def _provenance_lines(provenance: StageProvenance | None, *, simulator: bool) -> list[str]:
+    """What made the stage (stage.json's `provenance`): one line, and on the simulator
+    the parameter values in effect in a details block."""
+    if provenance is None:
+        return ["**Provenance:** not recorded (a stage.json without `provenance`).", ""]
+    commit = (
+        f"commit `{provenance.harness_commit}`"
+        if provenance.harness_commit
+        else "commit unknown (the harness ran from no git checkout)"
+    )
+    parts = [f"spillover-harness {provenance.harness_version or 'unknown'}, {commit}"]
+    if provenance.profile is not None:
+        parts.append(f"cluster profile `{provenance.profile}`")
+    gate = provenance.stage1_gate
+    if gate is not None:
+        if gate.status == "overridden":
+            why = f": {gate.reason}" if gate.reason else ""
+            decided = f" (Stage 1 decided `{gate.stage1_decision}`)" if gate.stage1_decision else ""
+            parts.append(f"**Stage 1 gate overridden with `{gate.flag}`**{decided}{why}")
+        else:
+            parts.append(f"Stage 1 gate passed (Stage 1 decided `{gate.stage1_decision}`)")
+    params = provenance.simulator_parameters
+    lines = [f"**Provenance:** {'; '.join(parts)}.", ""]
+    if simulator and params:
+        rows = [
+            [group, name, value]
+            for group, values in params.items()
+            for name, value in values.items()
+        ]
+        lines.extend(
+            [
+                "<details>",
+                "<summary>The simulator's parameter values in effect</summary>",
+                "",
+                *_table(["part", "parameter", "value"], rows[:MAX_PARAMETERS]),
+                "",
+                "</details>",
+                "",
+            ]
+        )
+    elif simulator:
+        lines.extend(["The simulator's parameter values were not recorded.", ""])
+    return lines
 
 
 def _incomplete_section(verdict: Verdict) -> list[str]:
@@ -666,6 +773,7 @@ def render_markdown(
     views: Mapping[str, CriterionView] = CRITERION_VIEWS,
     memory_lane: MemoryLane | None = None,
     rounds: Sequence[AdaptiveRound] = (),
+    provenance: StageProvenance | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -673,11 +781,12 @@ def render_markdown(
     a decision (shown only when a platform stage decided: a simulated one says what it
     would take instead, never a bypass flag); `simulated_platform`: a cluster stage
     whose mcp-host was the simulator (profile `local`), disclaimed like sim; `faults`:
-    the simulator faults the stage ran with (a test of the checks, never applied)."""
+    the simulator faults the stage ran with (a test of the checks, never applied);
+    `provenance`: stage.json's (None: not recorded, and the report says so)."""
     base = verdict.baseline
     stage = verdict.stage
     simulated = stage == "sim" or simulated_platform
-    lines: list[str] = [_title(verdict), ""]
+    lines: list[str] = [_title(verdict, matrix), ""]
     # The disclaimer first: a reader of a simulated stage learns what it is before
     # reading its decision.
     if stage == "sim":
@@ -686,6 +795,7 @@ def render_markdown(
         lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
     if faults:
         lines.extend([f"> {faults_note(faults)}", ""])
+    lines.extend(_other_matrix_note(matrix))
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
     lines.extend([f"**Stability:** {describe_stability(verdict.decision, verdict.stability)}.", ""])
     lines.extend(_deciding_cells(verdict, matrix))
@@ -723,6 +833,7 @@ def render_markdown(
         lines.extend([f"- {note}"])
     if stage_notes:
         lines.append("")
+    lines.extend(_provenance_lines(provenance, simulator=stage == "sim"))
     errors = ", ".join(f"{name} {n}" for name, n in verdict.harness_errors.items())
     lines.extend(
         [
@@ -794,8 +905,11 @@ def render_markdown(
         lines.extend(["</details>", ""])
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
-    lines.extend(memory_section(records, matrix, stage, memory_lane))
-    lines.extend(_cells_section(verdict))
+    memory = memory_section(records, matrix, stage, memory_lane)
+    if memory and stage == "sim":  # the simulator's model of memory: say so at the heading
+        memory = [f"{memory[0]} ({MODELLED})", "", MODELLED_MEMORY, *memory[1:]]
+    lines.extend(memory)
+    lines.extend(_cells_section(verdict, simulated=simulated))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:
         lines.extend(_advisory_section(verdict, matrix.acceptance.quality_recipes))
@@ -857,6 +971,7 @@ def write_report(
         faults=stage.driver.faults if stage is not None else (),
         memory_lane=read_lane(records_dir),
         rounds=stage.rounds if stage is not None else (),
+        provenance=stage.provenance if stage is not None else None,
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))
     return ReportPaths(report_md=report_md, verdict_json=verdict_json, plots=plots)

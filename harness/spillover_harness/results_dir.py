@@ -20,7 +20,12 @@ stage.json
     compares it with the run being started and, when they differ, says which
     fields of the matrix, which fault switches, or which stage or driver
     setting changed. `evaluate` and `report` read the stored matrix to know
-    which runs to expect.
+    which runs to expect. Its `provenance` says what made the stage as it was
+    started: the harness's version and commit (null when the harness source is no
+    git checkout), the simulator's parameter values in effect (stage sim), the
+    cluster profile as given (cluster stages) and, for stage dev, how the Stage 1
+    gate let it start. A stage.json from before `provenance` has none; the report
+    says so.
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shlex
+import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +230,65 @@ def hold_results_dir(out_dir: Path, *, command: str | None = None) -> Iterator[P
 
 
 # ---------------------------------------------------------------------------------------
+# provenance
+
+_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_GIT_TIMEOUT_S = 5.0
+
+
+def harness_version() -> str:
+    """The installed spillover-ops version (`unknown` when it is not installed)."""
+    try:
+        return metadata.version("spillover-ops")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def harness_commit(source: Path | None = None) -> str | None:
+    """`git rev-parse HEAD` of the harness source tree (`source`: default this package's
+    directory); None when it is not a git checkout or git cannot say. Never raises: a
+    stage must not fail because git is missing or slow."""
+    where = source if source is not None else Path(__file__).resolve().parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    head = done.stdout.strip()[:100]
+    return head if done.returncode == 0 and _COMMIT.fullmatch(head) else None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What made a stage, written into stage.json as `provenance` (see the module doc)."""
+
+    simulator_parameters: Mapping[str, Any] | None = None  # stage sim: the values in effect
+    profile: str | None = None  # cluster stages: `--profile` as given (name or path)
+    stage1_gate: Mapping[str, Any] | None = None  # stage dev: how the gate let it start
+    version: str = field(default_factory=harness_version)
+    commit: str | None = field(default_factory=harness_commit)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "harness_version": self.version,
+            "harness_commit": self.commit,
+            "simulator_parameters": (
+                dict(self.simulator_parameters) if self.simulator_parameters is not None else None
+            ),
+            "profile": self.profile,
+        }
+        if self.stage1_gate is not None:
+            data["stage1_gate"] = dict(self.stage1_gate)
+        return data
+
+
+# ---------------------------------------------------------------------------------------
 # stage.json
 
 
@@ -346,6 +413,7 @@ class StageSetup:
     driver: Mapping[str, Any]
     matrix_source: str
     resume_command: str | None  # None: rebuilt from the rest (stage, matrix source, faults)
+    provenance: Provenance | None = None  # None: the harness's version and commit only
 
     def identity(self) -> dict[str, Any]:
         return stage_identity(self.matrix, self.stage, self.driver)
@@ -400,6 +468,7 @@ def prepare_results_dir(out_dir: Path, setup: StageSetup, *, resume: bool) -> No
             "matrix_source": setup.matrix_source,
             "resume_command": setup.continue_command(out_dir),
             "created_at": now_rfc3339(),
+            "provenance": (setup.provenance or Provenance()).to_json(),
         },
     )
 

@@ -79,6 +79,7 @@ from spillover_harness.records import (
 from spillover_harness.results_dir import (
     DEFAULT_MATRIX_SOURCE,
     RECORDS_FILE,
+    Provenance,
     StageSetup,
     hold_results_dir,
     prepare_results_dir,
@@ -261,8 +262,9 @@ class StageOptions:
 
     `progress`: a tqdm bar when stderr is a terminal (plain lines every
     `progress_every` runs otherwise, or with `progress=False`); `quiet`: neither.
-    `driver_identity`, `matrix_source` and `resume_hint` go into stage.json (the
-    hint is the command that continues the stage, shown when it must be resumed).
+    `driver_identity`, `matrix_source`, `resume_hint` and `provenance` go into
+    stage.json (the hint is the command that continues the stage, shown when it must
+    be resumed; provenance None: the harness's version and commit only).
     `order` reorders the runs still to do (cluster stages run them in
     configuration blocks, see `cluster.plan.block_order`); the default keeps the
     interleaved plan order.
@@ -278,6 +280,7 @@ class StageOptions:
     matrix_source: str = DEFAULT_MATRIX_SOURCE
     resume_hint: str | None = None
     order: Callable[[list[RunJob]], list[RunJob]] | None = None
+    provenance: Provenance | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency is not None and self.concurrency < 1:
@@ -297,6 +300,7 @@ class StageOptionFields(TypedDict, total=False):
     matrix_source: str
     resume_hint: str | None
     order: Callable[[list[RunJob]], list[RunJob]] | None
+    provenance: Provenance | None
 
 
 def run_stage(
@@ -343,6 +347,7 @@ def _run_held(
         driver=dict(opts.driver_identity),
         matrix_source=opts.matrix_source,
         resume_command=opts.resume_hint,
+        provenance=opts.provenance,
     )
     prepare_results_dir(out_dir, setup, resume=opts.resume)
     plan = plan_jobs(matrix, stage, out_dir)

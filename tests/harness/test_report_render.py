@@ -442,3 +442,84 @@ def test_code_review_quality_below_off_is_warned_though_not_a_criterion() -> Non
 def test_no_quality_warning_when_every_configuration_is_as_good_as_off() -> None:
     records = dataset()
     assert "output quality of" not in render_markdown(verdict(records), records, MATRIX)
+
+
+# -- provenance and measured / modelled labels -------------------------------------------
+
+
+def test_a_cluster_report_labels_nothing_modelled_and_names_its_profile() -> None:
+    from spillover_harness.readback import StageProvenance
+
+    records = dataset(stage="minikube")
+    provenance = StageProvenance(
+        harness_version="0.1.0", harness_commit=None, profile="profiles/minikube.yaml"
+    )
+    text = render_markdown(verdict(records), records, MATRIX, provenance=provenance)
+    assert "modelled" not in text
+    assert "| median duration (s) |" in text
+    assert "| median status report (bytes) |" in text
+    line = next(x for x in text.splitlines() if x.startswith("**Provenance:**"))
+    assert "commit unknown (the harness ran from no git checkout)" in line
+    assert "cluster profile `profiles/minikube.yaml`" in line
+    assert "parameter values" not in text  # no simulator on a cluster stage
+
+
+@pytest.mark.parametrize(
+    ("gate", "shown"),
+    [
+        (
+            {"status": "overridden", "flag": "--override-stage1-false", "stage1_decision": "false"},
+            "**Stage 1 gate overridden with `--override-stage1-false`** (Stage 1 decided `false`)",
+        ),
+        (
+            {"status": "overridden", "flag": "--override-stage1", "reason": "hotfix 4711"},
+            "**Stage 1 gate overridden with `--override-stage1`**: hotfix 4711",
+        ),
+        (
+            {"status": "accepted", "stage1_decision": "131072"},
+            "Stage 1 gate passed (Stage 1 decided `131072`)",
+        ),
+    ],
+)
+def test_a_dev_report_shows_how_the_stage1_gate_let_it_start(
+    gate: dict[str, str], shown: str
+) -> None:
+    from spillover_harness.readback import StageProvenance
+
+    records = dataset(stage="dev")
+    provenance = StageProvenance.model_validate(
+        {"harness_version": "0.1.0", "profile": "dev", "stage1_gate": gate}
+    )
+    text = render_markdown(verdict(records), records, MATRIX, provenance=provenance)
+    line = next(x for x in text.splitlines() if x.startswith("**Provenance:**"))
+    assert shown in line
+
+
+def test_without_provenance_the_report_says_it_was_not_recorded() -> None:
+    records = dataset(stage="sim")
+    text = render_markdown(verdict(records), records, MATRIX)
+    assert "**Provenance:** not recorded" in text
+
+
+def test_sim_plots_say_their_figures_are_modelled() -> None:
+    records = dataset(stage="sim")
+    figures = build_figures(records, MATRIX, "sim")
+    for figure in figures.values():
+        assert "(simulator, modelled)" in figure.get_suptitle()
+    cluster = build_figures(dataset(stage="minikube"), MATRIX, "minikube")
+    assert all("modelled" not in f.get_suptitle() for f in cluster.values())
+
+
+def test_a_simulated_platform_labels_its_durations_modelled() -> None:
+    """Profile `local`: the simulator runs the steps (durations and status report sizes
+    modelled), while the memory is its pods' containers' (measured)."""
+    from spillover_harness.records import McpHostMemory
+
+    memory = McpHostMemory(peak_bytes=300 << 20, limit_bytes=2 << 30, restarts=0, oom_kills=0)
+    records = [r.model_copy(update={"mcp_host_memory": memory}) for r in dataset(stage="minikube")]
+    text = render_markdown(verdict(records), records, MATRIX, simulated_platform=True)
+    assert "| median duration (s, modelled) |" in text
+    assert "| median status report (bytes, modelled) |" in text
+    assert "## mcp-host memory\n" in text and "300.0 MiB" in text
+    sim = [r.model_copy(update={"mcp_host_memory": memory}) for r in dataset(stage="sim")]
+    assert "## mcp-host memory (modelled)\n" in render_markdown(verdict(sim), sim, MATRIX)

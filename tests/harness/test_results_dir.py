@@ -13,11 +13,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from spillover_harness.matrix import load_matrix
 from spillover_harness.results_dir import (
     LOCK_FILE,
+    Provenance,
     ResultsDirError,
     ResultsDirLocked,
+    StageSetup,
+    harness_commit,
+    harness_version,
     hold_results_dir,
+    prepare_results_dir,
+    read_stage_file,
 )
 
 HOLDER = textwrap.dedent(
@@ -110,3 +117,74 @@ def test_unusable_paths_are_refused(tmp_path: Path, target: object, expected: st
     with pytest.raises(ResultsDirError, match=expected), hold_results_dir(out):
         pass
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# -- provenance --------------------------------------------------------------------------
+
+
+def test_the_harness_commit_is_the_checkouts_head_or_none(tmp_path: Path) -> None:
+    """A git checkout: its HEAD; a directory in no checkout, or no git at all: None,
+    never an error (a stage must not fail because git is missing)."""
+    repo = Path(__file__).resolve().parents[2]
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert harness_commit() == head  # the harness's own source tree (this checkout)
+    outside = tmp_path / "not-a-checkout"
+    outside.mkdir()
+    assert harness_commit(outside) is None
+    assert harness_commit(tmp_path / "missing") is None
+
+
+def test_no_git_on_the_path_gives_no_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    assert harness_commit() is None
+
+
+def test_a_new_stage_json_holds_provenance_and_a_resume_keeps_it(tmp_path: Path) -> None:
+    """prepare_results_dir writes the provenance given (or the version and commit
+    alone); resuming never rewrites what made the stage."""
+    matrix = load_matrix()
+    out = tmp_path / "dev"
+    out.mkdir()
+    gate = {"status": "overridden", "flag": "--override-stage1-false", "stage1_decision": "false"}
+    setup = StageSetup(
+        matrix=matrix,
+        stage="dev",
+        driver={"kind": "cluster", "profile": "dev"},
+        matrix_source="<default>",
+        resume_command=None,
+        provenance=Provenance(profile="profiles/dev.yaml", stage1_gate=gate, commit=None),
+    )
+    prepare_results_dir(out, setup, resume=False)
+    stage = read_stage_file(out)
+    assert stage is not None
+    assert stage["provenance"] == {
+        "harness_version": harness_version(),
+        "harness_commit": None,
+        "simulator_parameters": None,
+        "profile": "profiles/dev.yaml",
+        "stage1_gate": gate,
+    }
+    (out / "runs.jsonl").write_text('{"run_id": "x"}\n', encoding="utf-8")
+    later = StageSetup(
+        matrix=matrix,
+        stage="dev",
+        driver={"kind": "cluster", "profile": "dev"},
+        matrix_source="<default>",
+        resume_command=None,
+    )
+    prepare_results_dir(out, later, resume=True)
+    assert read_stage_file(out) == stage
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    prepare_results_dir(bare, later, resume=False)
+    bare_stage = read_stage_file(bare)
+    assert bare_stage is not None
+    assert set(bare_stage["provenance"]) == {
+        "harness_version",
+        "harness_commit",
+        "simulator_parameters",
+        "profile",
+    }
+    assert bare_stage["provenance"]["profile"] is None

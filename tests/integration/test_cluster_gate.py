@@ -14,6 +14,7 @@ The matrix is tiny: off and 128KiB, one input, one repetition (2 runs per stage)
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -274,3 +275,60 @@ def test_override_lets_dev_start_and_the_report_says_why(gate: Gate) -> None:
     assert "Stage 1 gate overridden" in report and reason in report
     records = read_records(out / "runs.jsonl")
     assert len(records) == 2 and all(r.outcome == "succeeded" for r in records)
+
+
+def test_dev_refuses_a_stage1_that_decided_false_unless_told_to(
+    gate: Gate, stage1: tuple[Path, subprocess.CompletedProcess[str]]
+) -> None:
+    """A Stage 1 that decided `false` (spillover off) leaves no default to validate:
+    dev refuses it (exit 5, naming the flag), and `--override-stage1-false` lets it
+    start, recorded in stage.json's provenance and in the report. The Stage 1 here is
+    the real one with its verdict's decision set to `false` (the gate reads
+    verdict.json; a real `false` needs a failing platform)."""
+    stage1_dir, _ = stage1
+    decided_false = gate.env.tmp / "stage1-false"
+    shutil.copytree(stage1_dir, decided_false)
+    verdict = json.loads((decided_false / "verdict.json").read_text())
+    verdict["decision"] = "false"
+    (decided_false / "verdict.json").write_text(json.dumps(verdict))
+
+    refused = gate.env.tmp / "dev-after-false"
+    proc = harness(*dev_args(gate, refused, "--stage1-results", str(decided_false)))
+    assert proc.returncode == EXIT_CLUSTER, proc.stdout + proc.stderr
+    assert f"Stage 1 in {decided_false} decided `false` (spillover off)" in proc.stderr
+    assert "--override-stage1-false" in proc.stderr
+    assert _no_records(refused)
+
+    # new configuration names: new run ids (see test_override_lets_dev_start...)
+    matrix = deep_merge(MATRIX, {"name": "cluster-gate-false"})
+    matrix["configurations"] = [
+        {"name": f"{c['name']}-f", "env": c["env"]} for c in MATRIX["configurations"]
+    ]
+    matrix["acceptance"]["baseline"] = "off-f"
+    matrix["decision"]["chain"] = [{"config": "128KiB-f", "default": "131072"}]
+    matrix_path = gate.env.tmp / "matrix-false.yaml"
+    matrix_path.write_text(yaml.safe_dump(matrix, sort_keys=False))
+    out = gate.env.tmp / "dev-false-overridden"
+    args = dev_args(gate, out, "--stage1-results", str(decided_false), "--override-stage1-false")
+    args[args.index("--matrix") + 1] = str(matrix_path)
+    with gate.env.operator("op-dev-false"):
+        proc = harness(*args)
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert "Stage 1 decided `false`; Stage 2 ran anyway (--override-stage1-false)" in proc.stderr
+    provenance = json.loads((out / "stage.json").read_text())["provenance"]
+    assert provenance["profile"] == str(gate.profile)
+    assert provenance["simulator_parameters"] is None
+    assert provenance["stage1_gate"] == {
+        "status": "overridden",
+        "flag": "--override-stage1-false",
+        "stage1_results": str(decided_false),
+        "stage1_decision": "false",
+    }
+    report = (out / "report.md").read_text()
+    assert (
+        "**Stage 1 gate overridden with `--override-stage1-false`** (Stage 1 decided `false`)"
+        in report
+    )
+    assert (
+        "--override-stage1-false" in json.loads((out / "stage.json").read_text())["resume_command"]
+    )

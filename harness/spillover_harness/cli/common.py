@@ -242,9 +242,11 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_records_args(p: argparse.ArgumentParser) -> None:
+def add_records_args(p: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """--records, --matrix, --allow-incomplete (`required`: False where another option
+    can replace --records, the command then checks it)."""
     p.add_argument(
-        "--records", required=True, type=file_path, metavar="FILE", help="a runs.jsonl file"
+        "--records", required=required, type=file_path, metavar="FILE", help="a runs.jsonl file"
     )
     add_matrix_arg(
         p,

@@ -144,8 +144,16 @@ def print_outcome(
 ) -> int:
     """Print the outcome on stdout (`lines` first, then the decision and the report)
     and return its exit code."""
+    from spillover_harness.report import matrix_scope
+
     for line in lines:
         print(line)
+    scope = matrix_scope(matrix)
+    if scope is not None:
+        print(
+            f"matrix: {matrix.name}, {scope.replace('`', '')}: its decision is about this "
+            "matrix, not the shipped default"
+        )
     print(decision_line(verdict, matrix))
     print(stability_line(verdict))
     if verdict.rules:

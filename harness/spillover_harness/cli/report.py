@@ -44,12 +44,28 @@ def add_parser(sub: Any) -> None:
             "pull request), DIR/verdict.json and the PNG plots. The matrix is the one\n"
             "that made the records (stored in stage.json next to them) unless --matrix\n"
             "says otherwise. A DIR another spillover-harness process is writing is\n"
-            "refused (exit 10)."
+            "refused (exit 10).\n"
+            "\n"
+            "report --compare A B prints two stage directories side by side instead\n"
+            "(Markdown on stdout, nothing written): each one's decision, stability,\n"
+            "per-criterion status and key figures per configuration, read from the\n"
+            "stage.json and verdict.json each stage wrote; e.g. Stage 1 against Stage 2:\n"
+            "  spillover-harness report --compare results/minikube results/dev\n"
+            "A directory that holds no stage (no stage.json or verdict.json) is refused\n"
+            "(exit 2)."
         ),
         epilog=epilog(*CODES),
     )
-    add_records_args(rep)
-    rep.add_argument("--out", required=True, type=dir_path, metavar="DIR", help="output directory")
+    add_records_args(rep, required=False)
+    rep.add_argument("--out", type=dir_path, metavar="DIR", help="output directory")
+    rep.add_argument(
+        "--compare",
+        nargs=2,
+        type=dir_path,
+        metavar=("A", "B"),
+        default=None,
+        help="print the stages in directories A and B side by side (no --records/--out)",
+    )
     rep.set_defaults(func=cmd_report)
 
 
@@ -71,8 +87,51 @@ def _refuse_another_stages_dir(out: Path, records: Path) -> None:
         )
 
 
+def cmd_compare(a: Path, b: Path) -> int:
+    """`report --compare A B`: the two stages side by side, on stdout."""
+    from spillover_harness.readback import ReadBackError
+    from spillover_harness.report_compare import read_compared, render_comparison
+
+    sides = []
+    for directory in (a, b):
+        try:
+            sides.append(read_compared(directory))
+        except ReadBackError as exc:
+            raise BadInput(
+                f"--compare: {shown(directory)} is not a stage directory to compare "
+                f"({shown(exc.path)}: {exc.detail}); pass a directory a stage ran into "
+                "(`spillover-harness run --out DIR`, e.g. results/minikube), with its "
+                "report written"
+            ) from None
+    print(render_comparison(sides[0], sides[1]), end="")
+    return exit_codes.OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from spillover_harness.results_dir import hold_results_dir
+
+    if args.compare is not None:
+        extra = [
+            flag
+            for flag, given in (
+                ("--records", args.records is not None),
+                ("--out", args.out is not None),
+                ("--matrix", args.matrix is not None),
+                ("--allow-incomplete", args.allow_incomplete),
+            )
+            if given
+        ]
+        if extra:
+            raise BadInput(
+                f"--compare A B reads two stage directories and writes nothing: drop "
+                f"{', '.join(extra)}"
+            )
+        return cmd_compare(*args.compare)
+    if args.records is None or args.out is None:
+        raise BadInput(
+            "report needs --records FILE and --out DIR (or --compare A B to put two stages "
+            "side by side)"
+        )
 
     matrix = expected_matrix(args.records, args.matrix)
     records = load_records(args.records, matrix)

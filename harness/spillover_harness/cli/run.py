@@ -100,6 +100,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--context", "context", CLUSTER),
     RunOption("--stage1-results", "stage1_results", ("dev",)),
     RunOption("--override-stage1", "override_stage1", ("dev",)),
+    RunOption("--override-stage1-false", "override_stage1_false", ("dev",), "flag"),
     RunOption("--apply-timeout", "apply_timeout", CLUSTER),
     RunOption("--matrix", "matrix", STAGES),
     RunOption("--out", "out", STAGES),
@@ -209,6 +210,13 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="dev only: start without an accepted Stage 1 verdict; REASON is printed "
         "and written into the report",
+    )
+    run.add_argument(
+        "--override-stage1-false",
+        action="store_true",
+        help="dev only: start although Stage 1 decided `false` (spillover off), which "
+        "otherwise keeps Stage 2 closed; every other check of the gate stays. Recorded in "
+        "stage.json (provenance.stage1_gate) and the report",
     )
     run.add_argument(
         "--apply-timeout",
@@ -326,6 +334,7 @@ def _matrix_source(args: argparse.Namespace) -> str:
 def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
     from spillover_harness.drivers.sim import SimDriver
     from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.results_dir import Provenance
     from spillover_harness.runner import StageOptions, StopRequest, run_stage, stop_on_signals
 
     faults: list[str] = args.fault
@@ -347,6 +356,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
         driver_identity={"kind": "sim", "faults": faults},
         matrix_source=_matrix_source(args),
         resume_hint=resume_cmd,
+        provenance=Provenance(simulator_parameters=driver.parameters()),
     )
     stop = StopRequest()
     with stop_on_signals(stop):
@@ -391,6 +401,8 @@ def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_
                 progress=not args.no_progress,
                 stage1_results=args.stage1_results,
                 override_stage1=args.override_stage1,
+                override_stage1_false=args.override_stage1_false,
+                profile_source=args.profile,
                 apply_timeout_s=args.apply_timeout or DEFAULT_APPLY_TIMEOUT_S,
                 matrix_source=_matrix_source(args),
                 resume_hint=resume_cmd,

@@ -12,9 +12,12 @@ blocks through the operator, the policy restored, the report.
   Stage 1 verdict for the same mcp-host version: its `stage.json` says stage
   `minikube` and that version, and its `verdict.json` holds a decision that was
   reached: one the matrix's decision chain can end in (a step's default or the
-  fallback, e.g. `131072`, `32768`, `65536`, `false`), not `inconclusive`.
-  `--override-stage1 REASON` lets it start anyway; the reason is printed and goes
-  into the report.
+  fallback, e.g. `131072`, `32768`, `65536`), not `inconclusive`, and not `false`:
+  a Stage 1 that decided spillover off leaves no default for Stage 2 to validate.
+  `--override-stage1-false` lets a `false` verdict through (every other check
+  stays); `--override-stage1 REASON` lets it start anyway. Either is printed and
+  goes into `stage.json` (`provenance.stage1_gate`) and the report.
+- `stage.json`'s `provenance` names the profile as given (`--profile`).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from spillover_harness.readback import (
     read_verdict,
 )
 from spillover_harness.records import McpHostMemory, RunRecord, read_records
-from spillover_harness.results_dir import STAGE_FILE
+from spillover_harness.results_dir import STAGE_FILE, Provenance
 from spillover_harness.runner import StageOptions, StageResult, run_stage
 from spillover_harness.studies.concurrency import write_lane
 
@@ -94,15 +97,43 @@ def stage1_decided(verdict: VerdictSummary | Mapping[str, object], matrix: Matri
     return verdict.decision in reachable
 
 
-def check_stage1(results: Path, version: str, matrix: Matrix) -> str:
+STAGE1_FIX = (
+    "run Stage 1 first (make validate-minikube), pass --stage1-results DIR, or "
+    "--override-stage1 REASON"
+)
+# The decision that closes the gate though reached: Stage 1 found no default to ship.
+SPILLOVER_OFF = "false"
+
+
+def check_stage1(results: Path, version: str, matrix: Matrix, *, allow_false: bool = False) -> str:
     """A line describing the accepted Stage 1 verdict; Stage1GateError otherwise.
 
-    `matrix` says which decisions count as reached (`stage1_decided`)."""
+    `matrix` says which decisions count as reached (`stage1_decided`); a reached
+    `false` is refused unless `allow_false` (`--override-stage1-false`)."""
+    return _gate_line(results, stage1_decision(results, version, matrix), allow_false)
+
+
+def _gate_line(results: Path, decision: str, allow_false: bool) -> str:
+    if decision == SPILLOVER_OFF and not allow_false:
+        raise Stage1GateError(
+            f"Stage 1 in {results} decided `false` (spillover off): it found no spillover "
+            "default for Stage 2 to validate on the dev cluster. Look at its report, fix "
+            "what failed and run Stage 1 again, or pass --override-stage1-false "
+            "(make validate-dev OVERRIDE_STAGE1_FALSE=1) to run Stage 2 anyway"
+        )
+    if decision == SPILLOVER_OFF:
+        return (
+            f"**Stage 1 decided `false`; Stage 2 ran anyway (--override-stage1-false)** ({results})"
+        )
+    return f"Stage 1 accepted for this mcp-host version: decision {decision} ({results})"
+
+
+def stage1_decision(results: Path, version: str, matrix: Matrix) -> str:
+    """The decision of the Stage 1 verdict in `results`, when it is one Stage 2 may
+    follow (a minikube stage on a real platform, this mcp-host version, a decision
+    reached); Stage1GateError otherwise."""
     stage_path = results / STAGE_FILE
-    fix = (
-        "run Stage 1 first (make validate-minikube), pass --stage1-results DIR, or "
-        "--override-stage1 REASON"
-    )
+    fix = STAGE1_FIX
     try:
         stage = read_stage(results)
         if stage is None:
@@ -133,7 +164,7 @@ def check_stage1(results: Path, version: str, matrix: Matrix) -> str:
         raise Stage1GateError(
             f"Stage 1 in {results} has no accepted verdict (decision {decision!r}); {fix}"
         )
-    return f"Stage 1 accepted for this mcp-host version: decision {decision} ({results})"
+    return decision
 
 
 @dataclass
@@ -167,6 +198,8 @@ class ClusterStageOptions:
     # reason to start without an accepted Stage 1 verdict
     stage1_results: Path | None = None
     override_stage1: str | None = None
+    override_stage1_false: bool = False  # dev only: a Stage 1 that decided `false` lets it start
+    profile_source: str | None = None  # `--profile` as given (recorded in stage.json)
     skip_preflight: bool = False
     apply_timeout_s: float = 600.0
     matrix_source: str = "<default>"  # how the matrix was given (recorded in stage.json)
@@ -204,8 +237,10 @@ def run_cluster(
             f"runs of one configuration ran {options.concurrency} at a time (--concurrency): "
             "durations were measured under concurrency, and no per-run counter delta is used"
         )
+    gate: dict[str, object] | None = None
     if stage == "dev":
-        notes.append(_stage1_gate(options, version, log))
+        line, gate = _stage1_gate(options, version, log)
+        notes.append(line)
     applier = PolicyApplier(cluster, profile, timeout_s=options.apply_timeout_s, log=log)
     starter = make_starter(profile, target, cluster)
     driver = ClusterDriver(
@@ -233,6 +268,9 @@ def run_cluster(
                 },
                 matrix_source=options.matrix_source,
                 resume_hint=options.resume_hint,
+                provenance=Provenance(
+                    profile=options.profile_source or profile.name, stage1_gate=gate
+                ),
                 order=lambda jobs: driver.set_plan(
                     block_order(jobs, config_names=[c.name for c in matrix.configurations])
                 ),
@@ -335,12 +373,27 @@ def mark_inconsistent(
     return updated
 
 
-def _stage1_gate(options: ClusterStageOptions, version: str, log: Callable[[str], None]) -> str:
-    """Stage dev: the report's note on the Stage 1 gate (passed or overridden);
-    Stage1GateError when it is closed."""
+def _stage1_gate(
+    options: ClusterStageOptions, version: str, log: Callable[[str], None]
+) -> tuple[str, dict[str, object]]:
+    """Stage dev: the report's note on the Stage 1 gate (passed or overridden) and what
+    stage.json records of it (`provenance.stage1_gate`); Stage1GateError when closed."""
     if options.override_stage1:
         log(f"Stage 1 gate OVERRIDDEN: {options.override_stage1}")
-        return f"**Stage 1 gate overridden**: {options.override_stage1}"
-    line = check_stage1(options.stage1_results or DEFAULT_STAGE1_DIR, version, options.matrix)
+        return f"**Stage 1 gate overridden**: {options.override_stage1}", {
+            "status": "overridden",
+            "flag": "--override-stage1",
+            "reason": options.override_stage1,
+        }
+    results = options.stage1_results or DEFAULT_STAGE1_DIR
+    decision = stage1_decision(results, version, options.matrix)
+    line = _gate_line(results, decision, options.override_stage1_false)
     log(line)
-    return line
+    gate: dict[str, object] = {
+        "status": "accepted",
+        "stage1_results": str(results),
+        "stage1_decision": decision,
+    }
+    if decision == SPILLOVER_OFF:
+        gate.update(status="overridden", flag="--override-stage1-false")
+    return line, gate

@@ -30,8 +30,9 @@ from __future__ import annotations
 import shutil
 import threading
 import traceback
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from spillover_harness.checks import find_spill_entries, judge_output, scan_logs_for_canaries
 from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
@@ -78,6 +79,15 @@ class SimDriver:
             if self._fixtures is None:
                 self._fixtures = fixtures_for(self._fixture_seed)
             return self._fixtures
+
+    def parameters(self) -> dict[str, Any]:
+        """The simulator's parameter values in effect (stage.json's provenance): the
+        agent model (its iteration cap and context window as the steps run them) and the
+        simulated mcp-host's memory."""
+        model = asdict(self.model)
+        model["max_iterations"] = self.limits.max_iterations
+        model["context_window_tokens"] = self.limits.context_window_tokens
+        return {"model": model, "memory": asdict(self.memory)}
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord:
         started = now_rfc3339()

@@ -97,6 +97,12 @@ def test_every_run_option_is_in_the_table(capsys: pytest.CaptureFixture[str]) ->
         ("sim", ["--override-stage1", "why"], "--override-stage1"),
         ("minikube", ["--profile", "minikube", "--stage1-results", "s"], "--stage1-results"),
         ("minikube", ["--profile", "minikube", "--override-stage1", "y"], "--override-stage1"),
+        ("sim", ["--override-stage1-false"], "--override-stage1-false"),
+        (
+            "minikube",
+            ["--profile", "minikube", "--override-stage1-false"],
+            "--override-stage1-false",
+        ),
         ("minikube", ["--profile", "minikube", "--fault", "log-results"], "--fault"),
         ("dev", ["--profile", "dev", "--fault", "spill-to-disk"], "--fault"),
     ],

@@ -47,13 +47,37 @@ def _matrix_with_decision(
 
 def test_the_default_chain_accepts_its_decisions_and_refuses_the_rest(tmp_path: Path) -> None:
     matrix = load_matrix()
-    for decision in ("131072", "32768", "false"):
+    for decision in ("131072", "32768"):
         ok = _stage1(tmp_path / decision, "minikube", VERSION, decision)
         assert f"decision {decision} ({ok})" in check_stage1(ok, VERSION, matrix)
     for decision in ("inconclusive", "65536", ""):
         refused = _stage1(tmp_path / f"refused-{decision}", "minikube", VERSION, decision)
         with pytest.raises(Stage1GateError, match=f"no accepted verdict \\(decision '{decision}'"):
             check_stage1(refused, VERSION, matrix)
+
+
+def test_a_stage1_that_decided_false_keeps_stage2_closed_unless_the_flag_says_so(
+    tmp_path: Path,
+) -> None:
+    """`false` is a reached decision (spillover off), but it leaves no default for
+    Stage 2 to validate: refused with the flag that overrides it named, and let through
+    with `allow_false` (`--override-stage1-false`), the line saying so."""
+    matrix = load_matrix()
+    off = _stage1(tmp_path / "false", "minikube", VERSION, "false")
+    with pytest.raises(Stage1GateError, match="decided `false`") as info:
+        check_stage1(off, VERSION, matrix)
+    assert "--override-stage1-false" in str(info.value)
+    assert "OVERRIDE_STAGE1_FALSE=1" in str(info.value)
+    line = check_stage1(off, VERSION, matrix, allow_false=True)
+    assert line.startswith(
+        "**Stage 1 decided `false`; Stage 2 ran anyway (--override-stage1-false)**"
+    )
+    # the flag lets only `false` through: every other check of the gate stays
+    with pytest.raises(Stage1GateError, match="no accepted verdict"):
+        refused = _stage1(tmp_path / "inc", "minikube", VERSION, "inconclusive")
+        check_stage1(refused, VERSION, matrix, allow_false=True)
+    with pytest.raises(Stage1GateError, match="validated mcp-host"):
+        check_stage1(off, "sha256:other", matrix, allow_false=True)
 
 
 def test_a_chain_ending_in_65536_lets_its_stage1_verdict_through(tmp_path: Path) -> None:
