@@ -236,6 +236,7 @@ def run_point(
     """Run (or continue) one point's stage and judge it; None when interrupted."""
     from spillover_harness.drivers.sim import SimDriver
     from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.results_dir import Provenance
     from spillover_harness.runner import StageOptions, run_stage
 
     driver = SimDriver(
@@ -244,6 +245,7 @@ def run_point(
         memory=matrix.simulator_memory(),
     )
     options = StageOptions(
+        provenance=Provenance(simulator_parameters=driver.parameters()),
         resume=resume,
         concurrency=concurrency,
         progress=False,

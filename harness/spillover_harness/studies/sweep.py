@@ -287,6 +287,7 @@ def run_sweep(
     """Run (or continue) the sweep's stage on the simulator: (records, interrupted, planned)."""
     from spillover_harness.drivers.sim import SimDriver
     from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.results_dir import Provenance
     from spillover_harness.runner import StageOptions, run_stage
 
     driver = SimDriver(
@@ -295,6 +296,7 @@ def run_sweep(
         memory=matrix.simulator_memory(),
     )
     options = StageOptions(
+        provenance=Provenance(simulator_parameters=driver.parameters()),
         resume=resume,
         concurrency=concurrency,
         progress=progress,

@@ -56,6 +56,14 @@ def test_sensitivity_names_the_flipping_parameter_and_value(tmp_path: Path) -> N
     assert at_ref["margin"] == pytest.approx(1 - at_ref["value"]) and at_ref["margin"] > 0
     assert at_flip["margin"] < 0 and at_flip["status"] == "fail"
     assert data["reference"]["margins"]["128KiB"]["input_tokens"] == at_ref
+    # Every point's stage.json names the simulator parameters it ran with.
+    windows = sorted(
+        json.loads(path.read_text(encoding="utf-8"))["provenance"]["simulator_parameters"]["model"][
+            "context_window_tokens"
+        ]
+        for path in out.rglob("stage.json")
+    )
+    assert 64000 in windows and 400000 in windows, windows
     report = (out / "sensitivity.md").read_text(encoding="utf-8")
     assert "**Parameters that flip it:** `context_window_tokens`" in report
     assert "plots/tornado.png" in report

@@ -91,6 +91,8 @@ def test_sweep_reports_points_range_and_best(tmp_path: Path) -> None:
     assert (out / "plots" / "sweep.png").read_bytes().startswith(b"\x89PNG")
     assert (out / "evidence" / "report.md").exists()
     assert len(read_records(out / "runs.jsonl")) == 4 * 2 * 2  # (off + 3 points) x cells x reps
+    stages = [json.loads(p.read_text(encoding="utf-8")) for p in out.rglob("stage.json")]
+    assert stages and all(s["provenance"]["simulator_parameters"]["model"] for s in stages)
 
     # Done already: --resume runs nothing again and writes the same answer.
     assert main([*argv, "--resume"]) == OK
