@@ -25,7 +25,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from spillover_operator.domain.strict_load import StrictLoadError, load_json
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_json
+from spillover_operator.regular_file import read_regular
 
 from spillover_harness.results_dir import STAGE_FILE, ResultsDirError, read_stage_file
 
@@ -193,7 +194,7 @@ def read_verdict(results: Path) -> VerdictSummary:
     path = results / VERDICT_FILE
     try:
         # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
-        data = load_json(path.read_text(encoding="utf-8"), str(path))
+        data = load_json(read_regular(path, MAX_TEXT_CHARS).decode("utf-8"), str(path))
     except FileNotFoundError:
         raise ResultFileMissing(path, "FileNotFoundError", "no such file") from None
     except StrictLoadError as exc:
