@@ -188,3 +188,40 @@ def test_a_record_finished_before_it_started(cli: Run, stage: Path) -> None:
     argv = ["evaluate", "--records", str(stage / "runs.jsonl")]
     refused(cli(argv), "runs.jsonl:2", "finished_at 2020-01-01T00:00:00.000+00:00 is before")
     assert snapshot(stage) == before
+
+
+# -- 8: two values that would share one results directory ---------------------------------
+
+
+def test_sensitivity_values_sharing_one_directory_are_refused(cli: Run, tmp_path: Path) -> None:
+    out = tmp_path / "sens"
+    argv = ["sensitivity", "--parameters", "full_read_limit",
+            "--values", "full_read_limit=1000000,1000001", "--out", str(out)]  # fmt: skip
+    refused(cli(argv), "1000000 and 1000001 share one results directory",
+            "points/full_read_limit=1e+06")  # fmt: skip
+    assert not out.exists()
+
+
+# -- 9: a profile naming an empty command --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        pytest.param('kubectl: ""\n', "kubectl", id="empty-kubectl"),
+        pytest.param('kubectl: "   "\n', "kubectl", id="blank-kubectl"),
+        pytest.param('stage1_lane:\n  commands:\n    - {name: t2, argv: [""]}\n', "argv[0]",
+                     id="empty-program"),
+    ],
+)  # fmt: skip
+def test_a_profile_with_an_empty_command(cli: Run, tmp_path: Path, extra: str,
+                                         needle: str) -> None:  # fmt: skip
+    from spillover_harness.profile.shipped import __file__ as shipped
+
+    text = (Path(shipped).parent / "minikube.yaml").read_text(encoding="utf-8")
+    profile = tmp_path / "p.yaml"
+    profile.write_text(text + extra, encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["run", "--stage", "minikube", "--profile", str(profile), "--out", str(out)]
+    refused(cli(argv), needle, "empty")
+    assert not out.exists()
