@@ -21,7 +21,7 @@ import pytest
 from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
-from spillover_operator.exit_codes import BAD_INPUT, OK
+from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 MATRIX_TEXT = small_matrix("badinputs", input_name="small")
 EXE = str(Path(sys.executable).parent / "spillover-harness")
@@ -225,3 +225,43 @@ def test_a_profile_with_an_empty_command(cli: Run, tmp_path: Path, extra: str,
     argv = ["run", "--stage", "minikube", "--profile", str(profile), "--out", str(out)]
     refused(cli(argv), needle, "empty")
     assert not out.exists()
+
+
+# -- 4: every run OOM-killed is no decision -------------------------------------------------
+
+
+def test_a_stage_whose_every_run_was_oom_killed_decides_nothing(cli: Run, tmp_path: Path) -> None:
+    """The simulated mcp-host's limit is below what any execution needs: each run is
+    OOM-killed at its first iteration. That is no evidence for or against spillover."""
+    matrix = tmp_path / "oom.yaml"
+    text = small_matrix("oom", input_name="large").replace(
+        "concurrency: 2\n",
+        "concurrency: 2\nmemory: {sim_limit_bytes: 1048576, sim_baseline_bytes: 1048000}\n",
+    )
+    matrix.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    code, stdout, err = cli(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out),
+                             "--no-progress"])  # fmt: skip
+    assert code == INCONCLUSIVE, err
+    assert "decision: inconclusive" in stdout
+    assert all(r["mcp_host_memory"]["oom_kills"] == 1 for r in lines_of(out))
+    code, stdout, _ = cli(["evaluate", "--records", str(out / "runs.jsonl"), "--format", "json"])
+    assert code == INCONCLUSIVE
+    verdict = json.loads(stdout)
+    assert verdict["decided"] is False
+    assert "no run of off, 128KiB finished" in verdict["decision_reason"]
+    assert {n["config"] for n in verdict["runs_needed"]} == {"off", "128KiB"}
+
+
+@pytest.mark.parametrize("config", ["off", "128KiB"])
+def test_one_configuration_all_oom_killed_decides_nothing(cli: Run, stage: Path,
+                                                          config: str) -> None:  # fmt: skip
+    records = lines_of(stage)
+    for r in records:
+        if r["config"] == config:
+            r["mcp_host_memory"]["oom_kills"] = 1
+    write_lines(stage, records)
+    code, stdout, err = cli(["evaluate", "--records", str(stage / "runs.jsonl"),
+                             "--format", "json"])  # fmt: skip
+    assert code == INCONCLUSIVE, err
+    assert f"no run of {config} finished" in json.loads(stdout)["decision_reason"]
