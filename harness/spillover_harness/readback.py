@@ -20,6 +20,8 @@ from typing import Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
@@ -80,13 +82,9 @@ class IncompleteSummary(_ReadModel):
     """`verdict.json`'s `incomplete`: how many runs are missing, and whether the
     criteria judged the stage anyway (`--allow-incomplete`)."""
 
-    missing: int | str = "some"
-    judged: bool = False
-
-    @field_validator("judged", mode="before")
-    @classmethod
-    def _truthy(cls, value: Any) -> bool:
-        return bool(value)
+    missing: StrictInt | StrictStr = "some"
+    # a boolean as the evaluator writes it: "false" (a string) would read as true
+    judged: StrictBool = False
 
 
 class VerdictSummary(_ReadModel):
@@ -95,18 +93,13 @@ class VerdictSummary(_ReadModel):
 
     decision: StrictStr
     # True/False as the evaluator writes it; None: a verdict.json from before the field.
-    # Anything else but `true` is not a decision.
-    decided: bool | None = None
+    # Anything else (`"true"`, 1) is not what the evaluator writes: the file is refused.
+    decided: StrictBool | None = None
     incomplete: IncompleteSummary | None = None
     stage: StrictStr | None = None
     matrix: StrictStr = ""
     # Each configuration's spillover variables ({} from a verdict.json before the field).
     config_env: dict[StrictStr, dict[StrictStr, StrictStr]] = {}
-
-    @field_validator("decided", mode="before")
-    @classmethod
-    def _only_true_decides(cls, value: Any) -> bool:
-        return value is True
 
     @field_validator("config_env", mode="before")
     @classmethod
@@ -116,8 +109,10 @@ class VerdictSummary(_ReadModel):
     @field_validator("incomplete", mode="before")
     @classmethod
     def _mapping_or_none(cls, value: Any) -> Any:
-        # An `incomplete` that is no object says nothing missing (as before the model).
-        return value if isinstance(value, Mapping) else None
+        # The evaluator writes an object or null: anything else is an edited file.
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"an object or null, not {type(value).__name__}")
+        return value
 
 
 class StageDriver(_ReadModel):
@@ -155,6 +150,8 @@ class StageSummary(_ReadModel):
 
     stage: StrictStr | None = None
     driver: StageDriver = StageDriver()
+    # The command that continues the stage: it repeats the run's --fault switches.
+    resume_command: StrictStr | None = None
     # The rounds `run --until-stable` added, in order (empty: none).
     rounds: tuple[AdaptiveRound, ...] = ()
 

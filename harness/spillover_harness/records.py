@@ -36,6 +36,22 @@ STAGES: tuple[str, ...] = ("sim", "minikube", "dev")
 OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "aborted", "timed_out", "harness_error")
 
 
+# The note every record of a simulator run with faults injected carries (`run --fault`),
+# followed by the switches: such a run tests the harness's checks, its stage is never a
+# decision to apply (apply/decision.py), whatever stage.json says.
+FAULTS_NOTE = "simulator faults injected: "
+
+
+def faults_noted(records: Iterable[RunRecord]) -> list[str]:
+    """The fault switches the records say their runs were made with (sorted, each once)."""
+    found: set[str] = set()
+    for record in records:
+        for note in record.notes:
+            if note.startswith(FAULTS_NOTE):
+                found.update(p.strip() for p in note.removeprefix(FAULTS_NOTE).split(","))
+    return sorted(found - {""})
+
+
 class RunKey(NamedTuple):
     """What makes a run unique within a stage's matrix (used by --resume)."""
 

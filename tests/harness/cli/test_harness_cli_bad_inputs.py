@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from harness_cli import Run
 from matrix_builders import small_matrix
+from repo_paths import REPO_ROOT
 from spillover_harness.cli import main
 from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
@@ -265,3 +266,93 @@ def test_one_configuration_all_oom_killed_decides_nothing(cli: Run, stage: Path,
                              "--format", "json"])  # fmt: skip
     assert code == INCONCLUSIVE, err
     assert f"no run of {config} finished" in json.loads(stdout)["decision_reason"]
+
+
+# -- 5, 6: apply-decision takes the decision its records give -------------------------------
+
+MANIFEST = (REPO_ROOT / "manifests" / "samples" / "threshold-32kib.yaml").read_text("utf-8")
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text(MANIFEST, encoding="utf-8")
+    return path
+
+
+def apply_argv(stage: Path, manifest: Path) -> list[str]:
+    return ["apply-decision", "--results", str(stage), "--gitops", str(manifest),
+            "--allow-simulated"]  # fmt: skip
+
+
+def edit_json(path: Path, **fields: Any) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(fields)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_the_unedited_stage_applies(cli: Run, stage: Path, manifest: Path) -> None:
+    code, out, err = cli(apply_argv(stage, manifest))
+    assert code == OK, err
+    assert "decision: 131072" in out
+
+
+def test_a_verdict_edited_to_another_reachable_decision(
+    cli: Run, stage: Path, manifest: Path
+) -> None:
+    edit_json(stage / "verdict.json", decision="false")  # reachable: the chain's fallback
+    refused(cli(apply_argv(stage, manifest)), "the verdict says false, but its records decide "
+            "131072", "report --records")  # fmt: skip
+    assert manifest.read_text(encoding="utf-8") == MANIFEST
+
+
+def test_a_verdict_edited_to_decide_what_its_records_do_not(
+    cli: Run, stage: Path, manifest: Path
+) -> None:
+    """Records whose 128KiB runs were all OOM-killed decide nothing; the verdict says 131072."""
+    records = lines_of(stage)
+    for r in records:
+        if r["config"] == "128KiB":
+            r["mcp_host_memory"]["oom_kills"] = 1
+    write_lines(stage, records)
+    code, _, err = cli(apply_argv(stage, manifest))
+    assert code == INCONCLUSIVE, err
+    assert "its records decide nothing" in err
+    assert manifest.read_text(encoding="utf-8") == MANIFEST
+
+
+@pytest.mark.parametrize("value", ["true", 1])
+def test_a_verdict_whose_decided_is_not_a_boolean(cli: Run, stage: Path, manifest: Path,
+                                                  value: Any) -> None:  # fmt: skip
+    edit_json(stage / "verdict.json", decided=value)
+    refused(cli(apply_argv(stage, manifest)), "decided: Input should be a valid boolean",
+            "report --records")  # fmt: skip
+    assert manifest.read_text(encoding="utf-8") == MANIFEST
+
+
+@pytest.fixture(scope="module")
+def faulted_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("faulted")
+    matrix = root / "matrix.yaml"
+    matrix.write_text(MATRIX_TEXT, encoding="utf-8")
+    out = root / "sim"
+    assert main(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out),
+                 "--fault", "ignore-env", "--no-progress"]) == OK  # fmt: skip
+    yield out
+
+
+@pytest.mark.parametrize("resume_command_too", [False, True])
+def test_a_stage_file_whose_faults_were_emptied(
+    cli: Run, faulted_dir: Path, tmp_path: Path, manifest: Path, resume_command_too: bool
+) -> None:
+    stage = tmp_path / "faulted"
+    shutil.copytree(faulted_dir, stage)
+    data = json.loads((stage / "stage.json").read_text(encoding="utf-8"))
+    assert data["driver"]["faults"] == ["ignore-env"]
+    data["driver"]["faults"] = []
+    if resume_command_too:
+        data["resume_command"] = data["resume_command"].replace(" --fault ignore-env", "")
+    (stage / "stage.json").write_text(json.dumps(data), encoding="utf-8")
+    line = refused(cli(apply_argv(stage, manifest)), "faults injected", "without --fault")
+    assert ("records were made" in line) is resume_command_too
+    assert manifest.read_text(encoding="utf-8") == MANIFEST
