@@ -284,6 +284,14 @@ def now_rfc3339() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
+def not_before(started: str, finished: str) -> str:
+    """`finished`, or `started` when the wall clock stepped back during the run: a record
+    whose run ends before it starts is refused on read, and a run is never lost to it."""
+    return (
+        started if datetime.fromisoformat(finished) < datetime.fromisoformat(started) else finished
+    )
+
+
 def parse_line(line: str, *, path: Path | str = "<records>", lineno: int = 0) -> RunRecord:
     try:
         # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
