@@ -8,6 +8,7 @@ import errno
 from pathlib import Path
 
 from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, cut
+from spillover_operator.regular_file import NotARegularFile, TooLarge, read_regular
 
 __all__ = ["InputFileError", "InputFileMissing", "read_text_file", "shown"]
 
@@ -29,15 +30,17 @@ def read_text_file(path: Path, *, what: str) -> str:
     """The UTF-8 text of `path`, a `what` file (e.g. "matrix")."""
     name = shown(path)
     try:
-        if path.is_dir():
-            raise InputFileError(f"{name}: is a directory, not a {what} file; pass the file")
-        size = path.stat().st_size
-        if size > MAX_TEXT_CHARS:
-            raise InputFileError(
-                f"{name}: {size} bytes, more than the {MAX_TEXT_CHARS} a {what} file may have; "
-                f"pass the {what} file itself"
-            )
-        data = path.read_bytes()
+        data = read_regular(path, MAX_TEXT_CHARS)
+    except NotARegularFile as exc:
+        raise InputFileError(
+            f"{name}: is {exc.kind}, not a {what} file; pass a regular file (a pipe or "
+            "device is never read)"
+        ) from None
+    except TooLarge:
+        raise InputFileError(
+            f"{name}: more than the {MAX_TEXT_CHARS} bytes a {what} file may have; "
+            f"pass the {what} file itself"
+        ) from None
     except FileNotFoundError:
         raise InputFileMissing(f"{name}: no such {what} file") from None
     except OSError as exc:

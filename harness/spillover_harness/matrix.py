@@ -17,9 +17,17 @@ import re
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # The platform's names and bounds have one home, the operator's constants; the
 # variable names are re-exported here.
@@ -37,6 +45,7 @@ from spillover_operator.domain.constants import THRESHOLD_VAR as THRESHOLD_VAR
 from spillover_operator.domain.strict_load import StrictLoadError, load_yaml, shorten
 
 from spillover_harness.input_file import InputFileError, read_text_file
+from spillover_harness.names import name_problem
 from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.model import PARAMETERS as SIM_MODEL_PARAMETERS
 from spillover_harness.sim.model import SimModel
@@ -69,6 +78,18 @@ CONCURRENCY_MAX: Final = 64
 SizeClass = Literal["small", "medium", "large"]
 
 
+def _safe_name(value: str) -> str:
+    problem = name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+# A name of the matrix, a configuration, a recipe or an input: it goes into run ids,
+# records and the report, so no control or format character (names.py).
+Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(_safe_name)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -88,7 +109,7 @@ class Configuration(_Strict):
     """One configuration: the environment the mcp-host gets, and which design intercepts
     the tool results (`strategy`: spillover, the default, or the handoff cache)."""
 
-    name: str = Field(min_length=1, max_length=NAME_MAX)
+    name: Name
     env: dict[str, str] = {}
     description: str = ""
     strategy: Strategy = "spillover"
@@ -121,13 +142,13 @@ class Configuration(_Strict):
 
 
 class InputSpec(_Strict):
-    name: str = Field(min_length=1, max_length=NAME_MAX)
+    name: Name
     size_class: SizeClass
     description: str = ""
 
 
 class Recipe(_Strict):
-    name: str = Field(min_length=1, max_length=NAME_MAX)
+    name: Name
     inputs: list[InputSpec] = Field(min_length=1)
     description: str = ""
 
@@ -233,7 +254,7 @@ class MemorySettings(_Strict):
 
 
 class Matrix(_Strict):
-    name: str = Field(min_length=1, max_length=NAME_MAX)
+    name: Name
     description: str = ""
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
     configurations: list[Configuration] = Field(min_length=2)

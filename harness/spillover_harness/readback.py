@@ -20,12 +20,15 @@ from typing import Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     field_validator,
     model_validator,
 )
-from spillover_operator.domain.strict_load import StrictLoadError, load_json
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_json
+from spillover_operator.regular_file import read_regular
 
 from spillover_harness.results_dir import STAGE_FILE, ResultsDirError, read_stage_file
 
@@ -81,13 +84,9 @@ class IncompleteSummary(_ReadModel):
     """`verdict.json`'s `incomplete`: how many runs are missing, and whether the
     criteria judged the stage anyway (`--allow-incomplete`)."""
 
-    missing: int | str = "some"
-    judged: bool = False
-
-    @field_validator("judged", mode="before")
-    @classmethod
-    def _truthy(cls, value: Any) -> bool:
-        return bool(value)
+    missing: StrictInt | StrictStr = "some"
+    # a boolean as the evaluator writes it: "false" (a string) would read as true
+    judged: StrictBool = False
 
 
 class VerdictSummary(_ReadModel):
@@ -96,18 +95,13 @@ class VerdictSummary(_ReadModel):
 
     decision: StrictStr
     # True/False as the evaluator writes it; None: a verdict.json from before the field.
-    # Anything else but `true` is not a decision.
-    decided: bool | None = None
+    # Anything else (`"true"`, 1) is not what the evaluator writes: the file is refused.
+    decided: StrictBool | None = None
     incomplete: IncompleteSummary | None = None
     stage: StrictStr | None = None
     matrix: StrictStr = ""
     # Each configuration's spillover variables ({} from a verdict.json before the field).
     config_env: dict[StrictStr, dict[StrictStr, StrictStr]] = {}
-
-    @field_validator("decided", mode="before")
-    @classmethod
-    def _only_true_decides(cls, value: Any) -> bool:
-        return value is True
 
     @field_validator("config_env", mode="before")
     @classmethod
@@ -117,8 +111,10 @@ class VerdictSummary(_ReadModel):
     @field_validator("incomplete", mode="before")
     @classmethod
     def _mapping_or_none(cls, value: Any) -> Any:
-        # An `incomplete` that is no object says nothing missing (as before the model).
-        return value if isinstance(value, Mapping) else None
+        # The evaluator writes an object or null: anything else is an edited file.
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"an object or null, not {type(value).__name__}")
+        return value
 
 
 class StageDriver(_ReadModel):
@@ -179,6 +175,8 @@ class StageSummary(_ReadModel):
     driver: StageDriver = StageDriver()
     # None: a stage.json written before provenance was recorded
     provenance: StageProvenance | None = None
+    # The command that continues the stage: it repeats the run's --fault switches.
+    resume_command: StrictStr | None = None
     # The rounds `run --until-stable` added, in order (empty: none).
     rounds: tuple[AdaptiveRound, ...] = ()
 
@@ -218,7 +216,7 @@ def read_verdict(results: Path) -> VerdictSummary:
     path = results / VERDICT_FILE
     try:
         # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
-        data = load_json(path.read_text(encoding="utf-8"), str(path))
+        data = load_json(read_regular(path, MAX_TEXT_CHARS).decode("utf-8"), str(path))
     except FileNotFoundError:
         raise ResultFileMissing(path, "FileNotFoundError", "no such file") from None
     except StrictLoadError as exc:

@@ -15,8 +15,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from spillover_operator.domain.strict_load import StrictLoadError, load_json, shorten
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from spillover_operator.domain.strict_load import (
+    MAX_TEXT_CHARS,
+    StrictLoadError,
+    load_json,
+    shorten,
+)
+from spillover_operator.regular_file import NotARegularFile, open_regular
+
+from spillover_harness.names import name_problem
 
 SCHEMA_VERSION = 1
 
@@ -26,6 +34,22 @@ SizeClass = Literal["small", "medium", "large"]
 
 STAGES: tuple[str, ...] = ("sim", "minikube", "dev")
 OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "aborted", "timed_out", "harness_error")
+
+
+# The note every record of a simulator run with faults injected carries (`run --fault`),
+# followed by the switches: such a run tests the harness's checks, its stage is never a
+# decision to apply (apply/decision.py), whatever stage.json says.
+FAULTS_NOTE = "simulator faults injected: "
+
+
+def faults_noted(records: Iterable[RunRecord]) -> list[str]:
+    """The fault switches the records say their runs were made with (sorted, each once)."""
+    found: set[str] = set()
+    for record in records:
+        for note in record.notes:
+            if note.startswith(FAULTS_NOTE):
+                found.update(p.strip() for p in note.removeprefix(FAULTS_NOTE).split(","))
+    return sorted(found - {""})
 
 
 class RunKey(NamedTuple):
@@ -138,6 +162,14 @@ class RunRecord(BaseModel):
     finished_at: str
     notes: list[str] = []
 
+    @field_validator("config", "recipe", "input")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        problem = name_problem(value)  # it would reach the report as written
+        if problem is not None:
+            raise ValueError(f"{problem} (in the matrix and in the records)")
+        return value
+
     @field_validator("repetition")
     @classmethod
     def _repetition_is_one_based(cls, value: int) -> int:
@@ -182,6 +214,18 @@ class RunRecord(BaseModel):
             raise ValueError(f"RFC 3339 timestamps need a UTC offset or 'Z': {value!r}")
         return value
 
+    @model_validator(mode="after")
+    def _finished_after_started(self) -> RunRecord:
+        started = datetime.fromisoformat(self.started_at)
+        finished = datetime.fromisoformat(self.finished_at)
+        if finished < started:
+            raise ValueError(
+                f"finished_at {self.finished_at} is before started_at {self.started_at}: a "
+                "run cannot end before it starts; the record is damaged: restore it or "
+                "remove the line"
+            )
+        return self
+
     @property
     def key(self) -> RunKey:
         return RunKey(self.stage, self.config, self.recipe, self.input, self.repetition)
@@ -224,6 +268,8 @@ def _describe(exc: ValidationError) -> str:
             parts.append(f"unknown field '{loc}'")
         elif err["type"] == "missing":
             parts.append(f"missing field '{loc}'")
+        elif not err["loc"]:  # the record as a whole (its fields disagree): the message says
+            parts.append(err["msg"].removeprefix("Value error, "))
         else:
             msg = err["msg"].removeprefix("Value error, ")
             parts.append(f"field '{loc}': {msg} (got {shorten(err.get('input'))})")
@@ -236,6 +282,14 @@ class RecordError(ValueError):
 
 def now_rfc3339() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def not_before(started: str, finished: str) -> str:
+    """`finished`, or `started` when the wall clock stepped back during the run: a record
+    whose run ends before it starts is refused on read, and a run is never lost to it."""
+    return (
+        started if datetime.fromisoformat(finished) < datetime.fromisoformat(started) else finished
+    )
 
 
 def parse_line(line: str, *, path: Path | str = "<records>", lineno: int = 0) -> RunRecord:
@@ -264,23 +318,48 @@ def iter_numbered_records(path: Path) -> Iterator[tuple[int, RunRecord]]:
         )
     lineno = 0
     try:
-        with path.open("r", encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                if not line.endswith("\n"):
-                    raise RecordError(
-                        f"{path}:{lineno}: the last line is incomplete (a write was "
-                        "interrupted); run the stage again with --resume to repair it"
-                    )
-                yield lineno, parse_line(line, path=path, lineno=lineno)
-    except UnicodeDecodeError as exc:
+        handle = open_regular(path)
+    except NotARegularFile as exc:
         raise RecordError(
-            f"{path}:{lineno + 1}: not UTF-8 text (byte {exc.start} of the line's chunk); "
-            "the records file is damaged: restore it or remove the line"
+            f"{path}: is {exc.kind}, not a records file; pass the runs.jsonl of a stage "
+            "(a pipe or device is never read)"
         ) from None
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such records file") from None
     except OSError as exc:
         raise RecordError(f"{path}: cannot read the records file: {exc.strerror or exc}") from None
+    with handle:
+        while True:
+            try:
+                raw = handle.readline(MAX_TEXT_CHARS + 1)  # bounded: a line read is a line held
+            except OSError as exc:
+                raise RecordError(
+                    f"{path}: cannot read the records file: {exc.strerror or exc}"
+                ) from None
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > MAX_TEXT_CHARS:
+                raise RecordError(
+                    f"{path}:{lineno}: the line is longer than {MAX_TEXT_CHARS} bytes, more "
+                    "than any run record; the records file is damaged: restore it or remove "
+                    "the line"
+                )
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RecordError(
+                    f"{path}:{lineno}: not UTF-8 text (byte {exc.start} of the line); "
+                    "the records file is damaged: restore it or remove the line"
+                ) from None
+            if not line.strip():
+                continue
+            if not line.endswith("\n"):
+                raise RecordError(
+                    f"{path}:{lineno}: the last line is incomplete (a write was "
+                    "interrupted); run the stage again with --resume to repair it"
+                )
+            yield lineno, parse_line(line, path=path, lineno=lineno)
 
 
 def iter_records(path: Path) -> Iterator[RunRecord]:
@@ -338,7 +417,14 @@ class RecordLog:
             self.path.touch()
             _fsync_dir(self.path.parent)
             return []
-        data = self.path.read_bytes()
+        try:
+            with open_regular(self.path) as handle:  # a FIFO here would hang the resume
+                data = handle.read()
+        except NotARegularFile as exc:
+            raise RecordError(
+                f"{self.path}: is {exc.kind}, not the records file; move it aside, then "
+                "resume (nothing was run)"
+            ) from None
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
             n = 1

@@ -38,6 +38,7 @@ from spillover_harness.evaluate.noise import rate_lower_p, weak_pass, within_noi
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.evaluate.stability import describe as describe_stability
 from spillover_harness.matrix import Matrix, load_matrix
+from spillover_harness.names import unsafe_chars
 from spillover_harness.plots import write_plots
 from spillover_harness.readback import AdaptiveRound, StageProvenance, StageSummary
 from spillover_harness.records import RunRecord
@@ -127,8 +128,12 @@ class ReportPaths:
 
 
 def _cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell: no row break, no column break, and no
+    control or format character (U+202E would reverse what follows) shown raw."""
+    escaped = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    if unsafe_chars(escaped):
+        escaped = "".join(f"<U+{ord(c):04X}>" if unsafe_chars(c) else c for c in escaped)
+    return escaped
 
 
 def _row(*cells: object) -> str:

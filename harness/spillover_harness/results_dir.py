@@ -46,7 +46,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from spillover_operator.domain.strict_load import StrictLoadError, load_json
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_json
+from spillover_operator.regular_file import open_regular, read_regular
 
 from spillover_harness.matrix import Matrix, MatrixError, MemorySettings, parse_matrix
 from spillover_harness.records import now_rfc3339
@@ -340,7 +341,7 @@ def read_stage_file(out_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
-        data = load_json(path.read_text(encoding="utf-8"), str(path))
+        data = load_json(read_regular(path, MAX_TEXT_CHARS).decode("utf-8"), str(path))
     except StrictLoadError as exc:
         raise ResultsDirError(
             f"{exc}; stage.json is written by `spillover-harness run`: restore it, or run the "
@@ -395,8 +396,8 @@ def _has_records(path: Path) -> bool:
             f"{path}: is a directory, not the records file; move it aside (nothing was run)"
         )
     try:
-        with path.open("rb") as handle:
-            return any(line.strip() for line in handle)
+        with open_regular(path) as handle:  # a FIFO is refused, never waited on
+            return any(line.strip() for line in iter(lambda: handle.readline(1 << 20), b""))
     except OSError as exc:
         raise ResultsDirError(
             f"{path}: cannot read the records file: {exc.strerror or exc}; fix its "

@@ -53,10 +53,27 @@ def test_a_verdict_from_before_decided_reads_with_decided_none(tmp_path: Path) -
     assert read.config_env == {}  # a verdict.json from before config_env
 
 
-@pytest.mark.parametrize(("value", "decided"), [(True, True), (False, False), ("yes", False)])
-def test_only_true_decides(tmp_path: Path, value: Any, decided: bool) -> None:
+@pytest.mark.parametrize(("value", "decided"), [(True, True), (False, False), (None, None)])
+def test_decided_is_a_boolean(tmp_path: Path, value: Any, decided: bool | None) -> None:
     data = {"decision": "131072", "decided": value}
     assert read_verdict(_write(tmp_path, "verdict.json", data)).decided is decided
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ({"decided": "true"}, "decided: Input should be a valid boolean"),
+        ({"decided": 1}, "decided: Input should be a valid boolean"),
+        ({"incomplete": {"missing": 2, "judged": "false"}}, "incomplete.judged"),
+        ({"incomplete": "none"}, "incomplete"),
+    ],
+)
+def test_a_verdict_field_of_another_type_is_refused(
+    tmp_path: Path, data: dict[str, Any], needle: str
+) -> None:
+    with pytest.raises(ResultFileInvalid) as info:
+        read_verdict(_write(tmp_path, "verdict.json", {"decision": "131072", **data}))
+    assert needle in info.value.detail
 
 
 def test_a_missing_verdict(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from spillover_harness.records import (
     RunKey,
     RunRecord,
     iter_records,
+    not_before,
     parse_line,
     read_records,
 )
@@ -207,3 +208,12 @@ def test_memory_and_budget_fields_are_optional_and_checked() -> None:
     ):
         with pytest.raises(RecordError):
             RunRecord.from_json(record_dict(**bad))
+
+
+def test_a_run_that_ends_before_it_starts_is_refused_but_a_clock_step_is_not_lost() -> None:
+    late, early = "2026-12-03T10:00:01.000+00:00", "2026-12-03T10:00:00.000+00:00"
+    with pytest.raises(RecordError, match=r"finished_at .* is before started_at"):
+        RunRecord.from_json(record_dict(started_at=late, finished_at=early))
+    # what the drivers write when the wall clock stepped back during a run
+    assert not_before(late, early) == late and not_before(early, late) == late
+    RunRecord.from_json(record_dict(started_at=late, finished_at=not_before(late, early)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ __all__ = [
     "StageDecision",
     "apply_command",
     "apply_patch",
+    "check_against_records",
     "check_decision",
     "describe_change",
     "read_decision",
@@ -108,13 +109,21 @@ def read_decision(
             "unreadable", f"{path}: cannot read the verdict: {exc.detail}"
         ) from None
     except ResultFileInvalid as exc:
-        raise DecisionRefused("unreadable", f"{path}: not a verdict ({exc.detail})") from None
+        raise DecisionRefused(
+            "unreadable",
+            f"{path}: not a verdict ({exc.detail}), not what the harness writes; nothing "
+            f"is applied. Write it again from its records: spillover-harness report --records "
+            f"{results / 'runs.jsonl'} --out {results}",
+        ) from None
     decision = verdict.decision
     try:
         stage_file = read_stage(results)
     except ReadBackError as exc:
         raise DecisionRefused("unreadable", str(exc)) from None
     faults = stage_file.driver.faults if stage_file is not None else ()
+    resume = (stage_file.resume_command or "") if stage_file is not None else ""
+    if not faults and " --fault " in f" {resume} ":
+        faults = ("named by its resume_command, though driver.faults was emptied",)
     if faults:
         raise DecisionRefused(
             "faulted",
@@ -168,6 +177,53 @@ def read_decision(
         )
     simulated = stage == "sim" or (stage_file is not None and stage_file.simulated_platform)
     return StageDecision(decision, stage, verdict.matrix, path, simulated)
+
+
+def check_against_records(
+    stage: StageDecision,
+    *,
+    recomputed: str,
+    decided: bool,
+    incomplete: bool,
+    faults: Sequence[str],
+    results: Path,
+) -> None:
+    """Refuse a verdict.json or stage.json that its records contradict: the decision
+    the evaluator takes from the records (`recomputed`) must be the one applied, and
+    records made with simulator faults (`records.faults_noted`) are never applied,
+    whatever stage.json says of its faults."""
+    path = stage.verdict_path
+    again = (
+        f"write it again from its records: spillover-harness report --records "
+        f"{results / 'runs.jsonl'} --out {results}"
+    )
+    if faults:
+        raise DecisionRefused(
+            "faulted",
+            f"{path}: the records were made with simulator faults injected "
+            f"({', '.join(faults)}), though {results / 'stage.json'} names none (it was "
+            "edited): such a stage tests the harness's checks and is never a decision to "
+            "apply; run the stage without --fault",
+        )
+    if incomplete:
+        raise DecisionRefused(
+            "incomplete",
+            f"{path}: the records lack runs of the matrix, though the verdict says the stage "
+            f"is complete (it was edited); nothing is applied. Finish the stage with "
+            f"`spillover-harness run ... --resume`, then {again}",
+        )
+    if not decided:
+        raise DecisionRefused(
+            "inconclusive",
+            f"{path}: the verdict says {stage.decision}, but its records decide nothing "
+            f"({recomputed}); nothing is applied. Run the runs the report lists, then {again}",
+        )
+    if recomputed != stage.decision:
+        raise DecisionRefused(
+            "unreadable",
+            f"{path}: the verdict says {stage.decision}, but its records decide "
+            f"{recomputed}: the verdict was edited or is stale; nothing is applied: {again}",
+        )
 
 
 def _budget_of(decision: str, matrix: Matrix | None) -> int | None:

@@ -22,8 +22,10 @@ from spillover_harness.cli.common import (
     load_matrix_arg,
     load_records,
 )
+from spillover_harness.cli.outcome import incomplete, judge
 from spillover_harness.input_file import shown
 from spillover_harness.matrix import Matrix
+from spillover_harness.records import faults_noted
 from spillover_harness.results_dir import RECORDS_FILE
 
 CODES = (
@@ -111,6 +113,7 @@ def add_parser(sub: Any) -> None:
 def cmd_apply_decision(args: argparse.Namespace) -> int:
     from spillover_harness.apply.decision import (
         DecisionRefused,
+        check_against_records,
         check_decision,
         read_decision,
         spec_patch,
@@ -131,7 +134,22 @@ def cmd_apply_decision(args: argparse.Namespace) -> int:
     except DecisionRefused as exc:
         err(f"error: {exc}")
         return _REFUSAL_CODES.get(exc.kind, exit_codes.BAD_INPUT)
-    load_records(records, matrix)  # fit the stage's matrix and stage.json, as evaluate checks
+    # fit the stage's matrix and stage.json, as evaluate checks
+    stage_records = load_records(records, matrix)
+    # the decision applied is the one its records give, never verdict.json's word alone
+    recomputed = judge(stage_records, matrix, allow_incomplete=args.allow_incomplete)
+    try:
+        check_against_records(
+            stage,
+            recomputed=recomputed.decision,
+            decided=recomputed.decided,
+            incomplete=incomplete(recomputed),
+            faults=faults_noted(stage_records),
+            results=args.results,
+        )
+    except DecisionRefused as exc:
+        err(f"error: {exc}")
+        return _REFUSAL_CODES.get(exc.kind, exit_codes.BAD_INPUT)
     print(f"decision: {stage.decision} (stage {stage.stage}, matrix {stage.matrix})")
     if args.gitops is not None:
         return _apply_gitops(args, patch, simulated=stage.simulated)

@@ -42,9 +42,12 @@ from typing import Any, TypedDict
 
 import requests
 from prometheus_api_client import PrometheusConnect
+from spillover_operator.regular_file import read_regular
 from urllib3.util.retry import Retry
 
 from spillover_harness.profile import PrometheusSource
+
+TOKEN_MAX_BYTES = 64 * 1024  # a bearer token is a few KiB at most
 
 PERSISTED = "clerum_workflow_step_spillover_persisted_total"
 READS = "clerum_workflow_step_spillover_reads_total"
@@ -339,11 +342,14 @@ class PrometheusCollector:
         headers: dict[str, str] = {}
         if self.bearer_token_file is not None:
             try:
-                token = self.bearer_token_file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
+                # a FIFO or device is refused, never waited on; a token is bounded
+                raw = read_regular(self.bearer_token_file, TOKEN_MAX_BYTES)
+                token = raw.decode("utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
                 raise PrometheusUnavailable(
                     f"prometheus bearer token file {self.bearer_token_file} unreadable: "
-                    f"{exc.strerror or exc}"
+                    f"{getattr(exc, 'strerror', None) or exc}; pass a regular file holding "
+                    "the token"
                 ) from None
             headers["Authorization"] = f"Bearer {token}"
         return PrometheusConnect(

@@ -62,7 +62,7 @@ from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.profile import JsonPath, Profile, render_template
-from spillover_harness.records import McpHostPod, RunRecord, now_rfc3339
+from spillover_harness.records import McpHostPod, RunRecord, not_before, now_rfc3339
 from spillover_harness.runner import StageAbort
 
 MAX_NOTES_PER_CHECK = 5
@@ -537,6 +537,7 @@ class ClusterDriver:
             "finished_at": fields.pop("finished_at", None) or now_rfc3339(),
         }
         data.update(fields)
+        data["finished_at"] = not_before(started, data["finished_at"])
         return RunRecord.model_validate(data)
 
     def _output_dir(self, job: RunJob, handle: RunHandle, status: dict[str, Any] | None) -> str:

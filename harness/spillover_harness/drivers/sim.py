@@ -27,6 +27,7 @@ apart from its timestamps.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import threading
 import traceback
@@ -38,7 +39,13 @@ from spillover_harness.checks import find_spill_entries, judge_output, scan_logs
 from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import Fixture, FixtureSet, fixtures_for
-from spillover_harness.records import McpHostMemory, RunRecord, now_rfc3339
+from spillover_harness.records import (
+    FAULTS_NOTE,
+    McpHostMemory,
+    RunRecord,
+    not_before,
+    now_rfc3339,
+)
 from spillover_harness.sim.handoff import HandoffSettings
 from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.metrics import SpilloverMetrics
@@ -112,6 +119,11 @@ class SimDriver:
             "finished_at": now_rfc3339(),
         }
         data.update(fields)
+        data["finished_at"] = not_before(started, str(data["finished_at"]))
+        active = [f.name for f in dataclasses.fields(self.faults) if getattr(self.faults, f.name)]
+        if active:  # the record itself says so: stage.json alone can be edited
+            noted = list(fields.get("notes") or [])  # type: ignore[call-overload]
+            data["notes"] = [*noted, f"{FAULTS_NOTE}{', '.join(active)}"]
         return RunRecord.model_validate(data)
 
     def _run(self, job: RunJob, cancel: threading.Event, started: str) -> RunRecord:

@@ -1,4 +1,5 @@
-"""Is every run the stage plans recorded? Checked before any criterion.
+"""Is every run the stage plans recorded? Checked before any criterion. And did any
+run of each configuration finish on its own? Checked before a decision is taken.
 
 The plan is the matrix's configurations x (recipe, input) cells x the
 cell's repetitions in the stage (1..N: the stage's, or more where the stage was
@@ -10,7 +11,9 @@ not missing). Records beyond the plan do not fill a gap.
 
 from __future__ import annotations
 
-from spillover_harness.evaluate.context import RunSlot
+from collections.abc import Sequence
+
+from spillover_harness.evaluate.context import Context, RunSlot
 from spillover_harness.evaluate.schema import CRITERIA, Incomplete, IncompleteCell, RunsNeeded
 from spillover_harness.matrix import Matrix
 
@@ -74,3 +77,36 @@ def missing_as_runs_needed(incomplete: Incomplete) -> tuple[RunsNeeded, ...]:
         )
         for c in incomplete.cells
     )
+
+
+def never_finished(ctx: Context, configs: Sequence[str]) -> tuple[RunsNeeded, ...]:
+    """The cells of every configuration none of whose runs finished on its own (each
+    one OOM-killed or a harness error): empty when each has one.
+
+    Such a configuration was never measured: comparing it (or comparing against it,
+    for the baseline) would turn a crashing mcp-host into a decisive `false` or
+    default, so the decision is `inconclusive` until runs of it finish."""
+    needs: list[RunsNeeded] = []
+    for config in configs:
+        cells = [(r, i, ctx.get(config, r, i)) for r, i, _ in ctx.cells]
+        if not any(d.runs for _, _, d in cells):
+            continue  # nothing recorded: the cells are missing, which the criteria ask for
+        if any(len(d.unfinished_ids) < d.runs for _, _, d in cells):
+            continue  # some run finished
+        needs.extend(
+            RunsNeeded(
+                config=config,
+                recipe=recipe,
+                input=inp,
+                runs=max(d.runs, ctx.target),
+                criteria=CRITERIA,
+                reason=(
+                    f"no run of {config} finished: each was OOM-killed or a harness "
+                    "error; fix the cause (e.g. the mcp-host's memory limit), "
+                    "then run these again"
+                ),
+                rerun_ids=tuple(d.unfinished_ids),
+            )
+            for recipe, inp, d in cells
+        )
+    return tuple(needs)

@@ -50,6 +50,7 @@ class CellData:
         "succeeded",
         "token_reps",
         "tokens",
+        "unfinished_ids",
         "valid",
     )
 
@@ -76,9 +77,16 @@ class CellData:
         self.leak_unknown_ids: list[str] = []
         # (run id, why) of the runs whose consistency check broke (consistency_ok false)
         self.inconsistent: list[tuple[str, str]] = []
+        # runs that never finished: the mcp-host was OOM-killed under them, or the harness
+        # could not run or observe them (`completeness.never_finished`)
+        self.unfinished_ids: list[str] = []
 
     def add(self, r: RunRecord) -> None:
         self.runs += 1
+        memory = r.mcp_host_memory
+        killed = memory is not None and (memory.oom_kills or 0) > 0
+        if killed or r.outcome == "harness_error":
+            self.unfinished_ids.append(r.run_id)
         if r.consistency_ok is False:
             why = "; ".join(
                 n.removeprefix("consistency: ") for n in r.notes if n.startswith("consistency:")
@@ -151,6 +159,7 @@ class CellData:
             out.leak_ids.extend(d.leak_ids)
             out.leak_unknown_ids.extend(d.leak_unknown_ids)
             out.inconsistent.extend(d.inconsistent)
+            out.unfinished_ids.extend(d.unfinished_ids)
         return out
 
 

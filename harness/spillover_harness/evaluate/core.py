@@ -23,6 +23,11 @@ Completeness: when runs of the stage's plan are missing, the decision is
 unless `allow_incomplete`, when the criteria judge what is there and the
 verdict says it was judged incomplete.
 
+Runs that never finished: when no run of a configuration (the baseline included)
+finished (each OOM-killed or a harness error), the
+decision is `inconclusive` whatever the criteria say (`completeness.never_finished`):
+a crashing mcp-host is not evidence for or against a configuration.
+
 `Verdict.runs_needed` is set only when the decision is `inconclusive`: the
 runs that would let the configuration that stopped the chain be judged (a
 missing or all-harness_error cell asks for the stage's planned repetitions;
@@ -38,13 +43,19 @@ from fractions import Fraction
 
 from spillover_harness.evaluate.advisory import advisory
 from spillover_harness.evaluate.cells import summarize
-from spillover_harness.evaluate.completeness import check_complete, missing_as_runs_needed
+from spillover_harness.evaluate.completeness import (
+    check_complete,
+    missing_as_runs_needed,
+    never_finished,
+)
 from spillover_harness.evaluate.context import Context, group
 from spillover_harness.evaluate.decide import Decision, decide, decision_values, judge_config
 from spillover_harness.evaluate.schema import (
     DECISION_INCONCLUSIVE,
     Advisory,
     ConfigVerdict,
+    RunsNeeded,
+    Stability,
     Verdict,
 )
 from spillover_harness.evaluate.stability import RESAMPLES as STABILITY_RESAMPLES
@@ -115,6 +126,7 @@ def evaluate(
     judged = [name for name in config_names if name != base]
     configs: dict[str, ConfigVerdict] = {}
     literal_decision: str | None = None  # set when an opt-in rule judged a criterion
+    dead: tuple[RunsNeeded, ...] = ()  # the cells of configurations no run of which finished
     if incomplete is not None and not allow_incomplete:
         decision = Decision(
             DECISION_INCONCLUSIVE,
@@ -133,6 +145,17 @@ def evaluate(
             literal_decision = decide(
                 matrix, {name: judge_config(literally, name) for name in judged}
             ).value
+        dead = never_finished(ctx, config_names)
+        if dead:
+            names = [n for n in config_names if any(d.config == n for d in dead)]
+            decision = Decision(
+                DECISION_INCONCLUSIVE,
+                f"no run of {', '.join(names)} finished (each was OOM-killed or a harness "
+                "error): nothing of it was measured, so no decision is "
+                "taken; fix the cause (e.g. the mcp-host's memory limit) and run them again",
+                False,
+                dead,
+            )
         if incomplete is not None:
             decision = Decision(
                 decision.value,
@@ -142,9 +165,19 @@ def evaluate(
                 decision.runs_needed,
             )
         advice = advisory(ctx, judged, confidence, resamples, seed)
-    steady = stability(
-        ctx, matrix, configs, decision.value, resamples=stability_resamples, seed=seed
-    )
+    if dead:  # resampling runs that never finished cannot make them finish
+        steady = Stability(
+            decision=1.0,
+            distribution={decision.value: 1.0},
+            resamples=0,
+            seed=seed,
+            method="not resampled: no run of a configuration finished",
+            flipping_cells=(),
+        )
+    else:
+        steady = stability(
+            ctx, matrix, configs, decision.value, resamples=stability_resamples, seed=seed
+        )
     return Verdict(
         decision=decision.value,
         decision_reason=decision.reason,

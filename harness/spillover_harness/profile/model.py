@@ -488,6 +488,13 @@ class PlatformCommand(_Strict):
     argv: list[str] = Field(min_length=1)
     timeout_s: float = Field(default=3600.0, gt=0, le=24 * 3600)
 
+    @field_validator("argv")
+    @classmethod
+    def _program_named(cls, v: list[str]) -> list[str]:
+        if not v[0].strip():
+            raise ValueError("argv[0] is empty: name the program to run (e.g. [make, minikube-t2])")
+        return v
+
 
 class Stage1Lane(_Strict):
     """The platform's own T2 lane (e.g. `make minikube-t2-preflight`, `make minikube-t2`),
@@ -552,6 +559,16 @@ class Profile(_Strict):
     simulated_platform: bool = False
     # A kubectl binary for port-forward (run.access: port-forward).
     kubectl: str = "kubectl"
+
+    @field_validator("kubectl")
+    @classmethod
+    def _kubectl(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError(
+                "an empty command: name the kubectl binary (e.g. kubectl, or its full path), "
+                "or leave the key out for the default kubectl"
+            )
+        return v
 
     @field_validator("namespace")
     @classmethod

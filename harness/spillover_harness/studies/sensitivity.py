@@ -185,8 +185,26 @@ def plan_points(
                 f"allowed: {p.low:g}..{p.high:g} ({p.unit})"
             )
         current = getattr(model, p.name)
-        plan.append((p, sorted({v for v in tested if v != current})))
+        kept = sorted({v for v in tested if v != current})
+        _refuse_shared_dirs(p.name, kept)
+        plan.append((p, kept))
     return plan
+
+
+def _refuse_shared_dirs(name: str, values: Sequence[float]) -> None:
+    """Two different values whose points would share one directory (`point_dir` keeps six
+    significant digits: 1000000 and 1000001 are both `1e+06`): refused before anything
+    runs, or the second point would resume the first one's runs."""
+    by_dir: dict[str, list[float]] = {}
+    for value in values:
+        by_dir.setdefault(point_dir(Path(), name, value).name, []).append(value)
+    for folder, shared in by_dir.items():
+        if len(shared) > 1:
+            raise ValueError(
+                f"--values {name}: {' and '.join(repr(v) for v in shared)} share one "
+                f"results directory (points/{folder}: six significant digits); pass values "
+                "that differ within their first six digits"
+            )
 
 
 def point_matrix(base: Matrix, name: str, value: float) -> Matrix:

@@ -35,7 +35,8 @@ from spillover_operator.domain.policy import (
     spec_to_json,
 )
 from spillover_operator.domain.resolved_env import ConfigMapLookup, ConfigMapUnreadable
-from spillover_operator.domain.strict_load import StrictLoadError, load_yaml_all
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_yaml_all
+from spillover_operator.regular_file import NotARegularFile, TooLarge, read_regular
 
 from .errors import BadInput
 
@@ -53,15 +54,29 @@ class Rendered:
 
 
 def read_text(path: str) -> str:
+    """The text of `path` ('-': stdin), at most MAX_TEXT_CHARS: a FIFO or a device such as
+    /dev/zero is refused before it is read, and stdin is read no further than the bound."""
     if path == "-":
-        return sys.stdin.read()
+        text = sys.stdin.read(MAX_TEXT_CHARS + 1)
+        if len(text) > MAX_TEXT_CHARS:
+            raise BadInput(f"stdin: more than {MAX_TEXT_CHARS} characters; pass the policy file")
+        return text
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        return read_regular(path, MAX_TEXT_CHARS).decode("utf-8")
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path}: is a directory, expected a YAML file") from None
+    except NotARegularFile as exc:
+        if exc.kind == "a directory":
+            raise BadInput(f"{path}: is a directory, expected a YAML file") from None
+        raise BadInput(
+            f"{path}: is {exc.kind}, not a file; pass a YAML file (a pipe or device is never "
+            "read; '-' reads stdin)"
+        ) from None
+    except TooLarge:
+        raise BadInput(
+            f"{path}: more than {MAX_TEXT_CHARS} bytes, larger than any manifest; pass the "
+            "YAML file itself"
+        ) from None
     except UnicodeDecodeError:
         raise BadInput(f"{path}: not a text file (not UTF-8)") from None
     except OSError as exc:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
 from spillover_harness.collectors.prometheus import (
     PERSISTED,
     READS,
     CounterSnapshot,
     Labels,
+    PrometheusCollector,
+    PrometheusUnavailable,
     counter_deltas,
 )
 
@@ -134,3 +140,12 @@ def test_float_values_are_rounded_to_counts() -> None:
 def test_series_without_the_split_label() -> None:
     d = counter_deltas(snap(), snap({L(POD_A): 2.0}))
     assert d["persisted_by_tool"] == {"": 2}
+
+
+def test_a_fifo_as_the_bearer_token_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """The profile names the token file: a FIFO there would block the stage forever."""
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    collector = PrometheusCollector("http://127.0.0.1:9", bearer_token_file=fifo)
+    with pytest.raises(PrometheusUnavailable, match=r"is a FIFO \(named pipe\)"):
+        collector.connect()

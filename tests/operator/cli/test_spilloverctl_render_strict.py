@@ -5,6 +5,7 @@ the kill switch; now it is refused, as are the other inputs YAML would take."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,33 @@ def test_render_refuses_what_yaml_would_take(
     assert out == "" and "Traceback" not in err
     assert needle in err
     assert len(err) < 4000 and "W" * 100 not in err
+
+
+def render_path(path: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["render", "-f", path], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_dev_zero_is_refused_as_a_device_not_read() -> None:
+    """/dev/zero reports size 0 and never ends: refused before a byte is read."""
+    code, _, err = render_path("/dev/zero")
+    assert code == exit_codes.BAD_INPUT, err
+    assert "/dev/zero: is a character device" in err and "pass a YAML file" in err
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Opening a FIFO for reading would wait for a writer forever: it is never opened."""
+    fifo = tmp_path / "policy.yaml"
+    os.mkfifo(fifo)
+    code, _, err = render_path(str(fifo))
+    assert code == exit_codes.BAD_INPUT, err
+    assert "is a FIFO (named pipe)" in err
+
+
+def test_a_file_over_the_bound_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY + "#" + "x" * (16 * 1024 * 1024) + "\n", encoding="utf-8")
+    code, _, err = render_path(str(path))
+    assert code == exit_codes.BAD_INPUT, err
+    assert "more than 16777216 bytes" in err
