@@ -8,10 +8,10 @@ manifest (no cluster), on a real small simulated stage run once per module.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness_cli import run_sim_stage
 from matrix_builders import small_matrix
 from repo_paths import REPO_ROOT
 from spillover_harness.cli import main
@@ -21,14 +21,9 @@ MANIFEST = (REPO_ROOT / "manifests" / "samples" / "threshold-32kib.yaml").read_t
 
 
 @pytest.fixture(scope="module")
-def stage_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("stage")
-    matrix = root / "matrix.yaml"
-    matrix.write_text(small_matrix("apply-records", input_name="small"), encoding="utf-8")
-    out = root / "sim"
-    assert main(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out),
-                 "--no-progress"]) == OK  # fmt: skip
-    yield out
+def stage_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    matrix = small_matrix("apply-records", input_name="small")
+    return run_sim_stage(tmp_path_factory.mktemp("stage"), matrix)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_cli import Run
+from harness_cli import Run, lines_of, run_sim_stage, write_lines
 from matrix_builders import small_matrix
 from repo_paths import REPO_ROOT
 from spillover_harness.cli import main
@@ -52,14 +52,8 @@ def run_process(argv: list[str]) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def stage_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("stage")
-    matrix = root / "matrix.yaml"
-    matrix.write_text(MATRIX_TEXT, encoding="utf-8")
-    out = root / "sim"
-    assert main(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out),
-                 "--no-progress"]) == OK  # fmt: skip
-    yield out
+def stage_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_sim_stage(tmp_path_factory.mktemp("stage"), MATRIX_TEXT)
 
 
 @pytest.fixture
@@ -68,16 +62,6 @@ def stage(stage_dir: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "sim"
     shutil.copytree(stage_dir, copy)
     return copy
-
-
-def lines_of(results: Path) -> list[dict[str, Any]]:
-    text = (results / "runs.jsonl").read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def write_lines(results: Path, records: list[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(r) + "\n" for r in records)
-    (results / "runs.jsonl").write_text(text, encoding="utf-8")
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_cli import Run
+from harness_cli import Run, lines_of, run_sim_stage, write_lines
 from matrix_builders import small_matrix
 from repo_paths import REPO_ROOT
-from spillover_harness.cli import main
 from spillover_harness.records import RunKey
 from spillover_harness.runner import run_id_for
 from spillover_operator.exit_codes import BAD_INPUT, OK
@@ -46,14 +45,8 @@ def refused(result: tuple[int, str, str], *needles: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def stage_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("stage")
-    matrix = root / "matrix.yaml"
-    matrix.write_text(MATRIX_TEXT, encoding="utf-8")
-    out = root / "sim"
-    assert main(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out),
-                 "--no-progress"]) == OK  # fmt: skip
-    yield out
+def stage_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_sim_stage(tmp_path_factory.mktemp("stage"), MATRIX_TEXT)
 
 
 @pytest.fixture
@@ -62,16 +55,6 @@ def stage(stage_dir: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "sim"
     shutil.copytree(stage_dir, copy)
     return copy
-
-
-def lines_of(results: Path) -> list[dict[str, Any]]:
-    text = (results / "runs.jsonl").read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def write_lines(results: Path, records: list[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(r) + "\n" for r in records)
-    (results / "runs.jsonl").write_text(text, encoding="utf-8")
 
 
 def edit_json(path: Path, **fields: Any) -> None:
