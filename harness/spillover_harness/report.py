@@ -43,7 +43,7 @@ from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
 from spillover_harness.report_memory import memory_section
 from spillover_harness.sim.config import parse_spillover_env
-from spillover_harness.studies.concurrency import MemoryLane, read_lane
+from spillover_harness.studies.concurrency import LaneFileError, MemoryLane, read_lane
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -624,6 +624,7 @@ def render_markdown(
     views: Mapping[str, CriterionView] = CRITERION_VIEWS,
     memory_lane: MemoryLane | None = None,
     rounds: Sequence[AdaptiveRound] = (),
+    lane_problem: str | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -752,7 +753,11 @@ def render_markdown(
         lines.extend(["</details>", ""])
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
-    lines.extend(memory_section(records, matrix, stage, memory_lane))
+    lines.extend(
+        memory_section(
+            records, matrix, stage, memory_lane, check=verdict.memory, lane_problem=lane_problem
+        )
+    )
     lines.extend(_cells_section(verdict))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:
@@ -804,6 +809,10 @@ def write_report(
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
     beside_records = out_dir.resolve() == records_dir.resolve()
+    try:
+        lane, lane_problem = read_lane(records_dir), None
+    except LaneFileError as exc:  # shown in the memory section, never fails the report
+        lane, lane_problem = None, str(exc)
     text = render_markdown(
         verdict,
         records,
@@ -813,7 +822,8 @@ def write_report(
         apply_hint=apply_command(out_dir) if beside_records else None,
         simulated_platform=stage is not None and stage.simulated_platform,
         faults=stage.driver.faults if stage is not None else (),
-        memory_lane=read_lane(records_dir),
+        memory_lane=lane,
+        lane_problem=lane_problem,
         rounds=stage.rounds if stage is not None else (),
     )
     atomic_write_bytes(report_md, text.encode("utf-8"))

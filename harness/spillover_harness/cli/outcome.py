@@ -23,12 +23,31 @@ if TYPE_CHECKING:
     from spillover_harness.readback import StageSummary
 
 
-def judge(records: Sequence[RunRecord], matrix: Matrix, *, allow_incomplete: bool) -> Verdict:
+def judge(
+    records: Sequence[RunRecord],
+    matrix: Matrix,
+    *,
+    allow_incomplete: bool,
+    records_dir: Path | None = None,
+) -> Verdict:
     """The one place the CLI asks the evaluator for a verdict: the expected matrix and
-    `allow_incomplete` (judge a stage with runs missing) go to the evaluator here."""
+    `allow_incomplete` (judge a stage with runs missing) go to the evaluator here.
+    With `records_dir`, the verdict carries the memory check (`memory_check`) of the
+    records and the concurrency lane written beside them."""
     from spillover_harness.evaluate import evaluate
 
-    return evaluate(records, matrix, allow_incomplete=allow_incomplete)
+    verdict = evaluate(records, matrix, allow_incomplete=allow_incomplete)
+    if records_dir is None:
+        return verdict
+    from spillover_harness.memory_check import check_memory
+    from spillover_harness.studies.concurrency import LaneFileError, read_lane
+
+    try:
+        lane, problem = read_lane(records_dir), None
+    except LaneFileError as exc:
+        lane, problem = None, str(exc)
+    memory = check_memory(records, matrix, verdict.stage, lane, problem)
+    return verdict.model_copy(update={"memory": memory})
 
 
 def decided(verdict: Verdict, matrix: Matrix) -> bool:
@@ -150,6 +169,35 @@ def print_outcome(
     print(stability_line(verdict))
     if verdict.rules:
         print(rules_line(verdict))
+    for line in memory_lines(verdict):
+        print(line)
     if report_md is not None:
         print(f"report: {report_md}")
     return outcome_code(verdict, matrix)
+
+
+def _mib(value: int | None) -> str:
+    return "not measured" if value is None else f"{value / 2**20:,.1f} MiB"
+
+
+def memory_lines(verdict: Verdict) -> list[str]:
+    """`memory (measured, against off): 128KiB peak 171.0 MiB = 1.07 x off, ...`: one
+    line per configuration of the verdict's memory check (none without one)."""
+    check = verdict.memory
+    if check is None:
+        return []
+    lines = [
+        f"memory ({check.source}, against {check.baseline}; {check.comparison}; "
+        f"{check.claim}: x{float(check.claim_ratio):.2f}):"
+    ]
+    if check.lane_problem:
+        lines.append(f"  memory-lane.json cannot be read: {check.lane_problem}")
+    for name, m in check.configs.items():
+        ratio = "n/a" if m.ratio_to_baseline is None else f"x{float(m.ratio_to_baseline):.3f}"
+        room = "not measured" if m.headroom_executions is None else str(m.headroom_executions)
+        leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / 2**20:+,.1f} MiB"
+        lines.append(
+            f"  {name}: peak {_mib(m.peak_bytes)} ({ratio} {check.baseline}), limit "
+            f"{_mib(m.limit_bytes)}, headroom {room} execution(s) at once, leak {leaked}"
+        )
+    return lines

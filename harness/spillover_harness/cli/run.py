@@ -475,7 +475,12 @@ def _finish(
             f"timeout; they are recorded as harness_error"
         )
     try:
-        verdict = judge(result.records, matrix, allow_incomplete=False)
+        verdict = judge(
+            result.records,
+            matrix,
+            allow_incomplete=False,
+            records_dir=result.records_path.parent,
+        )
     except KeyboardInterrupt:
         raise Interrupted(
             f"interrupted during the evaluation: the {len(result.records)} runs are recorded in "

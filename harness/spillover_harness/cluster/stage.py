@@ -289,6 +289,8 @@ def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[
             restarts=mem.restarts,
             oom_kills=mem.oom_kills,
             block=number,
+            start_bytes=mem.start_bytes,
+            end_bytes=mem.end_bytes,
         )
         for run_id in block.runs:
             out[run_id] = figures

@@ -385,8 +385,9 @@ class MemoryQueries(_Strict):
     number (a one-sample vector or a scalar); an empty answer is "not measured". The
     harness fills in `$namespace` (the profile's), `$pods` (a regex of the mcp-host pods
     that served the block's runs), `$container` (pods.mcp_host.container) and `$window`
-    (the block's length as a range, e.g. `95s`). A query set to null is not run (its
-    figure is not measured). The defaults read cAdvisor through the kubelet
+    (the block's length as a range, e.g. `95s`). `working_set` is evaluated at the
+    block's start and at its end: their difference is the leak figure. A query set to
+    null is not run (its figure is not measured). The defaults read cAdvisor through the kubelet
     (`container_memory_working_set_bytes`) and kube-state-metrics."""
 
     source: Literal["prometheus", "none"] = "prometheus"
@@ -414,7 +415,9 @@ class MemoryQueries(_Strict):
         f" or (0 * sum(max_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window])))"
     )
 
-    @field_validator("peak_working_set", "limit", "restarts", "oom_kills")
+    working_set: str | None = f"sum(container_memory_working_set_bytes{{{_SEL}}})"
+
+    @field_validator("peak_working_set", "limit", "restarts", "oom_kills", "working_set")
     @classmethod
     def _placeholders(cls, v: str | None) -> str | None:
         if v is None:
