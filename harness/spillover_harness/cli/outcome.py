@@ -194,10 +194,14 @@ def memory_lines(verdict: Verdict) -> list[str]:
         lines.append(f"  memory-lane.json cannot be read: {check.lane_problem}")
     for name, m in check.configs.items():
         ratio = "n/a" if m.ratio_to_baseline is None else f"x{float(m.ratio_to_baseline):.3f}"
-        room = "not measured" if m.headroom_executions is None else str(m.headroom_executions)
+        room = (
+            "not measured"
+            if m.headroom_executions is None
+            else f"{m.headroom_executions} execution(s) at once"
+        )
         leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / 2**20:+,.1f} MiB"
         lines.append(
             f"  {name}: peak {_mib(m.peak_bytes)} ({ratio} {check.baseline}), limit "
-            f"{_mib(m.limit_bytes)}, headroom {room} execution(s) at once, leak {leaked}"
+            f"{_mib(m.limit_bytes)}, headroom {room}, leak {leaked}"
         )
     return lines

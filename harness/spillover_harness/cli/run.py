@@ -358,7 +358,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
             )
 
         matrix, result = _until_stable(args, matrix, result, again)
-    if matrix.memory.concurrency and not result.interrupted:
+    if matrix.runs_lane(args.stage) and not result.interrupted:
         from spillover_harness.studies.concurrency import run_lane, write_lane
 
         lane = run_lane(matrix, driver.fixtures)

@@ -257,7 +257,7 @@ def run_cluster(
                 result.records = mark_inconsistent(
                     result.records_path, checks.problems, memory=memory
                 )
-            if matrix.memory.concurrency and not result.interrupted:
+            if matrix.runs_lane(stage) and not result.interrupted:
                 memory_lane = run_cluster_lane(
                     matrix, stage, driver, options.out_dir, cancel=cancel, log=log
                 )
