@@ -271,11 +271,11 @@ class LogPatterns(_Strict):
     # (only for a run no other run of the recipe overlapped: docs/harness.md).
     spill_persisted: str | None = r"spillover result persisted"
     spill_read: str | None = r"spillover read\b"
-    # The line the mcp-host logs for each result kept inline because the step's budget
-    # was full (the record's `budget_inline`). None: the logs are not read for it (the
-    # platform's message is not documented; the simulator logs
-    # "spillover budget reached; result kept inline").
-    budget_inline: str | None = None
+    # The warning the mcp-host logs once per step execution when the step's budget is
+    # full (the record's `budget_inline`: 1 when the step reached it, else 0). None: the
+    # logs are not read for it. The platform's message is not documented: the default
+    # matches the simulator's "spillover budget reached" (check it on one real run).
+    budget_inline: str | None = r"spillover budget reached"
     # The run id a line carries (group `run_id`): lines of other runs are told apart
     # from unattributed ones, and another run in our window means an overlap.
     run_id: str = (
