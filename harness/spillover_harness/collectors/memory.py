@@ -126,7 +126,10 @@ def read_block_memory(
                     container=container,
                     window_s=end - start + collector.scrape_interval_s,
                 )
-                for name, at in (("start_bytes", start), ("end_bytes", end)):
+                # the block's pods may be new at its start: read one scrape into it, the
+                # first sample they can have (an instant query takes the latest sample)
+                first = min(start + collector.scrape_interval_s, end)
+                for name, at in (("start_bytes", first), ("end_bytes", end)):
                     values[name] = single_value(
                         prom.custom_query(text, params={"time": f"{at:.3f}"})
                     )
