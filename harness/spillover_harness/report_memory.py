@@ -1,6 +1,8 @@
 """The report's memory section: per configuration, the mcp-host's peak working set
 against its limit, restarts and OOM kills, results kept inline because the budget was
-full, beside the input tokens; the concurrency lane; and a warning for every
+full, beside the input tokens; memory as a check (the verdict's `memory`, from
+`memory_check`: each configuration against the baseline, headroom and leak); the
+concurrency lane, or what is wrong with a lane file that cannot be read; and a warning for every
 configuration whose peak came within `memory.warn_fraction` of its limit or whose
 mcp-host restarted or was OOM-killed (docs/harness.md, "Memory").
 

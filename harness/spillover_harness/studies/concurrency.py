@@ -163,9 +163,10 @@ def lane_points(
 
 
 def run_lane(matrix: Matrix, fixtures: FixtureSet) -> MemoryLane | None:
-    """The lane of `matrix` on the simulator; None when it lists no concurrency."""
+    """The lane of `matrix` on the simulator; None when it lists no concurrency or does
+    not run its lane on sim (`memory.lane_stages`)."""
     counts = matrix.memory.concurrency
-    if not counts:
+    if not matrix.runs_lane("sim"):
         return None
     recipe, input_name = matrix.memory_lane_cell()
     memory = matrix.simulator_memory()

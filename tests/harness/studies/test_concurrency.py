@@ -24,8 +24,12 @@ MEMORY_MATRIX = (
 )
 
 
-def test_no_concurrency_listed_no_lane() -> None:
+def test_no_lane_on_sim_unless_the_matrix_runs_it_there(tmp_path: Path) -> None:
+    # the default matrix lists N = 1, 2, 4 for its cluster stages only
     assert run_lane(load_matrix(None), build_fixtures(1)) is None
+    text = MEMORY_MATRIX.read_text(encoding="utf-8").replace("  concurrency: [1, 2, 4]\n", "")
+    (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
+    assert run_lane(load_matrix(tmp_path / "m.yaml"), build_fixtures(1)) is None  # none listed
 
 
 def test_the_peak_grows_with_n_and_passes_the_limit() -> None:
