@@ -161,16 +161,16 @@ def print_outcome(
     lines: Sequence[str] = (),
     report_md: Path | None = None,
 ) -> int:
-    """Print the outcome on stdout (`lines` first, then the decision and the report)
-    and return its exit code."""
+    """Print the outcome on stdout (`lines` first, the memory check, then the decision
+    and the report) and return its exit code."""
     for line in lines:
+        print(line)
+    for line in memory_lines(verdict):  # before the decision, which stays at the end
         print(line)
     print(decision_line(verdict, matrix))
     print(stability_line(verdict))
     if verdict.rules:
         print(rules_line(verdict))
-    for line in memory_lines(verdict):
-        print(line)
     if report_md is not None:
         print(f"report: {report_md}")
     return outcome_code(verdict, matrix)
