@@ -232,13 +232,17 @@ class MemorySettings(_Strict):
     (docs/harness.md, "Memory"): when a configuration's peak working set reaches
     `warn_fraction` of its limit, the report warns. `concurrency` lists the numbers of
     executions of one recipe run at once per configuration (the lane; empty: no lane)
-    on `lane` (default: the matrix's first large input, else its first cell). The
+    on `lane` (default: the matrix's first large input, else its first cell), on the
+    stages of `lane_stages` (default: every stage; `[]` opts out everywhere). The
     simulator's mcp-host has `sim_baseline_bytes` and `sim_limit_bytes`; a cluster
     stage reads the real ones."""
 
     warn_fraction: float = Field(default=0.8, gt=0, le=1)
     concurrency: list[int] = Field(default=[], max_length=8)
     lane: MemoryCell | None = None
+    lane_stages: list[Literal["sim", "minikube", "dev"]] = Field(
+        default=["sim", "minikube", "dev"], max_length=3
+    )
     sim_baseline_bytes: int = Field(default=160 * 1024 * 1024, ge=0, le=1 << 40)
     sim_limit_bytes: int = Field(default=2048 * 1024 * 1024, ge=1024 * 1024, le=1 << 40)
 
@@ -335,6 +339,10 @@ class Matrix(_Strict):
             baseline_bytes=self.memory.sim_baseline_bytes,
             limit_bytes=self.memory.sim_limit_bytes,
         )
+
+    def runs_lane(self, stage: str) -> bool:
+        """Whether `stage` runs the concurrency lane: some N listed and the stage opted in."""
+        return bool(self.memory.concurrency) and stage in self.memory.lane_stages
 
     def memory_lane_cell(self) -> tuple[str, str]:
         """The (recipe, input) the concurrency lane runs (`memory.lane`, else the first

@@ -94,7 +94,9 @@ class McpHostMemory(BaseModel):
     1-based, in the order the blocks ran): the peak working set of the mcp-host
     container(s) that served it, their memory limit, and the restarts and OOM kills
     during the block. The simulator: this execution alone on its mcp-host (`block`
-    null). `None` in a field: not measured."""
+    null). `start_bytes` and `end_bytes`: the working set at the block's (execution's)
+    start and end, whose difference is the leak figure of the report's memory check.
+    `None` in a field: not measured."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -103,8 +105,12 @@ class McpHostMemory(BaseModel):
     restarts: int | None = None
     oom_kills: int | None = None
     block: int | None = None
+    start_bytes: int | None = None
+    end_bytes: int | None = None
 
-    @field_validator("peak_bytes", "limit_bytes", "restarts", "oom_kills")
+    @field_validator(
+        "peak_bytes", "limit_bytes", "restarts", "oom_kills", "start_bytes", "end_bytes"
+    )
     @classmethod
     def _not_negative(cls, value: int | None) -> int | None:
         if value is not None and value < 0:

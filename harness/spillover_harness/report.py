@@ -45,7 +45,7 @@ from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
 from spillover_harness.report_memory import memory_section
 from spillover_harness.sim.config import parse_spillover_env
-from spillover_harness.studies.concurrency import MemoryLane, read_lane
+from spillover_harness.studies.concurrency import LaneFileError, MemoryLane, read_lane
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -779,6 +779,7 @@ def render_markdown(
     memory_lane: MemoryLane | None = None,
     rounds: Sequence[AdaptiveRound] = (),
     provenance: StageProvenance | None = None,
+    lane_problem: str | None = None,
 ) -> str:
     """report.md's text. `plot_links` are image paths relative to the report;
     `stage_notes` are lines shown under the stage (cluster stages: the mcp-host
@@ -910,7 +911,9 @@ def render_markdown(
         lines.extend(["</details>", ""])
     lines.extend(_consistency_section(verdict))
     lines.extend(_pods_section(verdict, records))
-    memory = memory_section(records, matrix, stage, memory_lane)
+    memory = memory_section(
+        records, matrix, stage, memory_lane, check=verdict.memory, lane_problem=lane_problem
+    )
     if memory and stage == "sim":  # the simulator's model of memory: say so at the heading
         memory = [f"{memory[0]} ({MODELLED})", "", MODELLED_MEMORY, *memory[1:]]
     lines.extend(memory)
@@ -965,6 +968,10 @@ def write_report(
         (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     )
     beside_records = out_dir.resolve() == records_dir.resolve()
+    try:
+        lane, lane_problem = read_lane(records_dir), None
+    except LaneFileError as exc:  # shown in the memory section, never fails the report
+        lane, lane_problem = None, str(exc)
     text = render_markdown(
         verdict,
         records,
@@ -974,7 +981,8 @@ def write_report(
         apply_hint=apply_command(out_dir) if beside_records else None,
         simulated_platform=stage is not None and stage.simulated_platform,
         faults=stage.driver.faults if stage is not None else (),
-        memory_lane=read_lane(records_dir),
+        memory_lane=lane,
+        lane_problem=lane_problem,
         rounds=stage.rounds if stage is not None else (),
         provenance=stage.provenance if stage is not None else None,
     )

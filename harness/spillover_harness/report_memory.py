@@ -1,6 +1,8 @@
 """The report's memory section: per configuration, the mcp-host's peak working set
 against its limit, restarts and OOM kills, results kept inline because the budget was
-full, beside the input tokens; the concurrency lane; and a warning for every
+full, beside the input tokens; memory as a check (the verdict's `memory`, from
+`memory_check`: each configuration against the baseline, headroom and leak); the
+concurrency lane, or what is wrong with a lane file that cannot be read; and a warning for every
 configuration whose peak came within `memory.warn_fraction` of its limit or whose
 mcp-host restarted or was OOM-killed (docs/harness.md, "Memory").
 
@@ -15,9 +17,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from spillover_harness.evaluate.schema import MemoryCheck
 from spillover_harness.matrix import Matrix
 from spillover_harness.records import RunRecord
-from spillover_harness.studies.concurrency import MemoryLane
+from spillover_harness.studies.concurrency import LANE_FILE, MemoryLane
 
 __all__ = ["ConfigMemory", "memory_section", "memory_warnings", "summarize_memory"]
 
@@ -125,17 +128,88 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _check_lines(check: MemoryCheck) -> list[str]:
+    """Memory as a check: each configuration against the baseline, headroom and leak."""
+    base = check.baseline
+    claim = f"x{float(check.claim_ratio):.2f}"
+    label = (
+        "**modelled** (sim/memory.py: the baseline, the limit and the store's overhead per "
+        "byte are the model's inputs, so the ratio restates the model)"
+        if check.source == "modelled"
+        else "measured"
+    )
+    lines = [
+        f"**Memory against `{base}`** ({label}; {check.comparison}). The PR's claim, "
+        f"{claim} at a full 16 MiB budget, is a reference line, not an input.",
+        "",
+        _row(
+            "configuration",
+            "peak working set",
+            f"ratio to `{base}`",
+            f"PR's claim ({claim})",
+            "headroom (executions at once)",
+            "leak (end - start)",
+            "runs compared / ended early",
+        ),
+        _row(*(["---"] * 7)),
+    ]
+    for name, m in check.configs.items():
+        ratio = "n/a" if m.ratio_to_baseline is None else f"x{float(m.ratio_to_baseline):.3f}"
+        if m.ratio_to_baseline is None or name == base:
+            versus = "—"
+        else:
+            versus = "above" if m.ratio_to_baseline > check.claim_ratio else "within"
+        room = "not measured" if m.headroom_executions is None else str(m.headroom_executions)
+        leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / MIB:+,.1f} MiB"
+        lines.append(
+            _row(
+                name,
+                _mib(m.peak_bytes),
+                ratio,
+                versus,
+                room,
+                leaked,
+                f"{m.runs_compared} / {m.runs_left_out}",
+            )
+        )
+    lines += ["", f"- Headroom: {check.headroom_method}."]
+    for name, m in check.configs.items():
+        how = m.reasons.get("headroom_executions")
+        if how:
+            lines.append(f"  - `{name}`: {how}.")
+    lines.append(f"- Leak: {check.leak_method}.")
+    for name, m in check.configs.items():
+        for figure in ("peak_bytes", "leak_bytes"):
+            if figure in m.reasons:
+                lines.append(f"- `{name}` {figure} not measured: {m.reasons[figure]}.")
+    if check.source == "measured":
+        lines.append(
+            "- A peak read from Prometheus is a lower bound: the highest sample at the "
+            "scrape interval; a spike between two scrapes is not seen."
+        )
+    lines.append("")
+    return lines
+
+
 def memory_section(
-    records: Sequence[RunRecord], matrix: Matrix, stage: str | None, lane: MemoryLane | None
+    records: Sequence[RunRecord],
+    matrix: Matrix,
+    stage: str | None,
+    lane: MemoryLane | None,
+    *,
+    check: MemoryCheck | None = None,
+    lane_problem: str | None = None,
 ) -> list[str]:
-    """The section's lines; none when no record carries memory or budget figures and no
-    lane ran (records written before these fields existed)."""
+    """The section's lines; none when no record carries memory or budget figures, no
+    lane ran and no lane file is broken (records written before these fields existed).
+    `check` is the verdict's memory check; `lane_problem` what is wrong with a lane file
+    that is there but cannot be read (shown, never silently dropped)."""
     configs = summarize_memory(records, stage)
     measured = any(
         cm.peak_bytes is not None or cm.budget_inline is not None or cm.restarts is not None
         for cm in configs
     )
-    if not measured and lane is None:
+    if not measured and lane is None and lane_problem is None:
         return []
     fraction = matrix.memory.warn_fraction
     scope = (
@@ -181,6 +255,15 @@ def memory_section(
             )
         )
     lines.append("")
+    if check is not None:
+        lines += _check_lines(check)
+    if lane_problem is not None:
+        lines += [
+            f"- **Warning:** `{LANE_FILE}` cannot be read: {lane_problem}. The concurrency "
+            "lane and the headroom are not shown; run the stage again (`--resume` keeps its "
+            f"runs) to write it anew, or remove `{LANE_FILE}`.",
+            "",
+        ]
     if lane is not None and lane.points:
         lines += [
             f"**Concurrency lane** ({lane.recipe}/{lane.input}, N executions of the recipe at "

@@ -311,7 +311,12 @@ def _comparable(matrix: Matrix) -> dict[str, Any]:
     # A matrix without the newer keys hashes as before they existed.
     if data.get("sim_model") is None:
         data.pop("sim_model", None)
-    if data.get("memory") == MemorySettings().model_dump(mode="json"):
+    defaults = MemorySettings().model_dump(mode="json")
+    memory = data.get("memory")
+    if isinstance(memory, dict) and memory.get("lane_stages") == defaults["lane_stages"]:
+        memory.pop("lane_stages", None)  # as the matrix hashed before the key existed
+    defaults.pop("lane_stages")
+    if memory == defaults:
         data.pop("memory", None)
     if not data.get("acceptance", {}).get("rules"):
         data.get("acceptance", {}).pop("rules", None)

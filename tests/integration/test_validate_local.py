@@ -33,9 +33,11 @@ PROMETHEUS_PORT = 9391  # the `local` profile's prometheus.url
 MCP_HOST_MEMORY = "64Mi"
 MCP_HOST_LIMIT_BYTES = 64 * 1024 * 1024
 WARN_FRACTION = 0.4
-# The concurrency lane on the real node: 1 and 2 executions of the lane's cell at once
-# per configuration, measured by the kubelet like the blocks.
+# The concurrency lane on the real node: the default matrix runs it on the cluster
+# stages (1, 2 and 4 executions of the lane's cell at once); here 1 and 2, so that the
+# 64Mi pods are not OOM-killed, measured by the kubelet like the blocks.
 LANE = (1, 2)
+DEFAULT_MEMORY = "memory:\n  concurrency: [1, 2, 4]\n"
 
 
 def _listening(port: int) -> bool:
@@ -51,10 +53,10 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     results = tmp_path / "results"
     default = resources.files("spillover_harness.matrices") / "spillover-default.yaml"
     matrix_file = tmp_path / "matrix.yaml"
-    matrix_file.write_text(
-        default.read_text(encoding="utf-8")
-        + f"\nmemory:\n  warn_fraction: {WARN_FRACTION}\n  concurrency: {list(LANE)}\n"
-    )
+    text = default.read_text(encoding="utf-8")
+    assert DEFAULT_MEMORY in text  # the default matrix's lane, on its cluster stages
+    lane = f"memory:\n  concurrency: {list(LANE)}\n  warn_fraction: {WARN_FRACTION}\n"
+    matrix_file.write_text(text.replace(DEFAULT_MEMORY, lane))
     env = {**os.environ, "SPILLOVER_CLUSTER_DIR": str(real_node_cluster.workdir),
            "KUBECONFIG": str(real_node_cluster.kubeconfig)}  # fmt: skip
     run = subprocess.run(
@@ -74,6 +76,7 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     # of its recipe that served it, whose process ran the configuration it claims.
     matrix = load_matrix(matrix_file)
     assert matrix.memory.warn_fraction == WARN_FRACTION
+    assert matrix.runs_lane("minikube") and tuple(matrix.memory.concurrency) == LANE
     envs = {c.name: c.env for c in matrix.configurations}
     records = read_records(out / "runs.jsonl")
     # run --until-stable (UNTIL_STABLE): a round adds a third repetition to the cells whose
@@ -121,6 +124,16 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
             record.run_id,
             memory,
         )
+        # the working set at the block's start and end (the leak figure), by the kubelet
+        assert memory.start_bytes is not None and memory.end_bytes is not None, (
+            record.run_id,
+            memory,
+            record.notes,
+        )
+        # budget_inline measured from the mcp-host's warning (the shipped profiles read
+        # it): 0 or 1, once per step execution; the default 16 MiB budget is never full
+        # on these inputs
+        assert record.budget_inline == 0, (record.run_id, record.budget_inline, record.notes)
 
     stage = json.loads((out / "stage.json").read_text())
     assert stage["driver"]["profile"] == "local"
@@ -152,6 +165,21 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     # at times); a run the harness could not follow, or a point left out, is not expected.
     lane_notes = [line for line in report.splitlines() if "concurrency lane, " in line]
     assert not [n for n in lane_notes if "harness_error" in n or "left out" in n], lane_notes
+    # Memory as a check, measured: each configuration against off, its headroom from the
+    # lane's line and its leak, in verdict.json and on the terminal.
+    memory_check = json.loads((out / "verdict.json").read_text())["memory"]
+    assert memory_check["source"] == "measured" and memory_check["lane_problem"] is None
+    for name in envs:
+        figures = memory_check["configs"][name]
+        assert figures["peak_bytes"] is not None, (name, figures)
+        assert figures["ratio_to_baseline"] is not None, (name, figures)
+        assert figures["leak_bytes"] is not None, (name, figures)
+        # a headroom where the peak grew with N; else null with the reason
+        assert figures["headroom_executions"] is not None or (
+            "does not grow" in figures["reasons"]["headroom_executions"]
+        ), (name, figures)
+        assert f"  {name}: peak " in run.stdout, run.stdout[-3000:]
+    assert "**Memory against `off`** (measured" in report, report[-6000:]
     warned = [line for line in report.splitlines() if line.startswith("- **Warning:** `")]
     assert {line.split("`")[1] for line in warned} >= set(envs), report[-6000:]
 

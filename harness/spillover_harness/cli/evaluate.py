@@ -63,7 +63,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # the report's notes (faults, simulated platform) come from the stage beside them
     stage = stage_beside(args.records) if args.format == "md" else None
     try:
-        verdict = judge(records, matrix, allow_incomplete=args.allow_incomplete)
+        verdict = judge(
+            records,
+            matrix,
+            allow_incomplete=args.allow_incomplete,
+            records_dir=args.records.parent,
+        )
         if args.format == "json":
             body = json.dumps(verdict.to_json(), indent=2, sort_keys=False) + "\n"
         else:

@@ -23,12 +23,31 @@ if TYPE_CHECKING:
     from spillover_harness.readback import StageSummary
 
 
-def judge(records: Sequence[RunRecord], matrix: Matrix, *, allow_incomplete: bool) -> Verdict:
+def judge(
+    records: Sequence[RunRecord],
+    matrix: Matrix,
+    *,
+    allow_incomplete: bool,
+    records_dir: Path | None = None,
+) -> Verdict:
     """The one place the CLI asks the evaluator for a verdict: the expected matrix and
-    `allow_incomplete` (judge a stage with runs missing) go to the evaluator here."""
+    `allow_incomplete` (judge a stage with runs missing) go to the evaluator here.
+    With `records_dir`, the verdict carries the memory check (`memory_check`) of the
+    records and the concurrency lane written beside them."""
     from spillover_harness.evaluate import evaluate
 
-    return evaluate(records, matrix, allow_incomplete=allow_incomplete)
+    verdict = evaluate(records, matrix, allow_incomplete=allow_incomplete)
+    if records_dir is None:
+        return verdict
+    from spillover_harness.memory_check import check_memory
+    from spillover_harness.studies.concurrency import LaneFileError, read_lane
+
+    try:
+        lane, problem = read_lane(records_dir), None
+    except LaneFileError as exc:
+        lane, problem = None, str(exc)
+    memory = check_memory(records, matrix, verdict.stage, lane, problem)
+    return verdict.model_copy(update={"memory": memory})
 
 
 def decided(verdict: Verdict, matrix: Matrix) -> bool:
@@ -142,11 +161,13 @@ def print_outcome(
     lines: Sequence[str] = (),
     report_md: Path | None = None,
 ) -> int:
-    """Print the outcome on stdout (`lines` first, then the decision and the report)
-    and return its exit code."""
+    """Print the outcome on stdout (`lines` first, the memory check, then the decision
+    and the report) and return its exit code."""
     from spillover_harness.report import matrix_scope
 
     for line in lines:
+        print(line)
+    for line in memory_lines(verdict):  # before the decision, which stays at the end
         print(line)
     scope = matrix_scope(matrix)
     if scope is not None:
@@ -161,3 +182,34 @@ def print_outcome(
     if report_md is not None:
         print(f"report: {report_md}")
     return outcome_code(verdict, matrix)
+
+
+def _mib(value: int | None) -> str:
+    return "not measured" if value is None else f"{value / 2**20:,.1f} MiB"
+
+
+def memory_lines(verdict: Verdict) -> list[str]:
+    """`memory (measured, against off): 128KiB peak 171.0 MiB = 1.07 x off, ...`: one
+    line per configuration of the verdict's memory check (none without one)."""
+    check = verdict.memory
+    if check is None:
+        return []
+    lines = [
+        f"memory ({check.source}, against {check.baseline}; {check.comparison}; "
+        f"{check.claim}: x{float(check.claim_ratio):.2f}):"
+    ]
+    if check.lane_problem:
+        lines.append(f"  memory-lane.json cannot be read: {check.lane_problem}")
+    for name, m in check.configs.items():
+        ratio = "n/a" if m.ratio_to_baseline is None else f"x{float(m.ratio_to_baseline):.3f}"
+        room = (
+            "not measured"
+            if m.headroom_executions is None
+            else f"{m.headroom_executions} execution(s) at once"
+        )
+        leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / 2**20:+,.1f} MiB"
+        lines.append(
+            f"  {name}: peak {_mib(m.peak_bytes)} ({ratio} {check.baseline}), limit "
+            f"{_mib(m.limit_bytes)}, headroom {room}, leak {leaked}"
+        )
+    return lines

@@ -139,7 +139,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     _refuse_another_stages_dir(args.out, args.records)
     with hold_results_dir(args.out, command=args.invoked):
         try:
-            verdict = judge(records, matrix, allow_incomplete=args.allow_incomplete)
+            verdict = judge(
+                records,
+                matrix,
+                allow_incomplete=args.allow_incomplete,
+                records_dir=args.records.parent,
+            )
         except KeyboardInterrupt:
             raise Interrupted(
                 f"interrupted during the evaluation: the report in {args.out} was not written"

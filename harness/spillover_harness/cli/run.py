@@ -368,7 +368,7 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
             )
 
         matrix, result = _until_stable(args, matrix, result, again)
-    if matrix.memory.concurrency and not result.interrupted:
+    if matrix.runs_lane(args.stage) and not result.interrupted:
         from spillover_harness.studies.concurrency import run_lane, write_lane
 
         lane = run_lane(matrix, driver.fixtures)
@@ -487,7 +487,12 @@ def _finish(
             f"timeout; they are recorded as harness_error"
         )
     try:
-        verdict = judge(result.records, matrix, allow_incomplete=False)
+        verdict = judge(
+            result.records,
+            matrix,
+            allow_incomplete=False,
+            records_dir=result.records_path.parent,
+        )
     except KeyboardInterrupt:
         raise Interrupted(
             f"interrupted during the evaluation: the {len(result.records)} runs are recorded in "

@@ -295,7 +295,7 @@ def run_cluster(
                 result.records = mark_inconsistent(
                     result.records_path, checks.problems, memory=memory
                 )
-            if matrix.memory.concurrency and not result.interrupted:
+            if matrix.runs_lane(stage) and not result.interrupted:
                 memory_lane = run_cluster_lane(
                     matrix, stage, driver, options.out_dir, cancel=cancel, log=log
                 )
@@ -327,6 +327,8 @@ def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[
             restarts=mem.restarts,
             oom_kills=mem.oom_kills,
             block=number,
+            start_bytes=mem.start_bytes,
+            end_bytes=mem.end_bytes,
         )
         for run_id in block.runs:
             out[run_id] = figures

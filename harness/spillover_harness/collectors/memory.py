@@ -3,7 +3,8 @@ the profile's PromQL (`profile.memory`, docs/cluster-profile.md "memory").
 
 The cluster driver calls `read_block_memory` at each block's end, before the next
 configuration is applied (the switch may replace the pods whose series these are).
-Each query is evaluated at the block's end over a range as long as the block; its one
+Each query is evaluated at the block's end over a range as long as the block (the
+`working_set` query at the block's start and at its end: the leak figure); its one
 number is the figure, an empty answer is None ("not measured", with a note), and a
 Prometheus that cannot be reached leaves every figure None: a metrics source never
 stops a stage.
@@ -43,6 +44,8 @@ class BlockMemory:
     limit_bytes: int | None = None
     restarts: int | None = None
     oom_kills: int | None = None
+    start_bytes: int | None = None  # the working set at the block's start
+    end_bytes: int | None = None  # and at its end
     notes: list[str] = field(default_factory=list)
 
 
@@ -115,6 +118,25 @@ def read_block_memory(
                 values[name] = single_value(prom.custom_query(text, params={"time": f"{end:.3f}"}))
                 if values[name] is None:
                     out.notes.append(f"memory: {name} query gave no single number")
+            if queries.working_set is not None:
+                text = render_query(
+                    queries.working_set,
+                    namespace=namespace,
+                    pods=pods,
+                    container=container,
+                    window_s=end - start + collector.scrape_interval_s,
+                )
+                # the block's pods may be new at its start: read one scrape into it, the
+                # first sample they can have (an instant query takes the latest sample)
+                first = min(start + collector.scrape_interval_s, end)
+                for name, at in (("start_bytes", first), ("end_bytes", end)):
+                    values[name] = single_value(
+                        prom.custom_query(text, params={"time": f"{at:.3f}"})
+                    )
+                    if values[name] is None:
+                        out.notes.append(
+                            f"memory: working_set at the block's {name[:-6]} gave no single number"
+                        )
     except Exception as exc:  # never stop a stage over a metrics source
         out.notes.append(f"memory: not read ({collector._unreachable(exc)})")
         return out
@@ -127,6 +149,8 @@ def read_block_memory(
     out.limit_bytes = whole("limit")
     out.restarts = whole("restarts")
     out.oom_kills = whole("oom_kills")
+    out.start_bytes = whole("start_bytes")
+    out.end_bytes = whole("end_bytes")
     return out
 
 

@@ -754,7 +754,7 @@ class ClusterDriver:
                 "seen (not measured)"
             )
         if logs.budget_inline is not None and step_lines and parsed.llm_calls:
-            # results kept inline because the step's budget was full (one line each)
+            # the step reached its budget: the mcp-host warns once per step execution
             out["budget_inline"] = count_matching(step_lines, logs.budget_inline)
 
         # Criterion 5, logs: the run's lines and the lines that carry no run id at all

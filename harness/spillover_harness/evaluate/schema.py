@@ -294,6 +294,39 @@ class Incomplete(_Schema):
     cells: tuple[IncompleteCell, ...]  # only the cells with runs missing, in matrix order
 
 
+class MemoryConfig(_Schema):
+    """One configuration's memory against the baseline's (docs/reference.md §3.5).
+    A figure is null when it is not measured; `reasons` then says why, by figure."""
+
+    peak_bytes: int | None
+    limit_bytes: int | None
+    ratio_to_baseline: ExactNumber | None
+    headroom_executions: int | None
+    leak_bytes: int | None
+    # the lane's fit: what one more execution at once adds to the peak (bytes)
+    per_execution_bytes: int | None = None
+    runs_compared: int = 0  # its completed runs in the cells both sides completed
+    runs_left_out: int = 0  # its runs that ended failed, aborted or timed_out
+    reasons: dict[str, str] = {}
+
+
+class MemoryCheck(_Schema):
+    """Memory as a check, per configuration against the baseline on the same cells
+    (docs/reference.md §3.5). `source` says whether the figures were measured (a cluster
+    stage) or modelled (the simulator: its baseline, limit and store overhead are the
+    model's inputs). `claim_ratio` is the PR's claim, a reference line only."""
+
+    source: Literal["measured", "modelled"]
+    baseline: str
+    claim_ratio: ExactNumber
+    claim: str
+    comparison: str
+    headroom_method: str
+    leak_method: str
+    lane_problem: str | None = None
+    configs: dict[str, MemoryConfig]
+
+
 class Verdict(_Schema):
     """The verdict of one stage (docs/reference.md §3-4)."""
 
@@ -328,6 +361,9 @@ class Verdict(_Schema):
     # the decision the literal rule would reach then (None when all were literal).
     rules: dict[str, str] = {}
     literal_decision: str | None = None
+    # Memory as a check (`memory_check`): None when no record carries memory figures
+    # and no lane ran. Absent from an older verdict.json.
+    memory: MemoryCheck | None = None
 
     @property
     def ignored_total(self) -> int:

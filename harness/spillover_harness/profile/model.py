@@ -271,11 +271,11 @@ class LogPatterns(_Strict):
     # (only for a run no other run of the recipe overlapped: docs/harness.md).
     spill_persisted: str | None = r"spillover result persisted"
     spill_read: str | None = r"spillover read\b"
-    # The line the mcp-host logs for each result kept inline because the step's budget
-    # was full (the record's `budget_inline`). None: the logs are not read for it (the
-    # platform's message is not documented; the simulator logs
-    # "spillover budget reached; result kept inline").
-    budget_inline: str | None = None
+    # The warning the mcp-host logs once per step execution when the step's budget is
+    # full (the record's `budget_inline`: 1 when the step reached it, else 0). None: the
+    # logs are not read for it. The platform's message is not documented: the default
+    # matches the simulator's "spillover budget reached" (check it on one real run).
+    budget_inline: str | None = r"spillover budget reached"
     # The run id a line carries (group `run_id`): lines of other runs are told apart
     # from unattributed ones, and another run in our window means an overlap.
     run_id: str = (
@@ -385,8 +385,9 @@ class MemoryQueries(_Strict):
     number (a one-sample vector or a scalar); an empty answer is "not measured". The
     harness fills in `$namespace` (the profile's), `$pods` (a regex of the mcp-host pods
     that served the block's runs), `$container` (pods.mcp_host.container) and `$window`
-    (the block's length as a range, e.g. `95s`). A query set to null is not run (its
-    figure is not measured). The defaults read cAdvisor through the kubelet
+    (the block's length as a range, e.g. `95s`). `working_set` is evaluated at the
+    block's start and at its end: their difference is the leak figure. A query set to
+    null is not run (its figure is not measured). The defaults read cAdvisor through the kubelet
     (`container_memory_working_set_bytes`) and kube-state-metrics."""
 
     source: Literal["prometheus", "none"] = "prometheus"
@@ -414,7 +415,9 @@ class MemoryQueries(_Strict):
         f" or (0 * sum(max_over_time(kube_pod_container_status_restarts_total{{{_SEL}}}[$window])))"
     )
 
-    @field_validator("peak_working_set", "limit", "restarts", "oom_kills")
+    working_set: str | None = f"sum(container_memory_working_set_bytes{{{_SEL}}})"
+
+    @field_validator("peak_working_set", "limit", "restarts", "oom_kills", "working_set")
     @classmethod
     def _placeholders(cls, v: str | None) -> str | None:
         if v is None:

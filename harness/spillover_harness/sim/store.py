@@ -191,7 +191,9 @@ class SpilloverStore:
             return Handled(serialized, size, spilled=False)
         if self.held_bytes + size > self.config.budget:
             self.budget_fallbacks += 1
-            if self.log is not None:
+            # As the mcp-host does: the warning once per step execution, at the first
+            # result kept inline (`budget_fallbacks` counts them all).
+            if self.log is not None and self.budget_fallbacks == 1:
                 self.log.warn(
                     "mcp-host",
                     "spillover budget reached; result kept inline",

@@ -30,10 +30,35 @@ from spillover_harness.sim.handoff import HandoffSettings
 from spillover_harness.sim.memory import MemoryModel, Trace, peak_at_once
 from spillover_harness.sim.step import StepLimits, run_step
 
-__all__ = ["LANE_FILE", "LanePoint", "MemoryLane", "read_lane", "run_lane", "write_lane"]
+__all__ = [
+    "LANE_FILE",
+    "LaneFileError",
+    "LanePoint",
+    "MemoryLane",
+    "read_lane",
+    "run_lane",
+    "write_lane",
+]
 
 LANE_FILE = "memory-lane.json"
+LANE_MAX_BYTES = 1_000_000
 UNLIMITED = 1 << 62
+
+
+class LaneFileError(ValueError):
+    """memory-lane.json exists but cannot be read as a lane: the message says what is
+    wrong with it, for the report (which shows it instead of the lane)."""
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys: a second `points` (or a point's second
+    # `peak_bytes`) would silently replace the first, and an OOM warning with it.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise LaneFileError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
 
 
 @dataclass(frozen=True)
@@ -69,8 +94,10 @@ class MemoryLane:
         """Raises ValueError for anything but what `to_json` writes."""
         if not isinstance(data, dict) or set(data) != {"recipe", "input", "points"}:
             raise ValueError("not a memory lane: expected recipe, input and points")
-        points = []
-        for p in data["points"] if isinstance(data["points"], list) else []:
+        if not isinstance(data["points"], list):
+            raise ValueError("a lane's points must be a list")
+        points: list[LanePoint] = []
+        for p in data["points"]:
             if not isinstance(p, dict) or set(p) != {
                 "config",
                 "executions",
@@ -83,7 +110,10 @@ class MemoryLane:
                 type(n) is int and 0 <= n <= UNLIMITED for n in numbers
             ):
                 raise ValueError("a lane point's figures must be non-negative integers")
-            points.append(LanePoint(p["config"], *numbers))
+            point = LanePoint(p["config"], *numbers)
+            if any((q.config, q.executions) == (point.config, point.executions) for q in points):
+                raise ValueError(f"the point {point.config} x{point.executions} is listed twice")
+            points.append(point)
         if not isinstance(data["recipe"], str) or not isinstance(data["input"], str):
             raise ValueError("a lane's recipe and input must be strings")
         return cls(data["recipe"], data["input"], tuple(points))
@@ -133,9 +163,10 @@ def lane_points(
 
 
 def run_lane(matrix: Matrix, fixtures: FixtureSet) -> MemoryLane | None:
-    """The lane of `matrix` on the simulator; None when it lists no concurrency."""
+    """The lane of `matrix` on the simulator; None when it lists no concurrency or does
+    not run its lane on sim (`memory.lane_stages`)."""
     counts = matrix.memory.concurrency
-    if not counts:
+    if not matrix.runs_lane("sim"):
         return None
     recipe, input_name = matrix.memory_lane_cell()
     memory = matrix.simulator_memory()
@@ -155,14 +186,30 @@ def write_lane(lane: MemoryLane, out_dir: Path) -> Path:
 
 
 def read_lane(out_dir: Path) -> MemoryLane | None:
-    """The lane written next to the records, if any. A lane file that cannot be read is
-    reported by the caller as absent: the report never fails over it."""
+    """The lane written next to the records; None when there is none. Raises
+    LaneFileError naming what is wrong with a file that is there but is not a lane
+    (too large, not JSON, a key twice, not the form `write_lane` writes)."""
     path = out_dir / LANE_FILE
     if not path.is_file():
         return None
     try:
-        if path.stat().st_size > 1_000_000:
-            return None
-        return MemoryLane.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, RecursionError):
-        return None
+        size = path.stat().st_size
+        if size > LANE_MAX_BYTES:
+            raise LaneFileError(f"{size:,} bytes, more than a lane's {LANE_MAX_BYTES:,}")
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LaneFileError(f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LaneFileError("not UTF-8 text") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except LaneFileError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise LaneFileError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError):
+        raise LaneFileError("not JSON (a number or nesting it cannot hold)") from None
+    try:
+        return MemoryLane.from_json(data)
+    except ValueError as exc:
+        raise LaneFileError(str(exc)) from None

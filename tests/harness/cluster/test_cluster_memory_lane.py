@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from spillover_harness.cluster.memory_lane import lane_jobs
-from spillover_harness.matrix import load_matrix
+from spillover_harness.matrix import MatrixError, load_matrix
 from spillover_harness.records import RunKey
 from spillover_harness.runner import run_id_for, seed_for
 
@@ -51,3 +52,32 @@ def test_lane_run_ids_never_collide_with_the_matrix_runs(tmp_path: Path) -> None
         for rep in range(1, matrix.repetitions.minikube + 1)
     }
     assert not lane_ids & stage_ids
+
+
+def test_the_default_matrix_runs_the_lane_on_cluster_stages_only() -> None:
+    """The default matrix measures headroom where the mcp-host is real (N = 1, 2, 4 on
+    minikube and dev); the simulator's lane is `make memory`'s."""
+    matrix = load_matrix(None)
+    assert matrix.memory.concurrency == [1, 2, 4]
+    assert [s for s in ("sim", "minikube", "dev") if matrix.runs_lane(s)] == ["minikube", "dev"]
+
+
+def test_a_matrix_opts_out_of_the_lane_with_lane_stages(tmp_path: Path) -> None:
+    text = MEMORY_MATRIX.read_text(encoding="utf-8")
+    assert load_matrix(MEMORY_MATRIX).runs_lane("dev")  # every stage by default
+    out = tmp_path / "m.yaml"
+    out.write_text(
+        text.replace("  concurrency: [1, 2, 4]\n", "  concurrency: [1, 2, 4]\n  lane_stages: []\n"),
+        encoding="utf-8",
+    )
+    opted_out = load_matrix(out)
+    assert opted_out.memory.concurrency == [1, 2, 4]
+    assert not any(opted_out.runs_lane(s) for s in ("sim", "minikube", "dev"))
+    out.write_text(
+        text.replace(
+            "  concurrency: [1, 2, 4]\n", "  concurrency: [1, 2, 4]\n  lane_stages: [prod]\n"
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(MatrixError, match=r"memory\.lane_stages"):
+        load_matrix(out)

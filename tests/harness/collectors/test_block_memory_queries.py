@@ -51,6 +51,10 @@ def test_the_profile_refuses_unknown_placeholders_and_empty_queries() -> None:
         MemoryQueries(peak_working_set='max(x{pod=~"$pod"})')
     with pytest.raises(ValidationError, match="cannot be empty"):
         MemoryQueries(restarts=" ")
+    # the working set at a block's start and end (the leak figure) is checked alike
+    assert MemoryQueries(working_set=None).working_set is None
+    with pytest.raises(ValidationError, match=r"unknown placeholder\(s\) \$window2"):
+        MemoryQueries(working_set="sum(x[$window2])")
 
 
 # ---- restarts and OOM kills from the pods' status (memory.restarts_from: pod-status)

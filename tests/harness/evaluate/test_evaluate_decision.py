@@ -206,7 +206,9 @@ def test_to_json_shape() -> None:
         "stability",
         "rules",
         "literal_decision",
+        "memory",  # memory as a check (report time, beside the records): null here
     ]
+    assert data["memory"] is None
     assert data["config_env"] == {
         "off": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"},
         "128KiB": {},

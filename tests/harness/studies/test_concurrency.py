@@ -11,6 +11,7 @@ from spillover_harness.fixtures import build_fixtures
 from spillover_harness.matrix import MatrixError, load_matrix, parse_matrix
 from spillover_harness.studies.concurrency import (
     LANE_FILE,
+    LaneFileError,
     LanePoint,
     MemoryLane,
     read_lane,
@@ -23,8 +24,12 @@ MEMORY_MATRIX = (
 )
 
 
-def test_no_concurrency_listed_no_lane() -> None:
+def test_no_lane_on_sim_unless_the_matrix_runs_it_there(tmp_path: Path) -> None:
+    # the default matrix lists N = 1, 2, 4 for its cluster stages only
     assert run_lane(load_matrix(None), build_fixtures(1)) is None
+    text = MEMORY_MATRIX.read_text(encoding="utf-8").replace("  concurrency: [1, 2, 4]\n", "")
+    (tmp_path / "m.yaml").write_text(text, encoding="utf-8")
+    assert run_lane(load_matrix(tmp_path / "m.yaml"), build_fixtures(1)) is None  # none listed
 
 
 def test_the_peak_grows_with_n_and_passes_the_limit() -> None:
@@ -40,12 +45,15 @@ def test_the_peak_grows_with_n_and_passes_the_limit() -> None:
     assert by[("128KiB", 4)].oom and not by[("128KiB", 1)].oom
 
 
-def test_the_lane_file_round_trips_and_a_bad_one_reads_as_absent(tmp_path: Path) -> None:
+def test_the_lane_file_round_trips_and_a_bad_one_says_what_is_wrong(tmp_path: Path) -> None:
     lane = MemoryLane("code-review", "budget", (LanePoint("128KiB", 2, 10, 20),))
     write_lane(lane, tmp_path)
     assert read_lane(tmp_path) == lane
     (tmp_path / LANE_FILE).write_text(json.dumps({"recipe": 1}))
-    assert read_lane(tmp_path) is None
+    with pytest.raises(LaneFileError, match="expected recipe, input and points"):
+        read_lane(tmp_path)
+    (tmp_path / LANE_FILE).unlink()
+    assert read_lane(tmp_path) is None  # no lane ran: nothing to say
     with pytest.raises(ValueError):
         MemoryLane.from_json({**lane.to_json(), "points": [{"config": "x"}]})
 

@@ -1,0 +1,131 @@
+"""`spillover-harness report` and memory (issue 27): verdict.json carries each
+configuration's memory against the baseline, the headroom from the lane and the leak;
+a memory-lane.json with a key twice is refused and a broken one is named in the
+report, never silently dropped (the memory section and the verdict say what is wrong).
+
+Hand-made records (a cluster stage's, with block figures) and lane files, through the
+CLI as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_cli import Run
+from record_builders import make_record
+from spillover_harness.records import McpHostMemory
+
+MIB = 1024 * 1024
+LIMIT = 2048 * MIB
+
+
+def good(_config: str) -> dict[str, Any]:
+    return {"input_tokens": 1000}
+
+
+def _records(tmp_path: Path) -> Path:
+    def memory(peak: int, block: int, start: int, end: int) -> McpHostMemory:
+        return McpHostMemory(
+            peak_bytes=peak * MIB,
+            limit_bytes=LIMIT,
+            restarts=0,
+            oom_kills=0,
+            block=block,
+            start_bytes=start * MIB,
+            end_bytes=end * MIB,
+        )
+
+    records = [
+        make_record(good, "off", "code-review", "large", stage="minikube", repetition=1,
+                    mcp_host_memory=memory(400, 1, 160, 161)),
+        make_record(good, "off", "code-review", "large", stage="minikube", repetition=2,
+                    outcome="failed", mcp_host_memory=memory(400, 1, 160, 161)),
+        make_record(good, "128KiB", "code-review", "large", stage="minikube", repetition=1,
+                    mcp_host_memory=memory(428, 2, 161, 173)),
+    ]  # fmt: skip
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+POINT = '{{"config": "128KiB", "executions": {n}, "peak_bytes": {peak}, "limit_bytes": {limit}}}'
+
+
+def _lane(points: list[str]) -> str:
+    return '{"recipe": "code-review", "input": "large", "points": [' + ", ".join(points) + "]}"
+
+
+def _report(cli: Run, records: Path) -> tuple[int, str, str, str, dict[str, Any]]:
+    code, out, err = cli(["report", "--records", str(records), "--out", str(records.parent)])
+    report = (records.parent / "report.md").read_text(encoding="utf-8")
+    verdict = json.loads((records.parent / "verdict.json").read_text(encoding="utf-8"))
+    return code, out, err, report, verdict
+
+
+def test_verdict_carries_memory_against_off_headroom_and_leak(cli: Run, tmp_path: Path) -> None:
+    records = _records(tmp_path)
+    peaks = {1: 600, 2: 800, 4: 1200}  # 400 MiB + 200 MiB x N: (2048 - 400) / 200 = 8.24
+    lane = _lane([POINT.format(n=n, peak=p * MIB, limit=LIMIT) for n, p in peaks.items()])
+    (tmp_path / "memory-lane.json").write_text(lane, encoding="utf-8")
+    _, out, _, report, verdict = _report(cli, records)
+    memory = verdict["memory"]
+    assert memory["source"] == "measured" and memory["baseline"] == "off"
+    spill = memory["configs"]["128KiB"]
+    assert spill["peak_bytes"] == 428 * MIB and spill["limit_bytes"] == LIMIT
+    assert spill["ratio_to_baseline"] == 1.07  # 428 / 400, the completed off run only
+    assert spill["headroom_executions"] == 8 and spill["per_execution_bytes"] == 200 * MIB
+    assert spill["leak_bytes"] == 12 * MIB and memory["configs"]["off"]["leak_bytes"] == MIB
+    assert memory["configs"]["off"]["runs_left_out"] == 1
+    assert "1 run(s) of off ended early" in memory["comparison"]
+    assert memory["claim_ratio"] == 1.07
+    assert "| 128KiB | 428.0 MiB | x1.070 | within | 8 | +12.0 MiB | 1 / 0 |" in report
+    assert "A peak read from Prometheus is a lower bound" in report
+    assert "  128KiB: peak 428.0 MiB (x1.070 off), limit 2,048.0 MiB, headroom 8" in out
+
+
+def test_a_lane_file_with_a_key_twice_is_refused_and_said(cli: Run, tmp_path: Path) -> None:
+    records = _records(tmp_path)
+    # the second peak_bytes would silently replace the first, and its OOM warning with it
+    twice = '{"config": "128KiB", "executions": 4, "peak_bytes": 9999999999, ' + (
+        f'"peak_bytes": {MIB}, "limit_bytes": {LIMIT}}}'
+    )
+    (tmp_path / "memory-lane.json").write_text(_lane([twice]), encoding="utf-8")
+    _, out, _, report, verdict = _report(cli, records)
+    assert verdict["memory"]["lane_problem"] == "the key 'peak_bytes' appears twice in one object"
+    assert "`memory-lane.json` cannot be read: the key 'peak_bytes' appears twice" in report
+    assert "memory-lane.json cannot be read: the key 'peak_bytes' appears twice" in out
+    assert "**Concurrency lane**" not in report
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{not json", "not JSON: Expecting property name enclosed in double quotes at line 1"),
+        ('{"recipe": "code-review"}', "not a memory lane: expected recipe, input and points"),
+        (_lane([POINT.format(n=2, peak=1, limit=2)] * 2), "the point 128KiB x2 is listed twice"),
+        (_lane([POINT.format(n=2, peak=-1, limit=2)]), "must be non-negative integers"),
+    ],
+)
+def test_a_broken_lane_file_is_named_in_the_memory_section(
+    cli: Run, tmp_path: Path, text: str, said: str
+) -> None:
+    records = _records(tmp_path)
+    (tmp_path / "memory-lane.json").write_text(text, encoding="utf-8")
+    _, _, _, report, verdict = _report(cli, records)
+    assert said in verdict["memory"]["lane_problem"]
+    warning = [line for line in report.splitlines() if "`memory-lane.json` cannot be read" in line]
+    assert len(warning) == 1 and said in warning[0]
+    assert verdict["memory"]["configs"]["128KiB"]["headroom_executions"] is None
+
+
+def test_a_broken_lane_file_shows_even_without_memory_records(cli: Run, tmp_path: Path) -> None:
+    records = tmp_path / "runs.jsonl"
+    plain = make_record(good, "off", "code-review", "large", stage="minikube", repetition=1)
+    records.write_text(json.dumps(plain.to_json()) + "\n", encoding="utf-8")
+    (tmp_path / "memory-lane.json").write_text("[]", encoding="utf-8")
+    _, _, _, report, _ = _report(cli, records)
+    assert "## mcp-host memory" in report
+    assert "`memory-lane.json` cannot be read: not a memory lane" in report
