@@ -281,7 +281,7 @@ def main() -> int:
                 requests, leases, by_kind = operator_requests(events)
                 controllers = controller_requests(events)
                 reconciled = operator.metric("spillover_operator_reconcile_total") - reconciles
-                top = ", ".join(f"{k}: {v}" for k, v in by_kind.most_common(8))
+                top = ", ".join(f"{k}: {v}" for k, v in by_kind.most_common(10))
                 emit(
                     f"requests_per_recipe_pod_{name}={requests / PODS:.2f}  # {requests} "
                     f"requests for {PODS} pods (and {leases} Lease requests); {top}"
