@@ -143,6 +143,10 @@ bench-killswitch: bytecode controlplane ## Benchmark: kill switch latency (opera
 bench-realnode: $(STAMP) host-deps controlplane image-platform ## Benchmark: the real node's start, kill --wait on real mcp-host processes vs kubectl patch + rollout status, the first change after an API outage (root)
 	$(PYTHON) bench/realnode.py
 
+.PHONY: bench-scale
+bench-scale: bytecode controlplane ## Benchmark: the operator's API requests per recipe pod (300 pods in 10 Deployments: created, then a kill with refresh) vs the control plane's controllers
+	$(PYTHON) bench/scale.py
+
 .PHONY: bench-operator
 bench-operator: bytecode controlplane ## Benchmark: the operator vs the direct path (kubectl) on the local control plane
 	$(PYTHON) bench/operator_speed.py

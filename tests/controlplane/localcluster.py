@@ -430,6 +430,15 @@ def kwok_server_config(
 # --------------------------------------------------------------------------- the cluster
 
 
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+"""
+
+
 class LocalCluster:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok on loopback.
 
@@ -446,6 +455,10 @@ class LocalCluster:
     - `port_forwards={pod_port: host_port}`: a `ClusterPortForward` for every pod:
       `kubectl port-forward` (pods/portforward) to `pod_port` of any pod reaches
       127.0.0.1:`host_port` on this host.
+
+    `audit=True`: the kube-apiserver writes an audit log (`audit_log`, JSON lines) of
+    every request at the Metadata level, so a benchmark can count who asked what
+    (`audit_events`). Off by default (it costs the API server a write per request).
     """
 
     def __init__(
@@ -459,9 +472,11 @@ class LocalCluster:
         exec_on_host: bool = False,
         port_forwards: Mapping[int, int] | None = None,
         real_node: bool = False,
+        audit: bool = False,
     ) -> None:
         self.workdir = Path(workdir).resolve()
         self.real_node = real_node
+        self.audit = audit
         self.exec_on_host = exec_on_host
         self.port_forwards = dict(port_forwards or {})
         for pod_port, host_port in self.port_forwards.items():
@@ -515,6 +530,26 @@ class LocalCluster:
         with self.kwok_pod_log.open("a") as fh:
             for line in text.splitlines():
                 fh.write(f"{now} {stream} F {line}\n")
+
+    @property
+    def audit_log(self) -> Path:
+        """The kube-apiserver's audit log (with `audit=True`): one JSON event per line."""
+        return self.log_dir / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far, in order (empty without `audit=True`); a line
+        the API server is still writing is left out."""
+        try:
+            text = self.audit_log.read_text()
+        except FileNotFoundError:
+            return []
+        events: list[dict[str, Any]] = []
+        for line in text.splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events
 
     def log_file(self, component: str) -> Path:
         return self.log_dir / f"{component}.log"
@@ -880,6 +915,7 @@ class LocalCluster:
                 f"--proxy-client-key-file={c['front-proxy-client'].key}",
                 "--profiling=false",
                 f"--cert-dir={self.workdir / 'pki' / 'apiserver-generated'}",
+                *self._audit_args(),
             ],
         )
         ctx = ssl.create_default_context(cafile=str(self._pki.ca.cert))
@@ -896,6 +932,21 @@ class LocalCluster:
                 return False
 
         self._wait("kube-apiserver /readyz", "kube-apiserver", ready)
+
+    def _audit_args(self) -> list[str]:
+        """The audit flags with `audit=True`: every request once, at Metadata level, when
+        its response is complete (a watch also when it starts)."""
+        if not self.audit:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--audit-log-maxsize=0",
+        ]
 
     def _start_controllers(self) -> None:
         assert self._pki is not None

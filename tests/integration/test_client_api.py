@@ -21,6 +21,7 @@ from k8s_helpers import (
 from kubernetes import client
 from spillover_operator.client import (
     ApiError,
+    ConfigMapReader,
     Conflict,
     Connection,
     CustomResource,
@@ -195,6 +196,60 @@ def test_config_map_lookup_feeds_env_resolution(
     got = resolve(container, ("SPILL_THRESHOLD", "LIMIT"), lookup)
     assert got["SPILL_THRESHOLD"].value == "4096"
     assert got["LIMIT"].state == "unset"
+
+
+def test_a_listed_config_map_reader_reads_the_rest_from_one_list(
+    control_plane: LocalCluster, conn: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """`listed`: the first ConfigMap by a GET, the others from one LIST (one snapshot: a
+    ConfigMap created after it is not seen, where a GET each would find it), with the
+    same data and change times; a caller that may only `get` them reads each by GET."""
+    core = client.CoreV1Api(admin)
+    for name in ("a", "b", "c"):
+        core.create_namespaced_config_map(
+            namespace,
+            client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={"K": name}),
+        )
+    one_by_one, listed = ConfigMapReader(conn), ConfigMapReader(conn, listed=True)
+    for name in ("a", "b", "c", "absent"):
+        assert listed.lookup(name) == one_by_one.lookup(name)
+        assert listed.changed_at(name) == one_by_one.changed_at(name)
+    assert listed.lookup("a") == {"K": "a"} and listed.lookup("absent") is None
+    core.create_namespaced_config_map(
+        namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="d"), data={"K": "d"})
+    )
+    assert listed.lookup("d") is None  # not in the LIST it read
+    assert ConfigMapReader(conn).lookup("d") == {"K": "d"}
+
+    rbac = client.RbacAuthorizationV1Api(admin)
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="cm-getter"))
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="cm-getter"),
+            rules=[client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get"])],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="cm-getter"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="cm-getter"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name="cm-getter", namespace=namespace)
+            ],
+        ),
+    )
+    getter = connect(
+        str(control_plane.service_account_kubeconfig(namespace, "cm-getter")),
+        field_manager="client-test",
+    )
+    without_list = ConfigMapReader(getter, listed=True)
+    assert [without_list.lookup(n) for n in ("a", "b", "d")] == [{"K": "a"}, {"K": "b"}, {"K": "d"}]
 
 
 def test_list_pods_by_selector_and_their_values(

@@ -46,6 +46,7 @@ def check_recipe_rbac(docs: list[dict[str, Any]]) -> None:
     assert ("apps", "replicasets", "get") in grants
     assert ("apps", "replicasets", "list") in grants
     assert ("", "configmaps", "get") in grants
+    assert ("", "configmaps", "list") in grants  # one LIST per reconcile, not a GET each
     assert not any(r == "secrets" for _, r, _ in grants), "the operator must not read Secrets"
     every = _grants(role, named=True)
     assert ("", "pods", "delete") not in every

@@ -21,7 +21,7 @@ The pass scheduler. Key: (namespace, target Deployment). State in `OperatorRunti
         +--leave_pass(target key, reader)----+                         |
         |                                                              v
         +--_schedule_drain(key): has_pass? -> run_passes(_drain) -> _drain(key):
-                                                 while has_pass(key):
+        |  (a pod event's after POD_SETTLE_SECONDS)    while has_pass(key):
     resume / resync / refresh / conflict           handler_waiting(key)? -> return
     takeover / a refused change:                   lock not free?        -> return
         reconcile(): waiting_for(key) + lock         _run_pass: take_pass, reconcile
@@ -43,6 +43,10 @@ Rules that keep it correct (check each when changing it):
    and a pass whose copy is behind confirms the Deployment with the API first.
 6. A failed pass is left again after its delay (`_retry`), reading the indexes as they
    are then, not the old copies.
+7. A pod event's pass waits for the rest of its burst (`POD_SETTLE_SECONDS`,
+   `Pass.due`): a drain leaves a pass not due to the timer `_settle_then_drain` set
+   (one per Deployment, looking again while a newer burst is not due), and any other
+   pass left for the Deployment makes it due at once.
 
 To change it: keep the state under `rt.lock` (short critical sections, no I/O), keep
 I/O under the per-Deployment lock, and extend tests/operator/handlers/test_handlers.py (the
@@ -212,12 +216,18 @@ def _drain(
     run: PassRunner | None = None,
 ) -> None:
     """Run the pass left for `deployment` (and any left meanwhile), unless another thread
-    holds its lock (that one looks again after letting go) or a policy handler waits
-    for it (that one schedules this again when done)."""
+    holds its lock (that one looks again after letting go), a policy handler waits
+    for it (that one schedules this again when done), or it is a pod event's pass not
+    due yet (its timer runs this then)."""
     lock = rt.lock_for(namespace, deployment)
     while rt.has_pass(namespace, deployment):
-        # A policy handler waiting for the lock goes first (it schedules this again).
-        if rt.handler_waiting(namespace, deployment) or not lock.acquire(blocking=False):
+        # A policy handler waiting for the lock goes first (it schedules this again); a
+        # pod event's pass not due yet waits for its timer (`_settle_then_drain`).
+        if (
+            rt.handler_waiting(namespace, deployment)
+            or rt.pass_wait(namespace, deployment) > 0
+            or not lock.acquire(blocking=False)
+        ):
             return
         try:
             (run or _run_pass)(rt, namespace, deployment, logger)
@@ -339,13 +349,43 @@ def pod_event(
 ) -> None:
     """A pod appeared, changed or went away: reconcile the policies whose recipe-pod
     selector matches it (their status.recipePods counts it), coalesced as Deployment
-    events are. The policies come from kopf's index, not a LIST per pod event."""
+    events are, and over a burst (`POD_SETTLE_SECONDS`). The policies come from kopf's
+    index, not a LIST per pod event."""
     for name in domain.policies_selecting(reader.policies(), labels or {}):
         target = _target(reader.policy(name))
         if target is None:
             continue
-        rt.leave_pass(reader.namespace, target, reader)
-        _schedule_drain(rt, reader.namespace, target, logger)
+        rt.leave_pass(reader.namespace, target, reader, settle=POD_SETTLE_SECONDS)
+        _settle_then_drain(rt, reader.namespace, target, logger)
+
+
+# Pod events come in bursts (a rollout of 30 recipe pods makes about a hundred, and
+# their Deployments' status as many): the pass they leave runs this long after the
+# first of a burst, with the latest reader, so a burst costs one reconcile (its LISTs,
+# the ConfigMaps its pods read, a status write) a second, not one per event. A policy
+# change or a target Deployment event makes the pass due at once.
+POD_SETTLE_SECONDS = 1.0
+
+
+def _settle_then_drain(
+    rt: OperatorRuntime, namespace: str, deployment: str, logger: Logger
+) -> None:
+    """`_schedule_drain` once the pass left is due (`OperatorRuntime.pass_wait`): until
+    then a timer (one per Deployment, `later_once`) looks again, and meanwhile `_drain`
+    leaves the pass alone."""
+    wait = rt.pass_wait(namespace, deployment)
+    if wait > 0:
+        rt.later_once(
+            (namespace, deployment, "pods"),
+            wait,
+            _settle_then_drain,
+            rt,
+            namespace,
+            deployment,
+            logger,
+        )
+    else:
+        _schedule_drain(rt, namespace, deployment, logger)
 
 
 def refresh_pending(body: Mapping[str, Any], **_: Any) -> bool:

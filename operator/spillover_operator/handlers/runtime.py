@@ -40,6 +40,9 @@ class Pass:
 
     reader: Any
     early: dict[str, Any]
+    # When it may run (time.monotonic()); 0: at once. A pod event's pass waits for the
+    # rest of its burst (`handlers.policies.POD_SETTLE_SECONDS`).
+    due: float = 0.0
 
 
 @dataclass
@@ -74,8 +77,9 @@ class OperatorRuntime:
     # (namespace, policy) -> the policy as the operator's last status write answered it
     # (`views.IndexReader.written`).
     written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
-    # (namespace, Deployment) with a look again scheduled (`later_once`).
-    rechecks: set[tuple[str, str]] = field(default_factory=set)
+    # What has a look again scheduled (`later_once`): (namespace, Deployment), or a key
+    # of the caller's such as (namespace, Deployment, "pods").
+    rechecks: set[tuple[str, ...]] = field(default_factory=set)
     # The event loop's ticks, for /livez (`spillover_operator.domain.liveness`).
     liveness: liveness.Liveness = field(default_factory=liveness.Liveness)
     pass_threads: concurrent.futures.ThreadPoolExecutor = field(
@@ -124,16 +128,29 @@ class OperatorRuntime:
         deployment: str,
         reader: Any,
         early: Mapping[str, Any] | None = None,
+        *,
+        settle: float = 0.0,
     ) -> None:
         """Leave a pass: reconcile the Deployment's policies with `reader` (it replaces
         the reader of a pass left before, which is older), reporting the changes in
-        `early` (policy -> a change made ahead; kept from the pass replaced)."""
+        `early` (policy -> a change made ahead; kept from the pass replaced). `settle`:
+        not before that many seconds from now, unless a pass left before (or after,
+        without `settle`) may run sooner: the earliest wins."""
         key = (namespace, deployment)
+        due = time.monotonic() + settle if settle > 0 else 0.0
         with self.lock:
             before = self.passes.get(key)
             kept = dict(before.early) if before is not None else {}
             kept.update(early or {})
-            self.passes[key] = Pass(reader, kept)
+            if before is not None:
+                due = min(due, before.due)
+            self.passes[key] = Pass(reader, kept, due)
+
+    def pass_wait(self, namespace: str, deployment: str) -> float:
+        """Seconds until the pass left for this Deployment may run (0: now, or none)."""
+        with self.lock:
+            left = self.passes.get((namespace, deployment))
+        return 0.0 if left is None else max(0.0, left.due - time.monotonic())
 
     def take_pass(self, namespace: str, deployment: str) -> Pass | None:
         """The pass left for this Deployment (None: none), removed."""
@@ -174,7 +191,7 @@ class OperatorRuntime:
         timer.start()
 
     def later_once(
-        self, key: tuple[str, str], delay: float, work: Callable[..., None], *args: Any
+        self, key: tuple[str, ...], delay: float, work: Callable[..., None], *args: Any
     ) -> bool:
         """`later`, unless one for `key` is scheduled already (a refresh that waits is
         looked at again once per `delay`, however many reconciles said so); False then."""

@@ -67,7 +67,7 @@ from spillover_operator.domain.model import (
     REASON_UNKNOWN,
 )
 from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
-from spillover_operator.domain.recipe_pods import selector_matches
+from spillover_operator.domain.recipe_pods import refresh_wanted, selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.settings import OperatorSettings
@@ -688,14 +688,15 @@ def _reconcile_once(
         )
         return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
-    if spec.recipe_pods.refresh != "Never" or refresh_request(policy):
+    if refresh_wanted(spec.recipe_pods, spec.enabled, bool(refresh_request(policy))):
         # A refresh step restarts workloads from what the policy's status says was
-        # refreshed already: a copy behind the API would restart an owner twice.
+        # refreshed already: a copy behind the API would restart an owner twice. (A copy
+        # that wants no refresh takes no step; the event of a newer policy comes.)
         confirm = reader.confirmed(policy=name, deployment=None)
         if confirm is not None:
             raise _Confirm(confirm)
 
-    config_map_reader = ConfigMapReader(cluster)
+    config_map_reader = ConfigMapReader(cluster, listed=True)
     config_maps = config_map_reader.lookup
     planner = _env_planner(spec, config_maps)
 

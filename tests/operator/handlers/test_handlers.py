@@ -243,3 +243,59 @@ def test_an_event_of_a_recipe_deployment_leaves_a_pass_for_the_policy_selecting_
     policies.deployment_event(rt, Reader(), "mcp-host-r1", 2, logger, labels)  # type: ignore[arg-type]
     policies.deployment_event(rt, Reader(), "other", 2, logger, None)  # type: ignore[arg-type]
     assert called == [labels]
+
+
+def test_a_pod_events_pass_waits_for_its_burst_unless_something_else_is_due() -> None:
+    """A pass left with `settle` is not run by a drain before it is due (the burst's
+    later events join it); a pass left without (a policy or target Deployment event)
+    makes it due at once; the earliest due time of a burst is kept."""
+    from spillover_operator.handlers import policies
+
+    rt = _runtime()
+    ran: list[str] = []
+
+    def record(rt_: runtime.OperatorRuntime, ns: str, dep: str, _: object) -> None:
+        left = rt_.take_pass(ns, dep)
+        if left is not None:
+            ran.append(str(left.reader))
+
+    logger = logging.getLogger("test")
+    rt.leave_pass("ns", "wrc", "pod-1", settle=60)
+    first = rt.pass_wait("ns", "wrc")
+    assert 59 < first <= 60
+    rt.leave_pass("ns", "wrc", "pod-2", settle=120)  # joins the burst: still due at 60 s
+    assert rt.pass_wait("ns", "wrc") <= first
+    policies._drain(rt, "ns", "wrc", logger, record)
+    assert ran == [] and rt.has_pass("ns", "wrc")
+    rt.leave_pass("ns", "wrc", "deployment-event")
+    assert rt.pass_wait("ns", "wrc") == 0
+    policies._drain(rt, "ns", "wrc", logger, record)
+    assert ran == ["deployment-event"] and not rt.has_pass("ns", "wrc")
+    assert rt.pass_wait("ns", "wrc") == 0  # none left
+
+
+def test_a_pod_events_pass_runs_once_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_settle_then_drain` has the pass threads drain it once it is due (its timer),
+    once for the burst however many events asked."""
+    from spillover_operator.handlers import policies
+
+    rt = _runtime()
+    drained = threading.Event()
+    ran: list[str] = []
+
+    def record(rt_: runtime.OperatorRuntime, ns: str, dep: str, _: object) -> None:
+        left = rt_.take_pass(ns, dep)
+        if left is not None:
+            ran.append(str(left.reader))
+        drained.set()
+
+    monkeypatch.setattr(policies, "_run_pass", record)
+    logger = logging.getLogger("test")
+    rt.leave_pass("ns", "wrc", "pod-1", settle=0.3)
+    policies._settle_then_drain(rt, "ns", "wrc", logger)
+    rt.leave_pass("ns", "wrc", "pod-2", settle=0.3)
+    policies._settle_then_drain(rt, "ns", "wrc", logger)
+    assert drained.wait(5)  # the timer ran it
+    assert ran == ["pod-2"]
+    rt.pass_threads.shutdown(wait=True)
+    assert ran == ["pod-2"] and not rt.has_pass("ns", "wrc")  # one drain for the burst
