@@ -66,7 +66,13 @@ and the recipe pods (not the operator) and reports whether the policy status is 
 --refresh-recipe-pods then restarts the owners of stale pods itself.
 
 POLICY defaults to 'spillover'. The namespace is -n, else the kubeconfig context's
-namespace, else 'clerum'."""
+namespace, else 'clerum'.
+
+kill, restore and status take --context more than once, or --all-contexts: every
+cluster in parallel, its lines on stderr prefixed [context], one line each on stdout
+and a summary; exit 0 only when every cluster is done, else the first cluster code in
+the order 130, 1, 5, 4, 2, 6, 3, 11. Ctrl-C finishes the writes in flight (each
+cluster all or nothing), starts no other, and the table says which is which."""
 
 _EPILOG = f"""\
 {EXIT_CODES_HELP}
@@ -76,6 +82,8 @@ examples:
   spilloverctl -n clerum kill --wait --timeout 300
   spilloverctl -n clerum kill --wait --refresh-recipe-pods --reason "INC-123 spill storm"
   spilloverctl -n clerum kill --direct --wait        # the operator is down
+  spilloverctl -n clerum --context prod-eu --context prod-us kill --wait
+  spilloverctl -n clerum status --all-contexts
   spilloverctl -n clerum set --threshold 32768 --unset-budget --wait
   spilloverctl render -f manifests/samples/default.yaml --deployment wrc.yaml
 
