@@ -121,7 +121,9 @@ def main() -> int:
             env = {
                 **os.environ,
                 "KUBECONFIG": str(cluster.kubeconfig),
-                "SPILLOVER_METRICS_PORT": str(_free_port()),  # one each: they share the host
+                # Ports of their own: the three share the host.
+                "SPILLOVER_METRICS_PORT": str(_free_port()),
+                "SPILLOVER_LIVENESS_PORT": str(_free_port()),
             }
             operator = subprocess.Popen(
                 [str(BIN / "kopf"), "run", "--standalone", f"--namespace={NAMESPACE}",

@@ -7,6 +7,7 @@ the middle of a fleet `kill --wait` (a subprocess, as the console script runs)."
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -213,14 +214,44 @@ def _default_sigint() -> None:  # runs in the child: a suite run as a background
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # inherits SIGINT ignored
 
 
-def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet) -> None:
+SLOW = "slow"  # a context whose exec credential plugin runs until the test releases it
+
+
+def _with_a_slow_login(fleet: Fleet, directory: Path) -> Path:
+    """The three contexts and SLOW, whose exec credential plugin (as cloud CLIs log in)
+    says it started, then blocks until `directory/release` exists: that cluster is still
+    connecting, before any write, for as long as the test wants."""
+    plugin = directory / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib, time\n"
+        f"here = pathlib.Path({str(directory)!r})\n"
+        "(here / 'started').touch()\n"
+        "while not (here / 'release').exists():\n"
+        "    time.sleep(0.05)\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+        "'kind': 'ExecCredential', 'status': {'token': 'x'}}))\n"
+    )
+    doc = json.loads(fleet.kubeconfig.read_text())
+    doc["clusters"].append({"name": SLOW, "cluster": dict(doc["clusters"][0]["cluster"])})
+    doc["users"].append({"name": SLOW, "user": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(plugin)], "interactiveMode": "Never"}}})  # fmt: skip
+    doc["contexts"].append({"name": SLOW, "context": {"cluster": SLOW, "user": SLOW}})
+    path = directory / "kubeconfig"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet, tmp_path: Path) -> None:
     """In IDLE no operator runs: each cluster's --wait goes on until Ctrl-C, which comes
-    once every cluster shows its first progress line (its change written)."""
+    once every cluster shows its first progress line (its change written) and SLOW's
+    login is running (it has sent nothing)."""
     _enable(fleet, IDLE, True)
-    contexts = [arg for name in CONTEXTS for arg in ("--context", name)]
+    kubeconfig = _with_a_slow_login(fleet, tmp_path)
+    contexts = [arg for name in (*CONTEXTS, SLOW) for arg in ("--context", name)]
     script = Path(sys.executable).parent / "spilloverctl"
     proc = subprocess.Popen(
-        [str(script), "--kubeconfig", str(fleet.kubeconfig), "-n", IDLE, *contexts, "kill",
+        [str(script), "--kubeconfig", str(kubeconfig), "-n", IDLE, *contexts, "kill",
          "--wait", "--timeout", "300"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -235,9 +266,11 @@ def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet) -> None:
             for name in CONTEXTS:
                 if line.startswith(f"[{name}] ["):  # a progress line: it is waiting now
                     waiting.add(name)
+        wait_for("the slow login to start", lambda: (tmp_path / "started").exists())
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
+        (tmp_path / "release").touch()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -248,4 +281,10 @@ def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet) -> None:
         assert table[name][0] == "130"
         assert table[name][1].startswith("changed, wait interrupted"), table[name]
         assert read_policy(fleet.apis[name], IDLE)["spec"]["enabled"] is False, name
-    assert out.splitlines()[-1].endswith("; interrupted; exit 130"), out
+    assert table[SLOW][0] == "130"
+    assert table[SLOW][1].startswith("not started"), table[SLOW]
+    assert "nothing was sent" in table[SLOW][1]
+    assert out.splitlines()[-1] == (
+        "fleet kill: 0 of 4 clusters done; not done: east (exit 130), west (exit 130), "
+        "north (exit 130), slow (exit 130); interrupted; exit 130"
+    )

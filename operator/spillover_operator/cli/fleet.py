@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import threading
 import traceback
 from collections.abc import Callable
@@ -130,22 +131,45 @@ def run_fleet(contexts: list[str], plan: Plan, out: TextIO, err: TextIO) -> int:
         )
         for cl in clusters
     ]
-    for thread in threads:
-        thread.start()
     interrupted = False
     try:
+        for thread in threads:
+            thread.start()
         for cl in clusters:
             while not cl.done.wait(0.2):
                 pass
     except KeyboardInterrupt:
         interrupted = True
-        _interrupted(plan, clusters, stop, lock, err, write_lock)
-    with lock:  # a snapshot: an abandoned thread may still be running
-        shown = [
-            Cluster(c.context, c.phase, c.code, c.outcome, c.detail, c.document) for c in clusters
-        ]
-    _table(plan, shown, out, interrupted)
+    again = threading.Event()
+    previous = _on_sigint(lambda *_: again.set()) if interrupted else None
+    try:
+        if interrupted:
+            _interrupted(plan, clusters, stop, lock, err, write_lock, again)
+        with lock:  # a snapshot: an abandoned thread may still be running
+            shown = [
+                Cluster(c.context, c.phase, c.code, c.outcome, c.detail, c.document)
+                for c in clusters
+            ]
+        _table(plan, shown, out, interrupted)
+        if interrupted:
+            with write_lock:
+                err.write(
+                    "spilloverctl: interrupted; each cluster is changed or untouched, as "
+                    "the table says (check with `spilloverctl status --context NAME`)\n"
+                )
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return fleet_code([exit_codes.INTERRUPTED if c.code is None else c.code for c in shown])
+
+
+def _on_sigint(handler: Callable[..., None]) -> Any:
+    """After the first Ctrl-C, until the table is out: a further Ctrl-C only notes
+    itself (a KeyboardInterrupt then could end the process with a write in flight)."""
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no signal reaches this code there
+        return None
 
 
 def _one(
@@ -204,9 +228,10 @@ def _interrupted(
     lock: threading.Lock,
     err: TextIO,
     write_lock: threading.Lock,
+    again: threading.Event,
 ) -> None:
     """Ctrl-C: start no cluster's write; let every write in flight finish, whatever
-    further Ctrl-C comes (each is bounded by the request timeouts)."""
+    further Ctrl-C comes (`again`; each write is bounded by the request timeouts)."""
     with lock:
         stop.set()
         writing = [cl for cl in clusters if cl.phase == WRITING]
@@ -219,12 +244,9 @@ def _interrupted(
             )
             err.flush()
     for cl in writing:
-        while True:
-            try:
-                while not cl.changed.wait(0.2):
-                    pass
-                break
-            except KeyboardInterrupt:
+        while not cl.changed.wait(0.2):
+            if again.is_set():
+                again.clear()
                 with write_lock:
                     err.write(f"spilloverctl: still finishing the write on {cl.context}\n")
                     err.flush()
