@@ -6,7 +6,9 @@ Three local control planes (etcd, kube-apiserver, controller-manager, scheduler,
 each with the CRD, a WRC Deployment (3 replicas), its policy and the real operator
 (`kopf run`); one kubeconfig names each by its context. Each round: `kill --wait` on
 each cluster alone (`--context X`, restored after), then `kill --wait` with the three
-`--context`s, then restore. Prints one `name=value` per line (medians over the rounds);
+`--context`s, then restore, then three single-context processes at once (what the
+clusters cost in parallel on this host without the fleet), then restore. Prints one
+`name=value` per line (medians over the rounds);
 `ratio fleet_kill_wait_3` = fleet / slowest single (goal <= 1.3). Asserts nothing.
 Needs the control plane binaries: `make controlplane`.
 """
@@ -106,6 +108,37 @@ def _ctl(kubeconfig: Path, *args: str) -> float:
     return time.perf_counter() - start
 
 
+def _parallel(kubeconfig: Path, *args: str) -> float:
+    """`spilloverctl --context X ARGS` for every context, as three processes at once;
+    seconds until the last ends."""
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "spilloverctl"),
+                "--kubeconfig",
+                str(kubeconfig),
+                "-n",
+                NAMESPACE,
+                "--context",
+                name,
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in CONTEXTS
+    ]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"bench: spilloverctl {' '.join(args)} exited {proc.returncode}:\n{err}"
+            )
+    return time.perf_counter() - start
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="spillover-bench-fleet-") as tmp, ExitStack() as stack:
         work = Path(tmp)
@@ -143,6 +176,7 @@ def main() -> int:
         singles: dict[str, list[float]] = {name: [] for name in CONTEXTS}
         slowest: list[float] = []
         fleet: list[float] = []
+        processes: list[float] = []
         for round_ in range(ROUNDS):
             _note(f"round {round_ + 1} of {ROUNDS}")
             this_round = []
@@ -154,6 +188,10 @@ def main() -> int:
             slowest.append(max(this_round))
             fleet.append(_ctl(kubeconfig, *fleet_args, "kill", *wait))
             _ctl(kubeconfig, *fleet_args, "restore", *wait)
+            # The same three changes as three spilloverctl processes at once: what the
+            # clusters themselves cost in parallel on this host, without the fleet.
+            processes.append(_parallel(kubeconfig, "kill", *wait))
+            _ctl(kubeconfig, *fleet_args, "restore", *wait)
 
     ratios = [f / s for f, s in zip(fleet, slowest, strict=True)]
     print(f"rounds={ROUNDS}")
@@ -163,6 +201,11 @@ def main() -> int:
     print(f"fleet_kill_wait_3_s={statistics.median(fleet):.2f}")
     print(f"ratio fleet_kill_wait_3={statistics.median(ratios):.2f}")
     print(f"ratio_range fleet_kill_wait_3={min(ratios):.2f}-{max(ratios):.2f}")
+    print(f"parallel_processes_kill_wait_3_s={statistics.median(processes):.2f}")
+    print(
+        "ratio fleet_vs_parallel_processes_3="
+        f"{statistics.median([f / p for f, p in zip(fleet, processes, strict=True)]):.2f}"
+    )
     print(f"load_average_1m={os.getloadavg()[0]:.1f}")
     return 0
 
