@@ -117,3 +117,18 @@ def test_every_unreachable_cluster_gets_its_line(tmp_path: Path) -> None:
     for name in ("prod-eu", "prod-us", "prod-ap"):
         assert f"[{name}] spilloverctl: error: " in err
     assert "Traceback" not in err
+
+
+def test_all_contexts_of_a_kubeconfig_list_takes_each_file(tmp_path: Path) -> None:
+    """KUBECONFIG a:b (merged as kubectl does): every context of both files, once each."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    first = _kubeconfig(tmp_path / "one", ["prod-eu", "prod-us"])
+    second = _kubeconfig(tmp_path / "two", ["prod-ap", "prod-eu"])
+    code, out, _ = _run(["--kubeconfig", f"{first}:{second}", "status", "--all-contexts"])
+    assert code == exit_codes.API
+    assert [line.split()[0] for line in out.splitlines()[1:-1]] == [
+        "prod-eu",
+        "prod-us",
+        "prod-ap",
+    ]
