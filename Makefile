@@ -139,6 +139,10 @@ bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage'
 bench-killswitch: bytecode controlplane ## Benchmark: kill switch latency (operator and --direct) on the local control plane
 	$(PYTHON) bench/killswitch.py
 
+.PHONY: bench-fleet
+bench-fleet: bytecode controlplane ## Benchmark: kill --wait on three local control planes at once vs the slowest single-cluster kill --wait
+	$(PYTHON) bench/fleet.py
+
 .PHONY: bench-realnode
 bench-realnode: $(STAMP) host-deps controlplane image-platform ## Benchmark: the real node's start, kill --wait on real mcp-host processes vs kubectl patch + rollout status, the first change after an API outage (root)
 	$(PYTHON) bench/realnode.py

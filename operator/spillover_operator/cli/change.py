@@ -164,7 +164,11 @@ def cmd_change(
     out: TextIO,
     err: TextIO,
     options: Options | None = None,
+    on_made: Callable[[], None] | None = None,
 ) -> int:
+    """`on_made` is called once the change itself is written (with --direct, the
+    Deployment patch too), before any wait: the fleet marks the cluster as changed there,
+    and may raise to end the command at that point (Ctrl-C)."""
     options = options or Options()
     ref = f"SpilloverPolicy {cluster.namespace}/{name}"
     extras = Extras(err)
@@ -222,6 +226,8 @@ def cmd_change(
             )
     elif not spec_changes and not options.refresh_recipe_pods:
         out.write("the operator has nothing new to apply\n")
+    if on_made is not None:
+        on_made()
 
     def progress(look: WaitProgress) -> None:
         from .report import progress_line

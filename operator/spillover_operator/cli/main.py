@@ -9,6 +9,7 @@ traceback, and exits 1.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -65,7 +66,13 @@ and the recipe pods (not the operator) and reports whether the policy status is 
 --refresh-recipe-pods then restarts the owners of stale pods itself.
 
 POLICY defaults to 'spillover'. The namespace is -n, else the kubeconfig context's
-namespace, else 'clerum'."""
+namespace, else 'clerum'.
+
+kill, restore and status take --context more than once, or --all-contexts: every
+cluster in parallel, its lines on stderr prefixed [context], one line each on stdout
+and a summary; exit 0 only when every cluster is done, else the first cluster code in
+the order 130, 1, 5, 4, 2, 6, 3, 11. Ctrl-C finishes the writes in flight (each
+cluster all or nothing), starts no other, and the table says which is which."""
 
 _EPILOG = f"""\
 {EXIT_CODES_HELP}
@@ -75,6 +82,8 @@ examples:
   spilloverctl -n clerum kill --wait --timeout 300
   spilloverctl -n clerum kill --wait --refresh-recipe-pods --reason "INC-123 spill storm"
   spilloverctl -n clerum kill --direct --wait        # the operator is down
+  spilloverctl -n clerum --context prod-eu --context prod-us kill --wait
+  spilloverctl -n clerum status --all-contexts
   spilloverctl -n clerum set --threshold 32768 --unset-budget --wait
   spilloverctl render -f manifests/samples/default.yaml --deployment wrc.yaml
 
@@ -116,6 +125,7 @@ def _human(n: int) -> str:
 
 REASON_MAX = 256
 MAX_AS_GROUPS = 64  # client.kubeconfig.MAX_GROUPS
+MAX_CONTEXTS = 64  # cli.fleet.MAX_CONTEXTS
 
 
 def _reason(text: str) -> str:
@@ -258,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES_HELP,
     )
     _policy_arg(status)
+    _fleet_flags(status)
     status.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
     for name, text in (
@@ -273,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=EXIT_CODES_HELP,
         )
         _policy_arg(cmd)
+        _fleet_flags(cmd)
         cmd.set_defaults(command_parser=cmd)
 
     set_cmd = sub.add_parser(
@@ -330,6 +342,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Contexts(argparse.Action):
+    """--context NAME, repeatable: `context` is the last one given (one context, as it
+    always was), `contexts` every one in order."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        namespace.contexts = [*(getattr(namespace, "contexts", None) or []), values]
+        setattr(namespace, self.dest, values)
+
+
+def _fleet_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--all-contexts",
+        action="store_true",
+        help="every context of the kubeconfig, each cluster in parallel (as --context given "
+        "once per context)",
+    )
+
+
 def _cluster_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     default: Any = argparse.SUPPRESS if suppress else None
     parser.add_argument(
@@ -345,7 +381,12 @@ def _cluster_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)",
     )
     parser.add_argument(
-        "--context", default=default, metavar="NAME", help="kubeconfig context (default: current)"
+        "--context",
+        action=_Contexts,
+        default=default,
+        metavar="NAME",
+        help="kubeconfig context (default: current); kill, restore and status take it more "
+        "than once: each cluster in parallel, one line each (docs/spilloverctl.md, The fleet)",
     )
     parser.add_argument(
         "--as",
@@ -446,6 +487,9 @@ def _dispatch(
         parser.error(f"--as-group is given at most {MAX_AS_GROUPS} times")
     from spillover_operator.client import connect, impersonation_from_flags
 
+    contexts = _fleet_contexts(parser, args)
+    if contexts is not None:
+        return _fleet(args, contexts, change, out, err)
     cluster = connect(
         args.kubeconfig,
         args.context,
@@ -473,6 +517,92 @@ def _dispatch(
             wait_recipe_pods=not args.no_wait_recipe_pods,
         ),
     )
+
+
+def _fleet_contexts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str] | None:
+    """The contexts of a fleet command (--context more than once, --all-contexts), else
+    None: one cluster, exactly as ever."""
+    given: list[str] = getattr(args, "contexts", None) or []
+    every = bool(getattr(args, "all_contexts", False))
+    if len(given) > 1 and args.command not in ("kill", "restore", "status"):
+        parser.error(f"{args.command} takes one --context; kill, restore and status take several")
+    if every and given:
+        parser.error("--all-contexts and --context exclude each other: give one or the other")
+    if len(given) > MAX_CONTEXTS:
+        parser.error(f"--context is given at most {MAX_CONTEXTS} times (got {len(given)})")
+    twice = sorted({c for c in given if given.count(c) > 1})
+    if twice:
+        parser.error(f"--context {twice[0]!r} is given more than once")
+    if every:
+        from spillover_operator.client import context_names
+
+        names = context_names(args.kubeconfig)
+        if len(names) > MAX_CONTEXTS:
+            raise BadInput(
+                f"the kubeconfig has {len(names)} contexts; --all-contexts takes at most "
+                f"{MAX_CONTEXTS}: name them with --context"
+            )
+        return names
+    return given if len(given) > 1 else None
+
+
+def _fleet(
+    args: argparse.Namespace,
+    contexts: list[str],
+    change: changes.Change | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """kill / restore / status on every context, in parallel (cli/fleet.py)."""
+    from spillover_operator.client import Connection, connect, impersonation_from_flags
+
+    from . import fleet
+
+    acting = impersonation_from_flags(args.as_user, args.as_group, args.as_uid)
+
+    def connect_to(context: str) -> Connection:
+        return connect(
+            args.kubeconfig, context, args.namespace, field_manager=FIELD_MANAGER,
+            impersonate=acting,
+        )  # fmt: skip
+
+    if args.command == "status":
+        from .status import cmd_status
+
+        def status(
+            cluster: Connection, result: fleet.Cluster, o: TextIO, e: TextIO, on_made: Any
+        ) -> int:
+            buffer = io.StringIO()
+            code = cmd_status(cluster, args.policy, "json", buffer)
+            result.document = json.loads(buffer.getvalue())
+            return code
+
+        plan = fleet.Plan("status", connect_to, status, writes=False,
+                          json_output=args.output == "json")  # fmt: skip
+        return fleet.run_fleet(contexts, plan, out, err)
+    assert change is not None
+    # What the threads would import on their own, imported once here first.
+    if args.wait:
+        import spillover_operator.observed  # noqa: F401
+
+        from . import report  # noqa: F401
+    options = changes.Options(
+        reason=args.reason,
+        refresh_recipe_pods=args.refresh_recipe_pods,
+        wait_recipe_pods=not args.no_wait_recipe_pods,
+    )
+    timeout = args.timeout if args.timeout is not None else DEFAULT_TIMEOUT
+
+    def command(
+        cluster: Connection, result: fleet.Cluster, o: TextIO, e: TextIO, on_made: Any
+    ) -> int:
+        return changes.cmd_change(
+            cluster, args.policy, change, direct=args.direct, wait=args.wait, timeout=timeout,
+            out=o, err=e, options=options, on_made=on_made,
+        )  # fmt: skip
+
+    plan = fleet.Plan(args.command, connect_to, command, writes=True)
+    return fleet.run_fleet(contexts, plan, out, err)
 
 
 def run(

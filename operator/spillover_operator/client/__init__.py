@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         REQUEST_TIMEOUT,
         Connection,
         connect,
+        context_names,
     )
     from spillover_operator.client.custom import (
         CustomResource,
@@ -159,6 +160,7 @@ _WHERE: dict[str, str] = {
     "check_reachable": "discovery",
     "config_map_lookup": "configmaps",
     "connect": "connection",
+    "context_names": "connection",
     "create_object": "custom",
     "delete_object": "custom",
     "delete_pod": "pods",
@@ -231,6 +233,7 @@ __all__ = [
     "check_reachable",
     "config_map_lookup",
     "connect",
+    "context_names",
     "create_lease",
     "create_object",
     "delete_object",

@@ -187,6 +187,38 @@ def connect(
     )
 
 
+def context_names(kubeconfig: str | None = None) -> list[str]:
+    """The names of every context in the kubeconfig (`--all-contexts`), in the file's
+    order, each once. Raises ConfigError naming the kubeconfig when it is missing,
+    unreadable or holds no context."""
+    shown = kubeconfig or os.environ.get("KUBECONFIG") or KUBECONFIG_DEFAULT
+    paths = [p for p in shown.split(os.pathsep) if p]
+    if not any(os.path.exists(os.path.expanduser(p)) for p in paths):
+        raise ConfigError(
+            f"kubeconfig '{shown}' does not exist; pass --kubeconfig PATH or set KUBECONFIG"
+        )
+    try:
+        contexts: list[dict[str, Any]] = read_plain(shown).contexts
+    except NotPlain:
+        import yaml
+        from kubernetes.config import kube_config
+        from kubernetes.config.config_exception import ConfigException
+
+        try:
+            merged: Any = cast(Callable[..., Any], kube_config.KubeConfigMerger)(shown)
+            doc = merged.config.value if merged.config is not None else {}
+        except (OSError, yaml.YAMLError, ConfigException, KeyError, TypeError, ValueError,
+                AttributeError) as exc:  # fmt: skip
+            raise ConfigError(f"cannot read kubeconfig '{shown}': {short(exc)}") from None
+        # The merger keeps each entry as a ConfigNode around its mapping.
+        entries = [getattr(c, "value", c) for c in (doc or {}).get("contexts") or []]
+        contexts = [c for c in entries if isinstance(c, dict)]
+    names = list(dict.fromkeys(str(c.get("name")) for c in contexts if c.get("name")))
+    if not names:
+        raise ConfigError(f"kubeconfig '{shown}' has no context; --all-contexts needs one")
+    return names
+
+
 def _full_load(
     shown: str, context: str | None, impersonate: Impersonation
 ) -> tuple[dict[str, Any], Any, Impersonation]:

@@ -1,0 +1,214 @@
+"""Benchmark: `spilloverctl kill --wait` on a fleet of three clusters at once, against
+the slowest of the three single-cluster `kill --wait` measured side by side in the
+same run.
+
+Three local control planes (etcd, kube-apiserver, controller-manager, scheduler, kwok),
+each with the CRD, a WRC Deployment (3 replicas), its policy and the real operator
+(`kopf run`); one kubeconfig names each by its context. Each round: `kill --wait` on
+each cluster alone (`--context X`, restored after), then `kill --wait` with the three
+`--context`s, then restore, then three single-context processes at once (what the
+clusters cost in parallel on this host without the fleet), then restore. Prints one
+`name=value` per line (medians over the rounds);
+`ratio fleet_kill_wait_3` = fleet / slowest single (goal <= 1.3). Asserts nothing.
+Needs the control plane binaries: `make controlplane`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from controlplane.fleet import merged_kubeconfig  # noqa: E402
+from controlplane.localcluster import LocalCluster  # noqa: E402
+
+BIN = Path(sys.executable).parent
+ROUNDS = int(os.environ.get("FLEET_ROUNDS", "3"))
+NAMESPACE = "bench"
+WRC = "workflow-recipe-controller"
+CONTEXTS = ("east", "west", "north")
+
+
+def _note(text: str) -> None:
+    print(f"# {text}", file=sys.stderr, flush=True)
+
+
+def _wrc() -> dict[str, Any]:
+    labels = {"app": "wrc"}
+    container = {"name": "controller", "image": "example.invalid/wrc:1", "env": []}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": WRC, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
+def _prepare(api: Any) -> None:
+    crd = yaml.safe_load((REPO / "manifests/crd/spilloverpolicies.yaml").read_text())
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+    for _ in range(240):  # the default ServiceAccount, then the served CRD
+        if client.CoreV1Api(api).list_namespaced_service_account(NAMESPACE).items:
+            break
+        time.sleep(0.25)
+    client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, _wrc())
+    policy = {
+        "apiVersion": "spillover.clerum.io/v1alpha1",
+        "kind": "SpilloverPolicy",
+        "metadata": {"name": "spillover"},
+        "spec": {"target": {"deployment": WRC}},
+    }
+    for _ in range(240):
+        try:
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                "spillover.clerum.io", "v1alpha1", NAMESPACE, "spilloverpolicies", policy
+            )
+            return
+        except client.ApiException:
+            time.sleep(0.25)
+    raise SystemExit("bench: the SpilloverPolicy CRD was never served")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ctl(kubeconfig: Path, *args: str) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [str(BIN / "spilloverctl"), "--kubeconfig", str(kubeconfig), "-n", NAMESPACE, *args],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"bench: spilloverctl {' '.join(args)} exited {done.returncode}:\n"
+            f"{done.stdout}{done.stderr}"
+        )
+    return time.perf_counter() - start
+
+
+def _parallel(kubeconfig: Path, *args: str) -> float:
+    """`spilloverctl --context X ARGS` for every context, as three processes at once;
+    seconds until the last ends."""
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [
+                str(BIN / "spilloverctl"),
+                "--kubeconfig",
+                str(kubeconfig),
+                "-n",
+                NAMESPACE,
+                "--context",
+                name,
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in CONTEXTS
+    ]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"bench: spilloverctl {' '.join(args)} exited {proc.returncode}:\n{err}"
+            )
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="spillover-bench-fleet-") as tmp, ExitStack() as stack:
+        work = Path(tmp)
+        clusters: dict[str, LocalCluster] = {}
+        for name in CONTEXTS:
+            _note(f"starting control plane {name}")
+            cluster = stack.enter_context(LocalCluster(work / name))
+            api = stack.enter_context(cluster.api_client())
+            _prepare(api)
+            clusters[name] = cluster
+        log = stack.enter_context((work / "operators.log").open("wb"))
+        for cluster in clusters.values():
+            env = {
+                **os.environ,
+                "KUBECONFIG": str(cluster.kubeconfig),
+                # Ports of their own: the three share the host.
+                "SPILLOVER_METRICS_PORT": str(_free_port()),
+                "SPILLOVER_LIVENESS_PORT": str(_free_port()),
+            }
+            operator = subprocess.Popen(
+                [str(BIN / "kopf"), "run", "--standalone", f"--namespace={NAMESPACE}",
+                 "-m", "spillover_operator.main"],
+                env=env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            stack.callback(operator.wait, 30)
+            stack.callback(operator.terminate)
+        kubeconfig = merged_kubeconfig(
+            work / "kubeconfig", {n: c.kubeconfig for n, c in clusters.items()}
+        )
+        fleet_args = [arg for name in CONTEXTS for arg in ("--context", name)]
+        wait = ("--wait", "--timeout", "300")
+        _note("first apply on every cluster")
+        _ctl(kubeconfig, *fleet_args, "restore", *wait)
+
+        singles: dict[str, list[float]] = {name: [] for name in CONTEXTS}
+        slowest: list[float] = []
+        fleet: list[float] = []
+        processes: list[float] = []
+        for round_ in range(ROUNDS):
+            _note(f"round {round_ + 1} of {ROUNDS}")
+            this_round = []
+            for name in CONTEXTS:
+                seconds = _ctl(kubeconfig, "--context", name, "kill", *wait)
+                singles[name].append(seconds)
+                this_round.append(seconds)
+                _ctl(kubeconfig, "--context", name, "restore", *wait)
+            slowest.append(max(this_round))
+            fleet.append(_ctl(kubeconfig, *fleet_args, "kill", *wait))
+            _ctl(kubeconfig, *fleet_args, "restore", *wait)
+            # The same three changes as three spilloverctl processes at once: what the
+            # clusters themselves cost in parallel on this host, without the fleet.
+            processes.append(_parallel(kubeconfig, "kill", *wait))
+            _ctl(kubeconfig, *fleet_args, "restore", *wait)
+
+    ratios = [f / s for f, s in zip(fleet, slowest, strict=True)]
+    print(f"rounds={ROUNDS}")
+    for name in CONTEXTS:
+        print(f"kill_wait_{name}_s={statistics.median(singles[name]):.2f}")
+    print(f"kill_wait_slowest_single_s={statistics.median(slowest):.2f}")
+    print(f"fleet_kill_wait_3_s={statistics.median(fleet):.2f}")
+    print(f"ratio fleet_kill_wait_3={statistics.median(ratios):.2f}")
+    print(f"ratio_range fleet_kill_wait_3={min(ratios):.2f}-{max(ratios):.2f}")
+    print(f"parallel_processes_kill_wait_3_s={statistics.median(processes):.2f}")
+    print(
+        "ratio fleet_vs_parallel_processes_3="
+        f"{statistics.median([f / p for f, p in zip(fleet, processes, strict=True)]):.2f}"
+    )
+    print(f"load_average_1m={os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
