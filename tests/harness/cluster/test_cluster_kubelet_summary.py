@@ -3,7 +3,7 @@
 /stats/summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1: `node`, then `pods[]` with
 `podRef`, `containers[]` whose `memory` has `time`, `workingSetBytes`, `usageBytes`,
 `rssBytes`...). That a real kubelet's Summary is read for a real pod is the integration
-test's (tests/integration/test_validate_local.py)."""
+test's (tests/integration/test_kubelet_summary_real_node.py)."""
 
 from __future__ import annotations
 
