@@ -57,7 +57,13 @@ DEFAULT_MATRIX_RESOURCE = "spillover-default.yaml"
 # on an input that does not exist. tests/harness/test_matrix.py keeps this table
 # and the fixtures in step.
 KNOWN_INPUTS: Final[Mapping[str, Mapping[str, str]]] = {
-    "code-review": {"small": "small", "medium": "medium", "large": "large", "budget": "large"},
+    "code-review": {
+        "small": "small",
+        "medium": "medium",
+        "large": "large",
+        "budget": "large",
+        "budget-16MiB": "large",
+    },
     "summarize": {"document": "medium"},
 }
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from spillover_operator.domain.strict_load import (
     MAX_TEXT_CHARS,
     StrictLoadError,
@@ -96,6 +96,8 @@ class McpHostMemory(BaseModel):
     during the block. The simulator: this execution alone on its mcp-host (`block`
     null). `start_bytes` and `end_bytes`: the working set at the block's (execution's)
     start and end, whose difference is the leak figure of the report's memory check.
+    `peak_source` (cluster stages): where the peak came from and at what step
+    (`prometheus@30s`, `kubelet-summary@1s`): a peak is the highest sample at that step.
     `None` in a field: not measured."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -107,6 +109,7 @@ class McpHostMemory(BaseModel):
     block: int | None = None
     start_bytes: int | None = None
     end_bytes: int | None = None
+    peak_source: str | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator(
         "peak_bytes", "limit_bytes", "restarts", "oom_kills", "start_bytes", "end_bytes"

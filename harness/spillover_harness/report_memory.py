@@ -128,7 +128,7 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def _check_lines(check: MemoryCheck) -> list[str]:
+def _check_lines(check: MemoryCheck, sources: Sequence[tuple[str, str]]) -> list[str]:
     """Memory as a check: each configuration against the baseline, headroom and leak."""
     base = check.baseline
     claim = f"x{float(check.claim_ratio):.2f}"
@@ -183,12 +183,60 @@ def _check_lines(check: MemoryCheck) -> list[str]:
             if figure in m.reasons:
                 lines.append(f"- `{name}` {figure} not measured: {m.reasons[figure]}.")
     if check.source == "measured":
-        lines.append(
+        lines.append(lower_bound_line(sources))
+    lines.append("")
+    return lines
+
+
+def _source_words(source: str) -> str:
+    """`prometheus@30s` -> "Prometheus' scrapes every 30 s"; an unknown source as is."""
+    kind, _, step = source.partition("@")
+    every = f"every {step[:-1]} s" if step.endswith("s") and step[:-1] else step
+    named = {"prometheus": "Prometheus' scrapes", "kubelet-summary": "the kubelet Summary API read"}
+    return f"{named[kind]} {every} (`{source}`)" if kind in named and every else f"`{source}`"
+
+
+def lower_bound_line(sources: Sequence[tuple[str, str]]) -> str:
+    """The sentence on how far a measured peak can be trusted, naming each source and
+    step the peaks came from (`(what, source)`: "the configuration blocks",
+    `prometheus@30s`). No source known (records without `peak_source`): Prometheus at
+    its scrape interval, the only source such records had."""
+    if not sources:
+        return (
             "- A peak read from Prometheus is a lower bound: the highest sample at the "
             "scrape interval; a spike between two scrapes is not seen."
         )
-    lines.append("")
-    return lines
+    by_source: dict[str, list[str]] = {}
+    for what, source in sources:
+        whats = by_source.setdefault(source, [])
+        if what not in whats:
+            whats.append(what)
+    parts = [f"{_source_words(src)} for {' and '.join(w)}" for src, w in by_source.items()]
+    return (
+        "- A measured peak is a lower bound: the highest sample taken, "
+        + "; ".join(parts)
+        + ". A spike between two samples is not seen."
+    )
+
+
+def peak_sources(
+    records: Sequence[RunRecord], stage: str | None, lane: MemoryLane | None
+) -> list[tuple[str, str]]:
+    """(what, source) of the measured peaks: the configuration blocks' (records) and the
+    concurrency lane's points, each source once per what, in order."""
+    out: list[tuple[str, str]] = []
+    for r in records:
+        mem = r.mcp_host_memory
+        if r.stage == stage and mem is not None and mem.peak_source:
+            pair = ("the configuration blocks", mem.peak_source)
+            if pair not in out:
+                out.append(pair)
+    for p in lane.points if lane is not None else ():
+        if p.peak_source:
+            pair = ("the concurrency lane", p.peak_source)
+            if pair not in out:
+                out.append(pair)
+    return out
 
 
 def memory_section(
@@ -256,7 +304,7 @@ def memory_section(
         )
     lines.append("")
     if check is not None:
-        lines += _check_lines(check)
+        lines += _check_lines(check, peak_sources(records, stage, lane))
     if lane_problem is not None:
         lines += [
             f"- **Warning:** `{LANE_FILE}` cannot be read: {lane_problem}. The concurrency "
@@ -265,12 +313,20 @@ def memory_section(
             "",
         ]
     if lane is not None and lane.points:
+        sourced = any(p.peak_source for p in lane.points)
         lines += [
             f"**Concurrency lane** ({lane.recipe}/{lane.input}, N executions of the recipe at "
             "once on one mcp-host, started together):",
             "",
-            _row("configuration", "N at once", "peak working set", "limit", "peak / limit"),
-            _row(*(["---"] * 5)),
+            _row(
+                "configuration",
+                "N at once",
+                "peak working set",
+                "limit",
+                "peak / limit",
+                *(["peak from"] if sourced else []),
+            ),
+            _row(*(["---"] * (6 if sourced else 5))),
         ]
         for p in lane.points:
             peak = _mib(p.peak_bytes) + (" (OOM-killed)" if p.oom else "")
@@ -281,6 +337,7 @@ def memory_section(
                     peak,
                     _mib(p.limit_bytes),
                     _share(p.peak_bytes, p.limit_bytes),
+                    *([f"`{p.peak_source}`" if p.peak_source else "n/a"] if sourced else []),
                 )
             )
         lines.append("")

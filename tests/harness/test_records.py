@@ -199,11 +199,12 @@ def test_memory_and_budget_fields_are_optional_and_checked() -> None:
     assert "mcp_host_memory" not in old.to_json() and "budget_inline" not in old.to_json()
     memory = {"peak_bytes": 5, "limit_bytes": 10, "restarts": 0, "oom_kills": 0, "block": 2}
     new = RunRecord.from_json(record_dict(mcp_host_memory=memory, budget_inline=3))
-    # start_bytes and end_bytes (the leak figure) came later still: null when absent
-    unmeasured = {"start_bytes": None, "end_bytes": None}
+    # start_bytes and end_bytes (the leak figure) and peak_source (where the peak came
+    # from, at what step) came later still: null when absent
+    unmeasured = {"start_bytes": None, "end_bytes": None, "peak_source": None}
     assert new.to_json()["mcp_host_memory"] == {**memory, **unmeasured}
     assert new.to_json()["budget_inline"] == 3
-    both = {**memory, "start_bytes": 7, "end_bytes": 9}
+    both = {**memory, "start_bytes": 7, "end_bytes": 9, "peak_source": "kubelet-summary@1s"}
     assert (
         RunRecord.from_json(record_dict(mcp_host_memory=both)).to_json()["mcp_host_memory"] == both
     )
@@ -211,6 +212,8 @@ def test_memory_and_budget_fields_are_optional_and_checked() -> None:
         {"mcp_host_memory": {**memory, "peak_bytes": -1}},
         {"mcp_host_memory": {**memory, "end_bytes": -1}},
         {"mcp_host_memory": {**memory, "block": 0}},
+        {"mcp_host_memory": {**memory, "peak_source": ""}},
+        {"mcp_host_memory": {**memory, "peak_source": 30}},
         {"mcp_host_memory": {**memory, "swap": 1}},
         {"budget_inline": -1},
     ):

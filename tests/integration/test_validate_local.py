@@ -37,6 +37,8 @@ WARN_FRACTION = 0.4
 # stages (1, 2 and 4 executions of the lane's cell at once); here 1 and 2, so that the
 # 64Mi pods are not OOM-killed, measured by the kubelet like the blocks.
 LANE = (1, 2)
+# The `local` profile's prometheus.scrape_interval_s: the step of a Prometheus peak.
+PROMETHEUS_STEP = "prometheus@2s"
 DEFAULT_MEMORY = "memory:\n  concurrency: [1, 2, 4]\n"
 
 
@@ -124,6 +126,8 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
             record.run_id,
             memory,
         )
+        # the blocks' peaks come from Prometheus, at the `local` profile's scrape interval
+        assert memory.peak_source == PROMETHEUS_STEP, (record.run_id, memory)
         # the working set at the block's start and end (the leak figure), by the kubelet
         assert memory.start_bytes is not None and memory.end_bytes is not None, (
             record.run_id,
@@ -160,7 +164,13 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     for point in lane.points:
         assert point.limit_bytes == MCP_HOST_LIMIT_BYTES, point
         assert 0 < point.peak_bytes < point.limit_bytes, point
+        assert point.peak_source in ("kubelet-summary@1s", PROMETHEUS_STEP), point
     assert "**Concurrency lane**" in report, report[-6000:]
+    # the real kubelet's Summary, read every second through the node proxy while the N
+    # executions ran, gave a lane peak, and the report's lower bound names both steps
+    assert any(p.peak_source == "kubelet-summary@1s" for p in lane.points), lane
+    assert "the kubelet Summary API read every 1 s (`kubelet-summary@1s`)" in report
+    assert f"Prometheus' scrapes every 2 s (`{PROMETHEUS_STEP}`)" in report
     # The platform's own outcomes are named (the simulator fails `off` on the large input
     # at times); a run the harness could not follow, or a point left out, is not expected.
     lane_notes = [line for line in report.splitlines() if "concurrency lane, " in line]

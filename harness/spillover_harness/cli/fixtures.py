@@ -28,7 +28,8 @@ def add_parser(sub: Any) -> None:
         description=(
             "Write the fixtures (code-review changes, the summarize document) as files\n"
             "under DIR, so the same inputs can be loaded into the real recipes. The\n"
-            "same seed always gives the same files."
+            "same seed always gives the same files. The inputs built only when a matrix\n"
+            "names them (code-review/budget-16MiB, ~18 MB) are written with --all."
         ),
         epilog=epilog(*CODES),
     )
@@ -39,6 +40,12 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="N",
         help="fixture seed (default: the default matrix's seed, i.e. the simulator's inputs)",
+    )
+    exp.add_argument(
+        "--all",
+        action="store_true",
+        help="also the inputs built only when a matrix names them "
+        "(code-review/budget-16MiB, ~18 MB: matrices/memory-budget.yaml)",
     )
     exp.set_defaults(func=cmd_fixtures_export)
 
@@ -52,7 +59,7 @@ def cmd_fixtures_export(args: argparse.Namespace) -> int:
         raise BadInput(f"{out}: exists and is not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        paths = export_fixtures(build_fixtures(seed), out)
+        paths = export_fixtures(build_fixtures(seed), out, lazy=args.all)
     except OSError as exc:
         raise BadInput(f"{out}: cannot write the fixtures: {exc.strerror or exc}") from None
     print(f"wrote {len(paths)} fixture files under {out} (seed {seed})")

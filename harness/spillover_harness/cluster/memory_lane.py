@@ -10,8 +10,11 @@ it), after the matrix and before the policy is restored. Its runs are not record
 the stage (they are not cells of the matrix); their peak is read with the profile's
 `memory` queries over the window the N runs spanned, on the pods that served them,
 and written to `memory-lane.json` in the same form as the simulator's, so the report
-shows it the same way. A point whose peak or limit Prometheus cannot give is left out,
-with a note.
+shows it the same way. While the N runs go, the kubelets' Summary API is sampled
+every second where the API server serves it (`cluster/kubelet_summary.py`): each
+point's peak is the higher of those samples and Prometheus' peak, and its
+`peak_source` names the one that gave it and its step (`kubelet-summary@1s`,
+`prometheus@30s`). A point whose peak or limit cannot be had is left out, with a note.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from spillover_harness.cluster.kubelet_summary import SummarySampler, combine_peak
 from spillover_harness.collectors.memory import read_block_memory
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.cluster import ClusterDriver
@@ -94,9 +98,16 @@ def run_cluster_lane(
                 return LaneOutcome(MemoryLane(recipe, input_name, tuple(points)), notes)
             log(f"concurrency lane: {config.name}, {n} of {recipe}/{input_name} at once")
             jobs = lane_jobs(matrix, stage, config, n, out_dir)
-            with ThreadPoolExecutor(max_workers=n, thread_name_prefix="lane") as pool:
+            with (
+                SummarySampler(
+                    driver.cluster,
+                    driver.profile.pods.mcp_host_selector(recipe),
+                    driver.profile.pods.mcp_host.container or "mcp-host",
+                ) as sampler,
+                ThreadPoolExecutor(max_workers=n, thread_name_prefix="lane") as pool,
+            ):
                 records = list(pool.map(lambda job: driver.run(job, cancel), jobs))
-            point, note = _point(driver, config.name, n, records)
+            point, note = _point(driver, config.name, n, records, sampler)
             if point is not None:
                 points.append(point)
             if note:
@@ -105,7 +116,11 @@ def run_cluster_lane(
 
 
 def _point(
-    driver: ClusterDriver, config: str, n: int, records: list[RunRecord]
+    driver: ClusterDriver,
+    config: str,
+    n: int,
+    records: list[RunRecord],
+    sampler: SummarySampler,
 ) -> tuple[LanePoint | None, str]:
     # A run the platform failed still loaded the mcp-host: its memory counts. One the
     # harness could not follow is named with its first note.
@@ -126,7 +141,11 @@ def _point(
         start=start,
         end=end,
     )
-    if memory.peak_bytes is None or memory.limit_bytes is None:
+    peak = combine_peak(
+        memory.peak_bytes, driver.prometheus.scrape_interval_s, sampler.peaks, pods, sampler.step_s
+    )
+    if peak.peak_bytes is None or memory.limit_bytes is None:
         problems += memory.notes or ["memory: the peak or the limit was not measured"]
         return None, "; ".join([*problems, "point left out"])
-    return LanePoint(config, n, memory.peak_bytes, memory.limit_bytes), "; ".join(problems)
+    point = LanePoint(config, n, peak.peak_bytes, memory.limit_bytes, peak.source)
+    return point, "; ".join(problems)

@@ -323,20 +323,24 @@ def _recipes_check(profile: Profile, target: Target, cluster: Connection) -> Che
 _SHA = 'cd "$1" 2>/dev/null || { echo MISSING; exit 0; }; find . -type f -exec sha256sum {} +'
 
 
+def matrix_fixtures(fixtures: FixtureSet, matrix: Matrix) -> tuple[FixtureSet, bool]:
+    """The inputs this matrix runs (the harness generates more: `budget`), those built
+    on first use too (`budget-16MiB`: built here when the matrix names it), and whether
+    it names one of those (its export then needs `fixtures export --all`)."""
+    cells = {(recipe.name, spec.name) for recipe, spec in matrix.cells()}
+    wanted = {k: fixtures.get(*k) for k in sorted(fixtures.inputs()) if k in cells}
+    return FixtureSet(seed=fixtures.seed, fixtures=wanted), bool(cells & set(fixtures.lazy))
+
+
 def _fixtures_check(
     profile: Profile, cluster: Connection, fixtures: FixtureSet, matrix: Matrix
 ) -> Check:
     cfg = profile.fixtures
+    fixtures, lazy = matrix_fixtures(fixtures, matrix)
     fix = (
-        f"`spillover-harness fixtures export DIR --seed {matrix.seed}` and load DIR "
-        "into the recipes "
+        f"`spillover-harness fixtures export DIR --seed {matrix.seed}{' --all' if lazy else ''}`"
+        " and load DIR into the recipes "
         "(fixtures.dir / fixtures.configmap in the profile say where)"
-    )
-    # only the inputs this matrix runs (the harness generates more: `budget`)
-    cells = {(recipe.name, spec.name) for recipe, spec in matrix.cells()}
-    fixtures = FixtureSet(
-        seed=fixtures.seed,
-        fixtures={k: v for k, v in fixtures.fixtures.items() if k in cells},
     )
     want = _digest_files(fixtures)
     if cfg.dir is None and cfg.configmap is None:

@@ -329,6 +329,7 @@ def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[
             block=number,
             start_bytes=mem.start_bytes,
             end_bytes=mem.end_bytes,
+            peak_source=mem.peak_source if mem.peak_bytes is not None else None,
         )
         for run_id in block.runs:
             out[run_id] = figures

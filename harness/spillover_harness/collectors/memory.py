@@ -46,6 +46,8 @@ class BlockMemory:
     oom_kills: int | None = None
     start_bytes: int | None = None  # the working set at the block's start
     end_bytes: int | None = None  # and at its end
+    # where the peak came from, at what step (`prometheus@30s`, `kubelet-summary@1s`)
+    peak_source: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -146,6 +148,8 @@ def read_block_memory(
         return None if value is None else round(value)
 
     out.peak_bytes = whole("peak_working_set")
+    if out.peak_bytes is not None:
+        out.peak_source = f"prometheus@{collector.scrape_interval_s:g}s"
     out.limit_bytes = whole("limit")
     out.restarts = whole("restarts")
     out.oom_kills = whole("oom_kills")

@@ -43,6 +43,7 @@ __all__ = [
 LANE_FILE = "memory-lane.json"
 LANE_MAX_BYTES = 1_000_000
 UNLIMITED = 1 << 62
+_POINT_KEYS = {"config", "executions", "peak_bytes", "limit_bytes"}
 
 
 class LaneFileError(ValueError):
@@ -64,12 +65,15 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class LanePoint:
     """One configuration with `executions` at once: the working set's peak (what it
-    would reach; past `limit_bytes` the mcp-host is OOM-killed)."""
+    would reach; past `limit_bytes` the mcp-host is OOM-killed). `peak_source`, on a
+    cluster stage: where the measured peak came from, at what step
+    (`kubelet-summary@1s`, `prometheus@30s`); None on the simulator (modelled)."""
 
     config: str
     executions: int
     peak_bytes: int
     limit_bytes: int
+    peak_source: str | None = None
 
     @property
     def oom(self) -> bool:
@@ -86,7 +90,10 @@ class MemoryLane:
         return {
             "recipe": self.recipe,
             "input": self.input,
-            "points": [asdict(p) for p in self.points],
+            "points": [
+                {k: v for k, v in asdict(p).items() if k != "peak_source" or v is not None}
+                for p in self.points
+            ],
         }
 
     @classmethod
@@ -98,19 +105,22 @@ class MemoryLane:
             raise ValueError("a lane's points must be a list")
         points: list[LanePoint] = []
         for p in data["points"]:
-            if not isinstance(p, dict) or set(p) != {
-                "config",
-                "executions",
-                "peak_bytes",
-                "limit_bytes",
-            }:
-                raise ValueError("a lane point needs config, executions, peak_bytes, limit_bytes")
+            if not isinstance(p, dict) or set(p) - {"peak_source"} != _POINT_KEYS:
+                raise ValueError(
+                    "a lane point needs config, executions, peak_bytes, limit_bytes "
+                    "(and may have peak_source)"
+                )
             numbers = [p["executions"], p["peak_bytes"], p["limit_bytes"]]
             if not isinstance(p["config"], str) or not all(
                 type(n) is int and 0 <= n <= UNLIMITED for n in numbers
             ):
                 raise ValueError("a lane point's figures must be non-negative integers")
-            point = LanePoint(p["config"], *numbers)
+            source = p.get("peak_source")
+            if source is not None and not (isinstance(source, str) and 0 < len(source) <= 64):
+                raise ValueError("a lane point's peak_source must be a short string or null")
+            point = LanePoint(
+                p["config"], p["executions"], p["peak_bytes"], p["limit_bytes"], source
+            )
             if any((q.config, q.executions) == (point.config, point.executions) for q in points):
                 raise ValueError(f"the point {point.config} x{point.executions} is listed twice")
             points.append(point)

@@ -25,6 +25,8 @@
 - `pod_io`: inside a pod's containers: a container's log (`read_pod_log`) and a command
   run by exec (`exec_in_pod`; `ExecFailed` when the exec is refused or fails; refused
   while impersonating: the websocket would carry no Impersonate-* headers);
+- `nodes`: a node's kubelet Summary through the node proxy (`node_summary`: the
+  containers' working set at the kubelet's housekeeping interval);
 - `proxy`: a request to an HTTP endpoint behind the API server's service proxy
   (`proxy_request`: the endpoint's status and body, error statuses included);
 - `custom` / `discovery`: other custom resources, the server version, the CRD;
@@ -108,6 +110,7 @@ if TYPE_CHECKING:
         renew_lease,
         update_lease,
     )
+    from spillover_operator.client.nodes import node_summary
     from spillover_operator.client.pod_io import exec_in_pod, read_pod_log
     from spillover_operator.client.pods import (
         SelectorError,
@@ -184,6 +187,7 @@ _WHERE: dict[str, str] = {
     "is_served": "custom",
     "list_deployments": "deployments",
     "list_pods": "pods",
+    "node_summary": "nodes",
     "list_policies": "policies",
     "list_replica_sets": "pods",
     "patch_deployment_env": "deployments",
@@ -254,6 +258,7 @@ __all__ = [
     "list_pods",
     "list_policies",
     "list_replica_sets",
+    "node_summary",
     "patch_deployment_env",
     "patch_policy",
     "patch_policy_status",

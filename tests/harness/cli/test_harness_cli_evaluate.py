@@ -208,3 +208,23 @@ def test_report_of_no_records_is_refused_and_writes_nothing(
     assert "the records file is empty" in err
     assert not (tmp_path / "r" / "verdict.json").exists()
     assert not (tmp_path / "r" / "report.md").exists()
+
+
+def test_fixtures_export_writes_the_16_mib_input_only_with_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """code-review/budget-16MiB (~18 MB) is built only when asked for: a plain export
+    leaves it out, `--all` writes it with the others and lists it in the manifest."""
+    assert main(["fixtures", "export", str(tmp_path / "plain"), "--seed", "5"]) == 0
+    assert main(["fixtures", "export", str(tmp_path / "all"), "--seed", "5", "--all"]) == 0
+    capsys.readouterr()
+
+    def inputs(root: Path) -> set[str]:
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+        return {f"{f['recipe']}/{f['input']}" for f in manifest["fixtures"]}
+
+    assert "code-review/budget-16MiB" not in inputs(tmp_path / "plain")
+    assert not (tmp_path / "plain" / "code-review" / "budget-16MiB").exists()
+    assert inputs(tmp_path / "all") == inputs(tmp_path / "plain") | {"code-review/budget-16MiB"}
+    written = (tmp_path / "all" / "code-review" / "budget-16MiB").rglob("*")
+    assert sum(p.stat().st_size for p in written if p.is_file()) > 16 * 1024 * 1024

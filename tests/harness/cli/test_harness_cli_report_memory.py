@@ -27,8 +27,11 @@ def good(_config: str) -> dict[str, Any]:
 
 
 def _records(tmp_path: Path) -> Path:
-    def memory(peak: int, block: int, start: int, end: int) -> McpHostMemory:
+    def memory(
+        peak: int, block: int, start: int, end: int, source: str | None = None
+    ) -> McpHostMemory:
         return McpHostMemory(
+            peak_source=source,
             peak_bytes=peak * MIB,
             limit_bytes=LIMIT,
             restarts=0,
@@ -129,3 +132,32 @@ def test_a_broken_lane_file_shows_even_without_memory_records(cli: Run, tmp_path
     _, _, _, report, _ = _report(cli, records)
     assert "## mcp-host memory" in report
     assert "`memory-lane.json` cannot be read: not a memory lane" in report
+
+
+def test_the_lower_bound_names_the_step_each_peak_was_sampled_at(cli: Run, tmp_path: Path) -> None:
+    """The blocks' peaks come from Prometheus at its scrape interval, the lane's from the
+    kubelet Summary every second where it was readable: the sentence says which."""
+    records = _records(tmp_path)
+    lines = records.read_text(encoding="utf-8").splitlines()
+    sourced = []
+    for line in lines:
+        data = json.loads(line)
+        data["mcp_host_memory"]["peak_source"] = "prometheus@30s"
+        sourced.append(json.dumps(data))
+    records.write_text("\n".join(sourced) + "\n", encoding="utf-8")
+    kubelet = POINT.format(n=1, peak=600 * MIB, limit=LIMIT)[:-1] + ', "peak_source": '
+    points = [
+        kubelet + '"kubelet-summary@1s"}',
+        POINT.format(n=2, peak=800 * MIB, limit=LIMIT)[:-1] + ', "peak_source": "prometheus@30s"}',
+    ]
+    (tmp_path / "memory-lane.json").write_text(_lane(points), encoding="utf-8")
+    _, _, _, report, _ = _report(cli, records)
+    assert (
+        "- A measured peak is a lower bound: the highest sample taken, Prometheus' scrapes "
+        "every 30 s (`prometheus@30s`) for the configuration blocks and the concurrency "
+        "lane; the kubelet Summary API read every 1 s (`kubelet-summary@1s`) for the "
+        "concurrency lane. A spike between two samples is not seen."
+    ) in report
+    assert "A peak read from Prometheus" not in report
+    assert "| 128KiB | 1 | 600.0 MiB | 2,048.0 MiB | 29% | `kubelet-summary@1s` |" in report
+    assert "| 128KiB | 2 | 800.0 MiB | 2,048.0 MiB | 39% | `prometheus@30s` |" in report

@@ -229,8 +229,9 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The packaged memory-budget matrix (a small simulated limit, the 1 MiB budget,
-    a concurrency lane): report.md shows each configuration's peak against its limit,
-    the results kept inline because the budget was full, the lane, and the warnings."""
+    the full 16 MiB budget, a concurrency lane): report.md shows each configuration's
+    peak against its limit, the results kept inline because the budget was full, the
+    lane, and the warnings."""
     matrix = Path(str(resources.files("spillover_harness.matrices").joinpath("memory-budget.yaml")))
     out = tmp_path / "sim"
     code, stdout, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
@@ -247,17 +248,21 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     assert spill["ratio_to_baseline"] > 1 and spill["leak_bytes"] == 0
     assert spill["headroom_executions"] is not None and spill["headroom_executions"] < 4
     row = next(line for line in section.splitlines() if line.startswith("| 128KiB |"))
-    assert "12.0 MiB" in row and "%" in row
+    assert "28.0 MiB" in row and "%" in row
+    # the 1 MiB budget on `budget` and `budget-16MiB`, the 16 MiB one on `budget-16MiB`
+    assert " in 2 run(s)" in row  # results kept inline because the budget was full
     budget_row = next(
         line for line in section.splitlines() if line.startswith("| 128KiB-budget-1MiB |")
     )
-    assert " in 2 run(s)" in budget_row  # results kept inline because the budget was full
-    assert "**Concurrency lane** (code-review/budget" in section
+    assert " in 4 run(s)" in budget_row
+    assert "**Concurrency lane** (code-review/budget-16MiB" in section
     assert "**Warning:** `128KiB`: the mcp-host's peak working set" in section
-    assert "`128KiB` with 4 execution(s) at once: the working set would reach" in section
+    assert "`128KiB` with 2 execution(s) at once: the working set would reach" in section
     records = read_records(out / "runs.jsonl")
     assert all(r.mcp_host_memory is not None for r in records)
     assert sum(r.budget_inline or 0 for r in records if r.config == "128KiB-budget-1MiB") > 0
+    full = [r for r in records if r.config == "128KiB" and r.input == "budget-16MiB"]
+    assert len(full) == 2 and all(r.budget_inline == 1 for r in full)  # the full 16 MiB
     assert (out / "memory-lane.json").is_file()
 
 

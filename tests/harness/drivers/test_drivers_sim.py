@@ -173,3 +173,28 @@ def test_a_run_records_its_memory_and_its_budget_fallbacks(tmp_path: Path) -> No
 
 def _log(out: Path, record: RunRecord) -> list[str]:
     return (out / "runs" / record.run_id / "logs.jsonl").read_text().splitlines()
+
+
+def test_a_step_at_the_defaults_fills_the_whole_16_mib_budget(tmp_path: Path) -> None:
+    """code-review/budget-16MiB (built on first use) at the shipped defaults: seven of
+    its eight ~2.2 MB files are stored, the budget is then full, the last is kept
+    inline (`budget_inline` 1) and the mcp-host warns once for the step execution. The
+    inline result is ~2.2 MB, past the simulated context window: the step fails there,
+    as a real one would, with the budget full and its memory held."""
+    fresh = build_fixtures(SEED)  # its own set: the lazy input built here
+    assert ("code-review", "budget-16MiB") not in {(f.recipe, f.input_name) for f in fresh}
+    record = run(
+        SimDriver(fixtures=fresh),
+        job(tmp_path, DEFAULT, "code-review", "budget-16MiB", "large"),
+    )
+    assert record.budget_inline == 1 and record.spillover_persisted == 7
+    assert record.outcome == "failed" and record.logs_clean
+    assert record.mcp_host_memory is not None and record.mcp_host_memory.peak_bytes is not None
+    held = record.mcp_host_memory.peak_bytes - SimDriver(fixtures=fresh).memory.baseline_bytes
+    assert held > 15 * 1024 * 1024  # the store's ~15.7 MB, with its overhead
+    logs = list(tmp_path.rglob("logs.jsonl"))
+    assert len(logs) == 1
+    lines = logs[0].read_text(encoding="utf-8").splitlines()
+    warnings = [line for line in lines if "budget reached" in line]
+    assert len(warnings) == 1 and '"budgetBytes":16777216' in warnings[0]
+    assert ("code-review", "budget-16MiB") in {(f.recipe, f.input_name) for f in fresh}
