@@ -25,7 +25,7 @@ from spillover_harness.matrix import Matrix
 from spillover_harness.records import RunRecord
 from spillover_harness.studies.concurrency import LanePoint, MemoryLane
 
-__all__ = ["PR_CLAIM_RATIO", "check_memory", "headroom", "leak", "line_fit"]
+__all__ = ["PR_CLAIM_RATIO", "check_memory", "headroom", "headroom_text", "leak", "line_fit"]
 
 # The PR: a full 16 MiB budget costs about 7% more working set than the same results
 # kept inline. A reference line in the report, never an input.
@@ -76,6 +76,19 @@ def headroom(points: Sequence[LanePoint]) -> tuple[int | None, int | None, str]:
         f"{float(slope) / 2**20:,.2f} MiB x N, limit {limit / 2**20:,.1f} MiB"
     )
     return room, round(slope), how
+
+
+def headroom_text(m: MemoryConfig, *, unit: bool = True) -> str:
+    """The headroom for people: a figure past the largest N the lane measured is marked
+    extrapolated (a line through a few points says little about 100 executions).
+    `unit` False: the bare count, for a column that names the unit."""
+    if m.headroom_executions is None:
+        return "not measured"
+    text = f"{m.headroom_executions}" + (" execution(s) at once" if unit else "")
+    tested = m.lane_max_executions
+    if tested is not None and m.headroom_executions > tested:
+        text += f" (extrapolated past the N = {tested} measured)"
+    return text
 
 
 def leak(records: Sequence[RunRecord]) -> tuple[int | None, str]:
@@ -178,6 +191,7 @@ def check_memory(
             headroom_executions=room,
             leak_bytes=leaked,
             per_execution_bytes=per_execution,
+            lane_max_executions=max((p.executions for p in points), default=None),
             runs_compared=compared,
             runs_left_out=left_out,
             reasons=reasons,

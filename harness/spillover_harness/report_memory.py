@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from spillover_harness.evaluate.schema import MemoryCheck
 from spillover_harness.matrix import Matrix
+from spillover_harness.memory_check import headroom_text
 from spillover_harness.records import RunRecord
 from spillover_harness.studies.concurrency import LANE_FILE, MemoryLane
 
@@ -159,7 +160,7 @@ def _check_lines(check: MemoryCheck, sources: Sequence[tuple[str, str]]) -> list
             versus = "—"
         else:
             versus = "above" if m.ratio_to_baseline > check.claim_ratio else "within"
-        room = "not measured" if m.headroom_executions is None else str(m.headroom_executions)
+        room = headroom_text(m, unit=False)
         leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / MIB:+,.1f} MiB"
         lines.append(
             _row(

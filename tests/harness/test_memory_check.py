@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 from record_builders import MATRIX, make_record
-from spillover_harness.memory_check import PR_CLAIM_RATIO, check_memory, headroom, line_fit
+from spillover_harness.memory_check import (
+    PR_CLAIM_RATIO,
+    check_memory,
+    headroom,
+    headroom_text,
+    line_fit,
+)
 from spillover_harness.records import McpHostMemory, RunRecord
 from spillover_harness.studies.concurrency import LanePoint, MemoryLane
 
@@ -120,6 +126,15 @@ def test_the_lane_gives_headroom_and_sim_figures_are_modelled() -> None:
     assert check.configs["128KiB"].headroom_executions == 5  # 100 + 30 x 5 = 250
     assert check.configs["128KiB"].per_execution_bytes == 30 * MIB
     assert "no concurrency lane point" in check.configs["off"].reasons["headroom_executions"]
+    # 5 executions is past the N = 4 the lane measured: said to be a line extrapolated
+    assert check.configs["128KiB"].lane_max_executions == 4
+    assert headroom_text(check.configs["128KiB"]) == (
+        "5 execution(s) at once (extrapolated past the N = 4 measured)"
+    )
+    assert headroom_text(check.configs["off"]) == "not measured"
+    within = check.configs["128KiB"].model_copy(update={"headroom_executions": 3})
+    assert headroom_text(within) == "3 execution(s) at once"
+    assert headroom_text(check.configs["128KiB"], unit=False).startswith("5 (extrapolated")
 
 
 @pytest.mark.parametrize("stage", ["minikube", "sim"])

@@ -191,6 +191,8 @@ def _mib(value: int | None) -> str:
 def memory_lines(verdict: Verdict) -> list[str]:
     """`memory (measured, against off): 128KiB peak 171.0 MiB = 1.07 x off, ...`: one
     line per configuration of the verdict's memory check (none without one)."""
+    from spillover_harness.memory_check import headroom_text
+
     check = verdict.memory
     if check is None:
         return []
@@ -202,11 +204,7 @@ def memory_lines(verdict: Verdict) -> list[str]:
         lines.append(f"  memory-lane.json cannot be read: {check.lane_problem}")
     for name, m in check.configs.items():
         ratio = "n/a" if m.ratio_to_baseline is None else f"x{float(m.ratio_to_baseline):.3f}"
-        room = (
-            "not measured"
-            if m.headroom_executions is None
-            else f"{m.headroom_executions} execution(s) at once"
-        )
+        room = headroom_text(m)
         leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / 2**20:+,.1f} MiB"
         lines.append(
             f"  {name}: peak {_mib(m.peak_bytes)} ({ratio} {check.baseline}), limit "

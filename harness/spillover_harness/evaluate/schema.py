@@ -305,6 +305,8 @@ class MemoryConfig(_Schema):
     leak_bytes: int | None
     # the lane's fit: what one more execution at once adds to the peak (bytes)
     per_execution_bytes: int | None = None
+    # the largest N the lane measured: a headroom above it is a line extrapolated
+    lane_max_executions: int | None = None
     runs_compared: int = 0  # its completed runs in the cells both sides completed
     runs_left_out: int = 0  # its runs that ended failed, aborted or timed_out
     reasons: dict[str, str] = {}
