@@ -611,8 +611,8 @@ def run(
     """Run spilloverctl with `argv` (default sys.argv[1:]); return the exit code."""
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    parser = build_parser()
     try:
+        parser = build_parser()  # inside: a Ctrl-C while it builds is an interruption too
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
         return _dispatch(parser, args, out, err)
     except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
