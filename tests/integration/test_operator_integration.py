@@ -539,6 +539,29 @@ def test_delete_with_on_delete(cluster: Cluster, on_delete: str) -> None:
         assert "Deployment" in kinds
 
 
+def test_the_finalizer_comes_off_even_when_kopf_s_annotation_writes_fail(
+    cluster: Cluster,
+) -> None:
+    """A policy carrying a 250 KiB annotation (admitted where the shipped
+    spillover-annotations-size policy is not installed): kopf's own writes, which copy
+    the annotations into its state, fail with 422. Deleting it still removes the
+    finalizer (the operator's plain JSON patch), so the policy goes."""
+    cluster.create_wrc()
+    op = cluster.start_operator()
+    body = policy_manifest(
+        cluster.namespace, {"enabled": True, "target": {"deployment": WRC}}, "spillover"
+    )
+    body["metadata"]["annotations"] = {"example.com/notes": "x" * (250 * 1024)}
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, body)
+    cluster.wait_policy(
+        "spillover",
+        lambda p: "spillover.clerum.io/finalizer" in (p["metadata"].get("finalizers") or []),
+        "the operator's finalizer",
+    )
+    cluster.delete_policy("spillover")
+    wait_for("the policy to be deleted", lambda: cluster.policy_gone("spillover"), operator=op)
+
+
 def test_restart_writes_nothing(cluster: Cluster) -> None:
     cluster.create_wrc()
     op = cluster.start_operator()
