@@ -68,7 +68,7 @@ def admission(
     namespace (and both renamed after it); waits until it is enforced."""
     vap, binding = shipped_for_namespace(shipped, VAP, namespace)
     # Loaded asynchronously: probe with a dry-run create carrying a forged record.
-    probe = policy_manifest(namespace, {"target": {"deployment": WRC}}, "probe")
+    probe = policy_manifest(namespace, {"enabled": True, "target": {"deployment": WRC}}, "probe")
     forged = ChangeRecord("cto", 1, "t", "spilloverctl kill", "probe").encode()
     probe["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: forged}
 
@@ -152,7 +152,9 @@ def setup(admin: client.ApiClient, namespace: str) -> None:
             namespace=namespace,
         ),
     )  # fmt: skip
-    create_object(admin, policy_manifest(namespace, {"target": {"deployment": WRC}}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": True, "target": {"deployment": WRC}})
+    )
 
 
 def events(admin: client.ApiClient, namespace: str, reason: str) -> list[dict[str, Any]]:
@@ -293,7 +295,9 @@ def test_admission_refuses_a_record_alice_did_not_earn(
         assert pol["metadata"]["generation"] == 1
         assert CHANGE_RECORD_ANNOTATION not in (pol["metadata"].get("annotations") or {})
         # At CREATE the generation is 1: her own record of it is admitted (dry run).
-        created = policy_manifest(namespace, {"target": {"deployment": WRC}}, "another")
+        created = policy_manifest(
+            namespace, {"enabled": True, "target": {"deployment": WRC}}, "another"
+        )
         mine = ChangeRecord("alice", 1, "t", "kubectl create", "new policy").encode()
         created["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: mine}
         custom = client.CustomObjectsApi(api)

@@ -354,6 +354,7 @@ class Two:
 
     def create_policy(self) -> None:
         spec = {
+            "enabled": True,
             "target": {"deployment": WRC, "container": "wrc"},
             "recipePods": {"refresh": "OnKillSwitch"},
         }
