@@ -131,7 +131,7 @@ def main() -> int:
                         "apiVersion": "spillover.clerum.io/v1alpha1",
                         "kind": "SpilloverPolicy",
                         "metadata": {"name": "spillover"},
-                        "spec": {"target": {"deployment": WRC}},
+                        "spec": {"enabled": True, "target": {"deployment": WRC}},
                     },
                 )
                 break

@@ -57,6 +57,22 @@ async def startup(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any)
     rt.started = time.monotonic()
 
 
+@kopf.on.login()
+async def login(
+    *, memo: kopf.Memo, logger: Logger, settings: kopf.OperatorSettings, **kwargs: Any
+) -> Any:
+    """kopf's usual login (the Kubernetes client's: in-cluster, else the kubeconfig),
+    with every write of kopf's own (its Events, annotations, the finalizer) passing the
+    leader's write gate, as ours do: a leader whose Lease may have passed to another
+    writes nothing (handlers/election.py)."""
+    info = await asyncio.to_thread(
+        kopf.login_via_client, logger=logger, settings=settings, **kwargs
+    )
+    if info is None:
+        return None
+    return election.gated_session(info, lambda: runtime.write_gate(memo))
+
+
 @kopf.on.cleanup()
 async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
     # Stop writing, and hand the Lease over: a standby takes it at its next read.

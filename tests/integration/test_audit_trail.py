@@ -12,6 +12,7 @@ only (the control plane is shared by every test)."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 from collections.abc import Iterator
@@ -67,7 +68,7 @@ def admission(
     namespace (and both renamed after it); waits until it is enforced."""
     vap, binding = shipped_for_namespace(shipped, VAP, namespace)
     # Loaded asynchronously: probe with a dry-run create carrying a forged record.
-    probe = policy_manifest(namespace, {"target": {"deployment": WRC}}, "probe")
+    probe = policy_manifest(namespace, {"enabled": True, "target": {"deployment": WRC}}, "probe")
     forged = ChangeRecord("cto", 1, "t", "spilloverctl kill", "probe").encode()
     probe["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: forged}
 
@@ -151,7 +152,9 @@ def setup(admin: client.ApiClient, namespace: str) -> None:
             namespace=namespace,
         ),
     )  # fmt: skip
-    create_object(admin, policy_manifest(namespace, {"target": {"deployment": WRC}}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": True, "target": {"deployment": WRC}})
+    )
 
 
 def events(admin: client.ApiClient, namespace: str, reason: str) -> list[dict[str, Any]]:
@@ -193,13 +196,15 @@ def test_alice_is_recorded_as_alice_whatever_her_user_variable_says(
     assert (record.tool, record.reason) == ("spilloverctl kill", "INC-99 approved")
     assert "cto" not in pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION]
     assert "change recorded: generation 2 changed by alice with spilloverctl kill" in out
+    stored = last_change(pol).record
+    assert stored is not None and stored.time  # the server's time of the write
 
     # status shows who, when, why and with what (read by the admin: alice may not read
     # the Deployment; no operator needed, the record is on the policy).
     code, out, err = ctl(control_plane.kubeconfig, namespace, "status")
     assert "last change:" in out, out + err
     line = next(x for x in out.splitlines() if "last change:" in x)
-    assert f"generation 2 changed by alice with spilloverctl kill at {record.time}" in line
+    assert f"generation 2 changed by alice with spilloverctl kill at {stored.time}" in line
     assert line.endswith(": INC-99 approved")
     code, out, err = ctl(control_plane.kubeconfig, namespace, "status", "-o", "json")
     shown = json.loads(out)["lastChange"]
@@ -207,10 +212,42 @@ def test_alice_is_recorded_as_alice_whatever_her_user_variable_says(
         "generation": 2,
         "recorded": True,
         "user": "alice",
-        "time": record.time,
+        "time": stored.time,
         "tool": "spilloverctl kill",
         "reason": "INC-99 approved",
     }
+
+
+def test_the_record_carries_the_servers_time_whatever_the_clients_clock_says(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    alice: Path,
+    admission: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """alice's clock is 27 years behind: the record's time is the API server's time of
+    the write that carried it, in the record, in `status` and in the command's output."""
+    from spillover_operator.cli import change
+
+    setup(admin, namespace)
+    wrong = datetime.datetime(1999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC)
+    monkeypatch.setattr(change, "_now", lambda: wrong)
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    code, out, err = ctl(alice, namespace, "kill", "--reason", "INC-7")
+    after = datetime.datetime.now(datetime.UTC)
+    assert code == exit_codes.OK, out + err
+    pol = policy(admin, namespace)
+    assert "1999" not in pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION]
+    stored = last_change(pol).record
+    assert stored is not None and stored.generation == 2
+    # The control plane runs on this machine: the server's clock is the test's.
+    when = datetime.datetime.fromisoformat(stored.time.replace("Z", "+00:00"))
+    assert before - datetime.timedelta(seconds=1) <= when <= after, stored.time
+    assert f"with spilloverctl kill at {stored.time}: INC-7" in out
+    code, out, err = ctl(control_plane.kubeconfig, namespace, "status", "-o", "json")
+    assert json.loads(out)["lastChange"]["time"] == stored.time, out + err
+    assert "1999" not in out
 
 
 def test_admission_refuses_a_record_alice_did_not_earn(
@@ -258,7 +295,9 @@ def test_admission_refuses_a_record_alice_did_not_earn(
         assert pol["metadata"]["generation"] == 1
         assert CHANGE_RECORD_ANNOTATION not in (pol["metadata"].get("annotations") or {})
         # At CREATE the generation is 1: her own record of it is admitted (dry run).
-        created = policy_manifest(namespace, {"target": {"deployment": WRC}}, "another")
+        created = policy_manifest(
+            namespace, {"enabled": True, "target": {"deployment": WRC}}, "another"
+        )
         mine = ChangeRecord("alice", 1, "t", "kubectl create", "new policy").encode()
         created["metadata"]["annotations"] = {CHANGE_RECORD_ANNOTATION: mine}
         custom = client.CustomObjectsApi(api)

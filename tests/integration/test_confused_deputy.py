@@ -349,7 +349,9 @@ class Deputy:
         return read_deployment(self.admin, self.namespace, name)
 
     def create_policy(self, api: client.ApiClient, name: str, target: str, **spec: Any) -> None:
-        body = policy_manifest(self.namespace, {**spec, "target": {"deployment": target}}, name)
+        body = policy_manifest(
+            self.namespace, {"enabled": True, **spec, "target": {"deployment": target}}, name
+        )
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             GROUP, VERSION, self.namespace, PLURAL, body
         )
@@ -623,7 +625,9 @@ def remove_admission(deputy: Deputy, installed: list[tuple[str, str]]) -> None:
 def refusal(api: client.ApiClient, deputy: Deputy, target: str) -> ApiException | None:
     """The API server's answer to a dry-run create of a policy targeting `target`:
     the refusal, or None if it would be admitted (nothing is stored either way)."""
-    body = policy_manifest(deputy.namespace, {"target": {"deployment": target}}, "probe")
+    body = policy_manifest(
+        deputy.namespace, {"enabled": True, "target": {"deployment": target}}, "probe"
+    )
     try:
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             GROUP, VERSION, deputy.namespace, PLURAL, body, dry_run="All"
@@ -690,7 +694,9 @@ def test_admission_refuses_the_policy_naming_the_field(deputy: Deputy) -> None:
 def dry_run(api: client.ApiClient, deputy: Deputy, spec: dict[str, Any], **meta: Any) -> Any:
     """A dry-run create of a policy for the WRC with `spec` (and metadata `meta`): the
     refusal (ApiException), or None when it would be admitted."""
-    body = policy_manifest(deputy.namespace, {"target": {"deployment": WRC}, **spec}, "probe")
+    body = policy_manifest(
+        deputy.namespace, {"enabled": True, "target": {"deployment": WRC}, **spec}, "probe"
+    )
     body["metadata"].update(meta)
     try:
         client.CustomObjectsApi(api).create_namespaced_custom_object(

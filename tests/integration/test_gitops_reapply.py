@@ -58,7 +58,9 @@ def _first_apply(c: Cluster) -> int:
     """Git creates the WRC, the operator applies the policy; the generation after."""
     _server_side_apply(c, _git_manifest(c.namespace), "kustomize-controller")
     op = c.start_operator()
-    c.create_policy("spillover", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    c.create_policy(
+        "spillover", {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": WRC}}
+    )
     c.wait_ready("spillover")
     wait_for("the Deployment to settle", lambda: settled(c.deployment()), operator=op)
     return int(c.deployment()["metadata"]["generation"])

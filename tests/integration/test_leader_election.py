@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -162,6 +163,66 @@ def test_a_standby_takes_over_a_lease_not_renewed_for_its_duration(
     assert not a.confirmed()
 
 
+def test_kopf_s_own_event_is_not_posted_once_the_lease_may_have_passed(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf posts Events (and patches) through the session main.py's login gives it:
+    the deposed leader's Event never reaches the API server after the new leader's."""
+    import asyncio
+
+    import kopf
+    from spillover_operator.handlers.election import WriteGateClosed, gated_session
+
+    conn = connection(admin, namespace)
+    a_clock, b_clock = Clock(), Clock()
+    a = Elector(conn, [namespace], "op-a", clock=a_clock)
+    b = Elector(conn, [namespace], "op-b", clock=b_clock)
+    assert a.try_acquire()
+    monkeypatch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
+    settings = kopf.OperatorSettings()
+    info = kopf.login_with_kubeconfig(logger=logging.getLogger("test"), settings=settings)
+    assert info is not None
+
+    def event(reason: str) -> dict[str, Any]:
+        return {
+            "metadata": {"generateName": "kopf-"},
+            "involvedObject": {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "name": leadership.LEASE_NAME,
+                "namespace": namespace,
+            },
+            "reason": reason,
+            "message": reason,
+            "type": "Normal",
+        }
+
+    async def post(reason: str) -> str:
+        session: Any = gated_session(info, lambda: lambda: a.gate(wait=0)).aiohttp_session
+        url = f"{info.server.rstrip('/')}/api/v1/namespaces/{namespace}/events"
+        try:
+            async with session.post(url, json=event(reason)) as response:
+                return str(response.status)
+        except WriteGateClosed as exc:
+            return f"refused: {exc}"
+        finally:
+            await session.close()
+
+    assert asyncio.run(post("FromTheLeader")) == "201"
+    # a stalls past its renew deadline; b takes the Lease after its duration.
+    a_clock.now += leadership.RENEW_DEADLINE_SECONDS
+    assert not b.try_acquire()
+    b_clock.now += leadership.DURATION_SECONDS
+    assert b.try_acquire()
+    answer = asyncio.run(post("FromTheDeposedLeader"))
+    assert answer.startswith("refused: ") and "not the confirmed leader" in answer
+    reasons = [e.reason for e in client.CoreV1Api(admin).list_namespaced_event(namespace).items]
+    assert "FromTheLeader" in reasons and "FromTheDeposedLeader" not in reasons
+
+
 def test_a_released_lease_is_taken_at_the_standby_s_next_read(
     admin: client.ApiClient, namespace: str
 ) -> None:
@@ -293,6 +354,7 @@ class Two:
 
     def create_policy(self) -> None:
         spec = {
+            "enabled": True,
             "target": {"deployment": WRC, "container": "wrc"},
             "recipePods": {"refresh": "OnKillSwitch"},
         }

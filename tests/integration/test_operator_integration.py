@@ -256,7 +256,7 @@ def cluster(
 def test_create_applies_and_reports_status_events_metrics(cluster: Cluster) -> None:
     cluster.create_wrc(wrc_body(replicas=2))
     op = cluster.start_operator()
-    cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+    cluster.create_policy("spillover", {"enabled": True, "target": {"deployment": WRC}})
 
     policy = cluster.wait_ready("spillover")
     dep = cluster.deployment()
@@ -296,7 +296,9 @@ def test_create_applies_and_reports_status_events_metrics(cluster: Cluster) -> N
 def test_update_kill_and_restore(cluster: Cluster) -> None:
     cluster.create_wrc()
     op = cluster.start_operator()
-    cluster.create_policy("spillover", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.create_policy(
+        "spillover", {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": WRC}}
+    )
     cluster.wait_ready("spillover")
     gen = cluster.deployment()["metadata"]["generation"]
     assert env_map(cluster.deployment())[THRESHOLD_VAR] == "32768"
@@ -379,7 +381,9 @@ def test_drift_is_corrected(cluster: Cluster) -> None:
 
 def test_late_target_is_applied_when_it_appears(cluster: Cluster) -> None:
     cluster.start_operator()
-    cluster.create_policy("spillover", {"thresholdBytes": 65536, "target": {"deployment": WRC}})
+    cluster.create_policy(
+        "spillover", {"enabled": True, "thresholdBytes": 65536, "target": {"deployment": WRC}}
+    )
     policy = cluster.wait_reason("spillover", "TargetNotFound")
     assert condition(policy, "Applied")["status"] == "False"
     assert WRC in condition(policy, "Ready")["message"]
@@ -392,7 +396,9 @@ def test_late_target_is_applied_when_it_appears(cluster: Cluster) -> None:
 def test_missing_container_is_target_not_found_naming_the_containers(cluster: Cluster) -> None:
     before = cluster.create_wrc()
     cluster.start_operator()
-    cluster.create_policy("spillover", {"target": {"deployment": WRC, "container": "nope"}})
+    cluster.create_policy(
+        "spillover", {"enabled": True, "target": {"deployment": WRC, "container": "nope"}}
+    )
     policy = cluster.wait_reason("spillover", "TargetNotFound")
     assert "'nope' not found" in condition(policy, "Ready")["message"]
     assert "wrc" in condition(policy, "Ready")["message"]
@@ -402,7 +408,9 @@ def test_missing_container_is_target_not_found_naming_the_containers(cluster: Cl
 def test_conflict_touches_nothing_and_hands_over_on_delete(cluster: Cluster) -> None:
     cluster.create_wrc()
     cluster.start_operator()
-    cluster.create_policy("first", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.create_policy(
+        "first", {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": WRC}}
+    )
     cluster.wait_ready("first")
     cluster.create_policy("second", {"enabled": False, "target": {"deployment": WRC}})
     policy = cluster.wait_reason("second", "Conflict")
@@ -428,7 +436,9 @@ def test_conflict_hands_over_at_once_when_the_owner_is_retargeted(cluster: Clust
     moves to an allowed name with no Deployment yet (the Role may patch only the WRC)."""
     cluster.create_wrc()
     cluster.start_operator()
-    cluster.create_policy("first", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.create_policy(
+        "first", {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": WRC}}
+    )
     cluster.wait_ready("first")
     cluster.create_policy("second", {"enabled": False, "target": {"deployment": WRC}})
     cluster.wait_reason("second", "Conflict")
@@ -457,7 +467,7 @@ def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, 
     def create() -> bool:
         try:
             cluster.create_policy(
-                "spillover", {"thresholdBytes": 100, "target": {"deployment": WRC}}
+                "spillover", {"enabled": True, "thresholdBytes": 100, "target": {"deployment": WRC}}
             )
         except ApiException as exc:
             if exc.status == 422:  # the looser schema is not in effect yet
@@ -512,6 +522,7 @@ def test_delete_with_on_delete(cluster: Cluster, on_delete: str) -> None:
     cluster.create_policy(
         "spillover",
         {
+            "enabled": True,
             "thresholdBytes": 32768,
             "budgetBytes": 2097152,
             "onDelete": on_delete,
@@ -539,10 +550,35 @@ def test_delete_with_on_delete(cluster: Cluster, on_delete: str) -> None:
         assert "Deployment" in kinds
 
 
+def test_the_finalizer_comes_off_even_when_kopf_s_annotation_writes_fail(
+    cluster: Cluster,
+) -> None:
+    """A policy carrying a 250 KiB annotation (admitted where the shipped
+    spillover-annotations-size policy is not installed): kopf's own writes, which copy
+    the annotations into its state, fail with 422. Deleting it still removes the
+    finalizer (the operator's plain JSON patch), so the policy goes."""
+    cluster.create_wrc()
+    op = cluster.start_operator()
+    body = policy_manifest(
+        cluster.namespace, {"enabled": True, "target": {"deployment": WRC}}, "spillover"
+    )
+    body["metadata"]["annotations"] = {"example.com/notes": "x" * (250 * 1024)}
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, body)
+    cluster.wait_policy(
+        "spillover",
+        lambda p: "spillover.clerum.io/finalizer" in (p["metadata"].get("finalizers") or []),
+        "the operator's finalizer",
+    )
+    cluster.delete_policy("spillover")
+    wait_for("the policy to be deleted", lambda: cluster.policy_gone("spillover"), operator=op)
+
+
 def test_restart_writes_nothing(cluster: Cluster) -> None:
     cluster.create_wrc()
     op = cluster.start_operator()
-    cluster.create_policy("spillover", {"thresholdBytes": 32768, "target": {"deployment": WRC}})
+    cluster.create_policy(
+        "spillover", {"enabled": True, "thresholdBytes": 32768, "target": {"deployment": WRC}}
+    )
     cluster.wait_ready("spillover")
     # Let the rollout finish and its last status writes land (the Deployment's, then
     # the operator's view of them in the policy status), so that any later write is one
@@ -612,7 +648,11 @@ def test_patch_semantics_multi_container_wrc(cluster: Cluster) -> None:
     cluster.start_operator()
     cluster.create_policy(
         "spillover",
-        {"thresholdBytes": 32768, "target": {"deployment": WRC, "container": "controller"}},
+        {
+            "enabled": True,
+            "thresholdBytes": 32768,
+            "target": {"deployment": WRC, "container": "controller"},
+        },
     )
     cluster.wait_ready("spillover")
     after = cluster.deployment()
@@ -685,7 +725,7 @@ def test_passthrough_from_value_from_is_not_supported(cluster: Cluster) -> None:
         )
     )
     cluster.start_operator()
-    cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+    cluster.create_policy("spillover", {"enabled": True, "target": {"deployment": WRC}})
     policy = cluster.wait_reason("spillover", "TargetNotSupported")
     assert "valueFrom" in condition(policy, "Ready")["message"]
     assert_untouched(before, cluster.deployment())
@@ -696,7 +736,7 @@ def test_role_without_deployment_patch_fails_visibly(cluster: Cluster) -> None:
     take away one verb the operator needs and it fails, says why, and changes nothing."""
     before = cluster.create_wrc()
     op = cluster.start_operator(drop=("deployments", "patch"))
-    cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+    cluster.create_policy("spillover", {"enabled": True, "target": {"deployment": WRC}})
     policy = cluster.wait_reason("spillover", "ApplyFailed")
     message = condition(policy, "Ready")["message"]
     assert "403" in message and "forbidden" in message.lower()
@@ -705,18 +745,31 @@ def test_role_without_deployment_patch_fails_visibly(cluster: Cluster) -> None:
 
 
 CRD_BAD_VALUES: list[tuple[dict[str, Any], str]] = [
-    ({"thresholdBytes": 4095, "target": {"deployment": WRC}}, "spec.thresholdBytes"),
-    ({"thresholdBytes": 1048577, "target": {"deployment": WRC}}, "spec.thresholdBytes"),
-    ({"thresholdBytes": "32768", "target": {"deployment": WRC}}, "spec.thresholdBytes"),
-    ({"budgetBytes": 1048575, "target": {"deployment": WRC}}, "spec.budgetBytes"),
-    ({"budgetBytes": 268435457, "target": {"deployment": WRC}}, "spec.budgetBytes"),
+    (
+        {"enabled": True, "thresholdBytes": 4095, "target": {"deployment": WRC}},
+        "spec.thresholdBytes",
+    ),
+    (
+        {"enabled": True, "thresholdBytes": 1048577, "target": {"deployment": WRC}},
+        "spec.thresholdBytes",
+    ),
+    (
+        {"enabled": True, "thresholdBytes": "32768", "target": {"deployment": WRC}},
+        "spec.thresholdBytes",
+    ),
+    ({"enabled": True, "budgetBytes": 1048575, "target": {"deployment": WRC}}, "spec.budgetBytes"),
+    (
+        {"enabled": True, "budgetBytes": 268435457, "target": {"deployment": WRC}},
+        "spec.budgetBytes",
+    ),
     ({"enabled": "false", "target": {"deployment": WRC}}, "spec.enabled"),
-    ({"onDelete": "Delete", "target": {"deployment": WRC}}, "spec.onDelete"),
+    ({"enabled": True, "onDelete": "Delete", "target": {"deployment": WRC}}, "spec.onDelete"),
     ({"enabled": True}, "spec.target"),
-    ({"target": {}}, "spec.target.deployment"),
-    ({"target": {"deployment": "Bad_Name"}}, "spec.target.deployment"),
-    ({"target": {"deployment": WRC, "container": "a.b"}}, "spec.target.container"),
-    ({"target": {"deployment": WRC}, "treshold": 5000}, "spec.treshold"),
+    ({"target": {"deployment": WRC}}, "spec.enabled"),  # required, no default
+    ({"enabled": True, "target": {}}, "spec.target.deployment"),
+    ({"enabled": True, "target": {"deployment": "Bad_Name"}}, "spec.target.deployment"),
+    ({"enabled": True, "target": {"deployment": WRC, "container": "a.b"}}, "spec.target.container"),
+    ({"enabled": True, "target": {"deployment": WRC}, "treshold": 5000}, "spec.treshold"),
 ]
 
 

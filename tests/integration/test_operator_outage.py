@@ -83,7 +83,9 @@ def test_liveness_fails_during_an_outage_and_changes_apply_after_it(
         wait_for(
             "the policy to be created",
             lambda: create_object(
-                conn, SPILLOVER_POLICIES, policy_manifest(NS, {"target": {"deployment": WRC}})
+                conn,
+                SPILLOVER_POLICIES,
+                policy_manifest(NS, {"enabled": True, "target": {"deployment": WRC}}),
             ),
             retry_on=(Exception,),
         )

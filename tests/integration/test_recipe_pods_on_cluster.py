@@ -130,7 +130,7 @@ class Setup:
         )
 
     def create_policy(self, **recipe_pods: Any) -> None:
-        spec: dict[str, Any] = {"target": {"deployment": WRC, "container": "wrc"}}
+        spec: dict[str, Any] = {"enabled": True, "target": {"deployment": WRC, "container": "wrc"}}
         if recipe_pods:
             spec["recipePods"] = recipe_pods
         client.CustomObjectsApi(self.api).create_namespaced_custom_object(

@@ -137,7 +137,9 @@ def test_refusals_change_nothing_and_say_why(
         reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS).outcome == Outcome.GONE
     )
 
-    create_object(admin, policy_manifest(namespace, {"target": {"deployment": "wrc"}}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": True, "target": {"deployment": "wrc"}})
+    )
     missing = reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS)
     assert missing.outcome == Outcome.TARGET_NOT_FOUND
     assert condition(read_policy(admin, namespace), "Ready")["reason"] == "TargetNotFound"
@@ -146,7 +148,9 @@ def test_refusals_change_nothing_and_say_why(
     create_object(
         admin,
         policy_manifest(
-            namespace, {"target": {"deployment": "wrc", "container": "nope"}}, "wrong-container"
+            namespace,
+            {"enabled": True, "target": {"deployment": "wrc", "container": "nope"}},
+            "wrong-container",
         ),
     )
     wrong = reconcile_policy(cluster, namespace, "wrong-container", settings=SETTINGS)
@@ -174,7 +178,12 @@ def test_finalize_with_remove_takes_the_variables_back(
     cluster: Connection, admin: client.ApiClient, namespace: str
 ) -> None:
     create_object(admin, _wrc(namespace, {PASSTHROUGH_VAR: "A"}))
-    spec = {"budgetBytes": 2097152, "onDelete": "Remove", "target": {"deployment": "wrc"}}
+    spec = {
+        "enabled": True,
+        "budgetBytes": 2097152,
+        "onDelete": "Remove",
+        "target": {"deployment": "wrc"},
+    }
     create_object(admin, policy_manifest(namespace, spec))
     assert (
         reconcile_policy(cluster, namespace, "spillover", settings=SETTINGS).outcome
@@ -225,7 +234,9 @@ def test_a_refused_patch_raises_and_reports_apply_failed(
         ),
     )
     before = create_object(admin, _wrc(namespace, {}))
-    create_object(admin, policy_manifest(namespace, {"target": {"deployment": "wrc"}}))
+    create_object(
+        admin, policy_manifest(namespace, {"enabled": True, "target": {"deployment": "wrc"}})
+    )
     kubeconfig = control_plane.service_account_kubeconfig(namespace, "no-patch")
     limited = connect(str(kubeconfig), field_manager=FIELD_MANAGER)
 

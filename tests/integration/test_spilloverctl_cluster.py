@@ -245,7 +245,7 @@ def test_kill_wait_restore_and_set_through_the_running_operator(
         admin,
         namespace,
         {PASSTHROUGH_VAR: "A,B"},
-        {"target": {"deployment": "wrc", "container": "controller"}},
+        {"enabled": True, "target": {"deployment": "wrc", "container": "controller"}},
     )
     with operator(control_plane, namespace, tmp_path):
         code, out, err = ctl(

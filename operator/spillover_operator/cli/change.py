@@ -7,7 +7,7 @@ import datetime
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from spillover_operator import exit_codes
@@ -22,7 +22,11 @@ from spillover_operator.client import (
     get_policy,
     patch_policy,
 )
-from spillover_operator.domain.change_record import ChangeRecord, LastChange
+from spillover_operator.domain.change_record import (
+    RECORD_MANAGER,
+    ChangeRecord,
+    last_change,
+)
 from spillover_operator.domain.constants import (
     CHANGE_RECORD_ANNOTATION,
     COND_READY,
@@ -181,7 +185,7 @@ def cmd_change(
     )
     policy, new_spec, spec_changes = written.policy, written.new_spec, written.spec_changes
     if written.record is not None:
-        described = LastChange(written.record.generation, written.record).describe()
+        described = last_change(policy).describe()
         out.write(f"{ref}: change recorded: {described}\n")
     elif options.reason and not spec_changes:
         out.write(
@@ -470,7 +474,7 @@ def _write_policy(
             record = ChangeRecord(
                 user=user,
                 generation=generation + 1,
-                time=_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                time="",  # the server's: the time of this write (`RECORD_MANAGER`)
                 tool=f"spilloverctl {change.command}" + (" --direct" if direct else ""),
                 reason=(options.reason or "").strip() or None,
             )
@@ -483,8 +487,11 @@ def _write_policy(
             "spec": dict(change.fields),
             "metadata": {"annotations": annotations},
         }
+        # The write that carries a record is made as RECORD_MANAGER: the server stamps
+        # its managedFields entry with the time of this write (the record's time).
+        writer = cluster if record is None else replace(cluster, field_manager=RECORD_MANAGER)
         try:
-            patched = patch_policy(cluster, name, body, resource_version=resource_version)
+            patched = patch_policy(writer, name, body, resource_version=resource_version)
         except (Forbidden, Rejected) as exc:
             if not (change.engage_first and record is not None):
                 raise

@@ -130,6 +130,7 @@ if TYPE_CHECKING:
         list_policies,
         patch_policy,
         patch_policy_status,
+        remove_policy_finalizer,
     )
     from spillover_operator.client.proxy import proxy_request
     from spillover_operator.client.retry import retry_on_conflict
@@ -193,6 +194,7 @@ _WHERE: dict[str, str] = {
     "patch_deployment_env": "deployments",
     "patch_policy": "policies",
     "patch_policy_status": "policies",
+    "remove_policy_finalizer": "policies",
     "pod_container": "pods",
     "pod_values": "pods",
     "proxy_request": "proxy",
@@ -269,6 +271,7 @@ __all__ = [
     "proxy_get",
     "proxy_request",
     "read_pod_log",
+    "remove_policy_finalizer",
     "renew_lease",
     "restart_workload",
     "retry_on_conflict",

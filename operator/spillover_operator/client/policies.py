@@ -7,11 +7,12 @@ from typing import Any
 
 from spillover_operator.client._api import JsonDict, request
 from spillover_operator.client.connection import Connection
-from spillover_operator.client.errors import NotFound
+from spillover_operator.client.errors import NotFound, Rejected
 from spillover_operator.domain.resource import GROUP, KIND, PLURAL, VERSION
 
 RESOURCE = f"{PLURAL}.{GROUP}"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 def _what(name: str) -> str:
@@ -89,4 +90,44 @@ def patch_policy_status(
         query=[("fieldManager", conn.field_manager)],
         body=body,
         content_type=MERGE_PATCH,
+    )
+
+
+def remove_policy_finalizer(conn: Connection, name: str, finalizer: str) -> bool:
+    """Take `finalizer` off the policy with a JSON patch that touches nothing else (no
+    annotation: kopf's own patch that removes it also writes its annotations, which the
+    API server may refuse, 422, and the policy then kept its finalizer for ever). The
+    patch tests the list entry it removes, so a concurrent change of the finalizers is
+    re-read, never clobbered. False when the policy is gone or no longer has it."""
+    for _ in range(5):
+        policy = find_policy(conn, name)
+        if policy is None:
+            return False
+        finalizers = list((policy.get("metadata") or {}).get("finalizers") or [])
+        if finalizer not in finalizers:
+            return False
+        path = f"/metadata/finalizers/{finalizers.index(finalizer)}"
+        try:
+            request(
+                conn,
+                "PATCH",
+                _path(conn, name),
+                verb="patch",
+                resource=RESOURCE,
+                what=_what(name),
+                query=[("fieldManager", conn.field_manager)],
+                body=[
+                    {"op": "test", "path": path, "value": finalizer},
+                    {"op": "remove", "path": path},
+                ],
+                content_type=JSON_PATCH,
+            )
+        except NotFound:
+            return False
+        except Rejected:
+            continue  # the list changed since the read (the test failed): read it again
+        return True
+    raise Rejected(
+        f"{_what(name)}: the finalizer {finalizer} could not be removed "
+        "(the finalizers kept changing)"
     )

@@ -10,7 +10,12 @@
   (SelfSubjectReview), never `$USER`;
 - `generation` is the policy generation the change makes (the spec change and the
   record travel in one request, with a resourceVersion precondition);
-- `time`, `tool` and `reason` are what the client says (its clock, its name, your words).
+- `tool` and `reason` are what the client says (its name, your words);
+- `time` is the API server's: spilloverctl writes the record as the field manager
+  `RECORD_MANAGER`, whose managedFields entry the server stamps with the time of the
+  write that carried the record (only record-carrying writes use that manager), and
+  `last_change` reads it from there. The record's own `time` is null; an older record
+  that carries one is shown with it only when no such entry is found.
 
 The admission policy `spillover-change-record` (manifests/base/admission.yaml) admits a
 record only from the user it names, only for the generation the same request stores,
@@ -24,6 +29,7 @@ policy they have.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +38,9 @@ from typing import Any
 from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
 
 KEYS = ("user", "generation", "time", "tool", "reason")
+# The field manager of the writes that carry a record, and of no other write: its
+# managedFields entry's `time` (the server's clock) is when the record was written.
+RECORD_MANAGER = "spilloverctl-change-record"
 
 
 class UnreadableRecord(ValueError):
@@ -53,7 +62,7 @@ class ChangeRecord:
             {
                 "user": self.user,
                 "generation": self.generation,
-                "time": self.time,
+                "time": self.time or None,
                 "tool": self.tool,
                 "reason": self.reason,
             },
@@ -134,6 +143,28 @@ class LastChange:
         return {k: v for k, v in out.items() if v is not None}
 
 
+def _owns_record(fields: Any) -> bool:
+    meta = fields.get("f:metadata") if isinstance(fields, Mapping) else None
+    annotations = meta.get("f:annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and (f"f:{CHANGE_RECORD_ANNOTATION}" in annotations)
+
+
+def server_time(meta: Mapping[str, Any]) -> str:
+    """When the API server stored the record on the policy (`metadata` given): the time
+    of the managedFields entry of `RECORD_MANAGER` that owns the record annotation; ""
+    when there is none (a record written otherwise)."""
+    entries = meta.get("managedFields")
+    times = [
+        str(entry.get("time"))
+        for entry in (entries if isinstance(entries, list) else [])
+        if isinstance(entry, Mapping)
+        and entry.get("manager") == RECORD_MANAGER
+        and entry.get("time")
+        and _owns_record(entry.get("fieldsV1"))
+    ]
+    return max(times, default="")
+
+
 def last_change(policy: Mapping[str, Any]) -> LastChange:
     """The change that made the policy's current `metadata.generation`."""
     meta = policy.get("metadata")
@@ -154,4 +185,5 @@ def last_change(policy: Mapping[str, Any]) -> LastChange:
             None,
             f"the change record describes generation {record.generation}, not this one",
         )
-    return LastChange(generation, record)
+    stored = server_time(meta)
+    return LastChange(generation, dataclasses.replace(record, time=stored) if stored else record)

@@ -4,7 +4,11 @@
 operator watches, in name order; the start-up handler calls it every `RETRY_SECONDS`
 until it holds them all (`lead`), then `Elector.keep` renews them on a thread of its
 own. `Elector.gate` is the write gate of the operator's connection: it lets a write
-through only while the leader's last renewal is recent enough. `release` lets the Leases
+through only while the leader's last renewal is recent enough. kopf's own writes (its
+Events, its annotations, the finalizer) pass the same gate: `gated_session` is the
+HTTP session kopf uses (the login handler in main.py), whose middleware refuses every
+request but a read while the gate is closed, so a deposed leader posts no Event and
+patches nothing after its Lease may have passed to another. `release` lets the Leases
 go when the operator stops (kopf's cleanup), after closing the gate.
 
 While waiting, `StandbyHealth` answers kopf's readiness endpoint (kopf serves it only
@@ -23,6 +27,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import aiohttp
+import kopf
 
 from spillover_operator.client import (
     Conflict,
@@ -43,8 +50,18 @@ log = logging.getLogger(__name__)
 GATE_WAIT_SECONDS = 5.0
 
 
+# Requests that write nothing: kopf's reads and watches pass the gate untouched.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 class LeadershipLost(RuntimeError):
     """Another operator holds a Lease this one led with."""
+
+
+class WriteGateClosed(aiohttp.ClientConnectionError):
+    """A write of kopf's refused by the leader's write gate before it was sent. A
+    connection error to kopf: it retries the request (its `error_backoffs`), as our
+    own writes are retried after `WriteRefused`."""
 
 
 def _exit_lost(message: str) -> None:
@@ -88,6 +105,7 @@ class Elector:
         self.last_problem = ""
         self.standby_reason = ""
         self.standby_holder: dict[str, str] = {}  # namespace -> the leader a standby saw
+        self.announcements: list[tuple[str, str]] = []  # (namespace, LeaderElected message)
         for namespace in self.namespaces:
             self._gauge(namespace, 0)
 
@@ -106,7 +124,23 @@ class Elector:
             self.term.renewed(started)
             self.leading = True
             self.cond.notify_all()
+        self._announce()
         return True
+
+    def _announce(self) -> None:
+        """Post the LeaderElected Events of the namespaces just taken, through the write
+        gate (with no wait): like every other write, only while the Lease is certainly
+        ours."""
+        gated = dataclasses.replace(self.conn, write_gate=lambda: self.gate(wait=0))
+        while self.announcements:
+            namespace, message = self.announcements.pop(0)
+            lease = self.leases.get(namespace) or {}
+            try:
+                post_event(
+                    gated.in_namespace(namespace), lease, "Normal", EVENT_LEADER_ELECTED, message
+                )
+            except Exception as exc:
+                log.warning("cannot post the LeaderElected Event in %s: %s", namespace, exc)
 
     def _acquire_one(self, namespace: str) -> bool:
         conn = self.conn.in_namespace(namespace)
@@ -156,13 +190,7 @@ class Elector:
         log.info("%s", message)
         self.led.add(namespace)
         self._gauge(namespace, 1)
-        lease = self.leases.get(namespace) or {}
-        try:
-            post_event(
-                self.conn.in_namespace(namespace), lease, "Normal", EVENT_LEADER_ELECTED, message
-            )
-        except Exception as exc:
-            log.warning("cannot post the LeaderElected Event in %s: %s", namespace, exc)
+        self.announcements.append((namespace, message))  # posted once leading (_announce)
 
     def _problem(self, message: str) -> None:
         if message != self.last_problem:
@@ -301,6 +329,53 @@ class Elector:
     def _gauge(self, namespace: str, value: int) -> None:
         if self.metrics is not None:
             self.metrics.leader.labels(namespace).set(value)
+
+
+Gate = Callable[[], None]
+
+
+def gate_middleware(gate_of: Callable[[], Gate | None]) -> aiohttp.ClientMiddlewareType:
+    """An aiohttp client middleware that lets a request other than a read through only
+    when the write gate `gate_of()` returns lets it (None: no election yet, no write)."""
+
+    async def middleware(
+        request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        if request.method.upper() not in READ_METHODS:
+            gate = gate_of()
+            if gate is None:
+                raise WriteGateClosed(
+                    f"not written ({request.method} {request.url.path}): the leader "
+                    "election has not started"
+                )
+            try:
+                await asyncio.to_thread(gate)
+            except WriteRefused as exc:
+                raise WriteGateClosed(
+                    f"not written ({request.method} {request.url.path}): {exc}"
+                ) from None
+        return await handler(request)
+
+    return middleware
+
+
+def gated_session(info: kopf.ConnectionInfo, gate_of: Callable[[], Gate | None]) -> Any:
+    """kopf's HTTP session as kopf builds it from `info` (TLS, credentials, proxy),
+    with the write gate's middleware (`gate_middleware`). Call in the event loop."""
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context()),
+        headers=info.as_http_headers(),
+        proxy=info.proxy_url,
+        trust_env=info.trust_env,
+        middlewares=(gate_middleware(gate_of),),
+    )
+    return kopf.AiohttpSession(
+        aiohttp_session=session,
+        server=info.server,
+        default_namespace=info.default_namespace,
+        priority=info.priority,
+        expiration=info.expiration,
+    )
 
 
 class StandbyHealth:

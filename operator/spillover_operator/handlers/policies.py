@@ -62,7 +62,8 @@ from typing import Any
 
 import kopf
 
-from spillover_operator.client import ApiUnavailable
+from spillover_operator.client import ApiUnavailable, remove_policy_finalizer
+from spillover_operator.domain.constants import FINALIZER
 from spillover_operator.domain.policy import target_of
 from spillover_operator.handlers.metrics import (
     ERROR_API_UNAVAILABLE,
@@ -313,6 +314,13 @@ def finalize(
         "policy %s/%s deleted: %s: %s", namespace, name, result.outcome.value, result.message
     )
     reconcile_waiting(rt, reader, [_target(body)], logger, exclude=name)
+    # onDelete is done: the finalizer comes off in a patch of its own, which does not
+    # depend on kopf's (kopf's also writes its annotations, which the API server may
+    # refuse). kopf's patch that follows finds it gone.
+    try:
+        remove_policy_finalizer(rt.cluster.in_namespace(namespace), name, FINALIZER)
+    except ApiUnavailable as exc:
+        raise kopf.TemporaryError(exc.message, delay=UNREACHABLE_RETRY_DELAY) from exc
 
 
 def deployment_event(

@@ -308,6 +308,15 @@ def of(memo: Any) -> OperatorRuntime:
     return runtime
 
 
+def write_gate(memo: Any) -> Callable[[], None] | None:
+    """The leader's write gate, once the start-up handler has set up the election
+    (None before: nothing may be written yet)."""
+    runtime = memo.get(MEMO_KEY) if memo is not None else None
+    if not isinstance(runtime, OperatorRuntime) or runtime.elector is None:
+        return None
+    return runtime.elector.gate
+
+
 class NotLive(RuntimeError):
     """The liveness probe failed: the API server is unreachable or a watch is gone."""
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from spillover_operator.domain.change_record import (
+    RECORD_MANAGER,
     ChangeRecord,
     LastChange,
     UnreadableRecord,
@@ -115,3 +116,40 @@ def test_no_record_or_an_unreadable_one_is_no_reason(record: str | None, why: st
     assert last == LastChange(3, None, last.why_none)
     assert why in last.why_none
     assert "cto" not in last.describe()
+
+
+def _entry(manager: str, time: str, *annotations: str) -> dict[str, Any]:
+    owned = {f"f:{key}": {} for key in annotations}
+    return {
+        "manager": manager,
+        "operation": "Update",
+        "time": time,
+        "fieldsV1": {"f:metadata": {"f:annotations": owned}, "f:spec": {"f:enabled": {}}},
+    }
+
+
+def test_the_time_shown_is_the_servers_time_of_the_write_that_carried_the_record() -> None:
+    # spilloverctl writes the record without a time (its clock may be anything); the
+    # server stamps the record manager's managedFields entry with the time of the write.
+    written = ChangeRecord("alice", 4, "", "spilloverctl kill", "INC-123")
+    assert '"time":null' in written.encode()
+    policy = _policy(4, written.encode())
+    policy["metadata"]["managedFields"] = [
+        _entry("spilloverctl", "2026-12-03T09:00:05Z", "spillover.clerum.io/refresh-recipe-pods"),
+        _entry(RECORD_MANAGER, "2026-12-03T09:00:00Z", CHANGE_RECORD_ANNOTATION),
+        _entry("kopf", "2026-12-03T09:00:09Z", CHANGE_RECORD_ANNOTATION + "-other"),
+    ]
+    last = last_change(policy)
+    assert last.record is not None and last.record.time == "2026-12-03T09:00:00Z"
+    assert "at 2026-12-03T09:00:00Z: INC-123" in last.describe()
+    assert last.to_status()["time"] == "2026-12-03T09:00:00Z"
+
+
+def test_a_record_manager_entry_that_does_not_own_the_record_gives_no_time() -> None:
+    written = ChangeRecord("alice", 4, "", "spilloverctl kill", "INC-123")
+    policy = _policy(4, written.encode())
+    policy["metadata"]["managedFields"] = [_entry(RECORD_MANAGER, "2026-12-03T09:00:00Z")]
+    last = last_change(policy)
+    assert last.record is not None and last.record.time == ""
+    assert " at " not in last.describe()
+    assert "time" not in last.to_status()

@@ -27,12 +27,18 @@ def _schema() -> dict[str, Any]:
 def _wanted(f: EnvField) -> dict[str, Any]:
     """The schema properties of an EnvField the model fixes (descriptions are prose)."""
     if f.kind == "switch":
-        return {"type": "boolean", "default": f.default == "true", "enum": [True, False]}
+        # Required with no default: client-side `kubectl apply` drops `enabled: null`,
+        # and a default would then turn the kill switch ON.
+        return {"type": "boolean", "default": None, "enum": [True, False]}
     return {"type": "integer", "format": "int64", "minimum": f.low, "maximum": f.high}
 
 
 def test_the_spec_properties_are_the_model_keys() -> None:
     assert sorted(_schema()["spec"]["properties"]) == sorted(model.SPEC_KEYS)
+
+
+def test_the_kill_switch_field_is_required() -> None:
+    assert sorted(_schema()["spec"]["required"]) == ["enabled", "target"]
 
 
 @pytest.mark.parametrize("f", ENV_FIELDS, ids=lambda f: f.key)
