@@ -74,7 +74,7 @@ def _prepare(api: Any) -> None:
         "apiVersion": "spillover.clerum.io/v1alpha1",
         "kind": "SpilloverPolicy",
         "metadata": {"name": "spillover"},
-        "spec": {"target": {"deployment": WRC}},
+        "spec": {"enabled": True, "target": {"deployment": WRC}},
     }
     for _ in range(240):
         try:

@@ -258,6 +258,7 @@ def main() -> int:
                     "kind": "SpilloverPolicy",
                     "metadata": {"name": POLICY},
                     "spec": {
+                        "enabled": True,
                         "target": {"deployment": WRC, "container": "wrc"},
                         "recipePods": {"refresh": "OnKillSwitch"},
                     },
