@@ -50,7 +50,6 @@ class CellData:
         "succeeded",
         "token_reps",
         "tokens",
-        "tokens_ended_early",
         "unfinished_ids",
         "valid",
     )
@@ -65,10 +64,6 @@ class CellData:
         self.hit_null_ids: list[str] = []
         self.tokens: list[int] = []
         self.token_reps: list[int] = []  # the repetition of each `tokens` value (for pairing)
-        # runs that ended early (failed, aborted, timed_out) with input_tokens known: left
-        # out of `tokens` (criterion 3 compares completed runs; a run cut short by a
-        # context overflow used fewer tokens than one that finished)
-        self.tokens_ended_early = 0
         self.output_tokens: list[int] = []
         self.iterations: list[int] = []
         self.durations: list[float] = []
@@ -110,9 +105,7 @@ class CellData:
             self.hit_null_ids.append(r.run_id)
         elif hit:
             self.hits += 1
-        if r.input_tokens is not None and outcome != "succeeded":
-            self.tokens_ended_early += 1
-        elif r.input_tokens is not None:
+        if r.input_tokens is not None:
             self.tokens.append(r.input_tokens)
             self.token_reps.append(r.repetition)
         if r.output_tokens is not None:
@@ -153,7 +146,6 @@ class CellData:
             out.hits += d.hits
             out.hit_null_ids.extend(d.hit_null_ids)
             out.tokens.extend(d.tokens)
-            out.tokens_ended_early += d.tokens_ended_early
             out.token_reps.extend(d.token_reps)
             out.output_tokens.extend(d.output_tokens)
             out.iterations.extend(d.iterations)

@@ -1,14 +1,11 @@
 """Criterion 3, median input tokens (docs/reference.md §3).
 
-Per (recipe, input), the median over the completed (`succeeded`) runs with
-input_tokens measured: a run that ended early (the context overflowed, a
-timeout) stopped spending tokens, so counting it would flatter whichever side
-died more; the evidence counts the runs left out. The size class is the one
-the matrix declares (a record's own `size_class` is never used): small and
-medium inputs <= (1 + tolerance) x the baseline's median; large inputs
-strictly below the baseline's median. The tolerance is read as the decimal
-the matrix states (0.10 -> 1/10) and every comparison is exact, so
-110 <= 1.10 x 100 holds.
+Per (recipe, input), the median over the valid runs with input_tokens
+measured, with the size class the matrix declares (a record's own
+`size_class` is never used): small and medium inputs <= (1 + tolerance) x the
+baseline's median; large inputs strictly below the baseline's median. The
+tolerance is read as the decimal the matrix states (0.10 -> 1/10) and every
+comparison is exact, so 110 <= 1.10 x 100 holds.
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ class InputTokens(CellCriterion):
     def rule(self, ctx: Context) -> str:
         base = ctx.baseline
         return (
-            "per (recipe, input), median over completed runs with known input_tokens: small and "
-            f"medium inputs <= {fmt(1 + ctx.tolerance)} x {base}'s median; large inputs < "
-            f"{base}'s median"
+            f"per (recipe, input), median over runs with known input_tokens: small and medium "
+            f"inputs <= {fmt(1 + ctx.tolerance)} x {base}'s median; large inputs < {base}'s median"
         )
 
     def figures(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Figures:
@@ -60,12 +56,8 @@ class InputTokens(CellCriterion):
                 if unit.large
                 else f"value <= {fmt(1 + ctx.tolerance)} x baseline_value"
             ),
-            counts={"known": len(c.tokens), "valid": c.valid, "ended_early": c.tokens_ended_early},
-            baseline_counts={
-                "known": len(b.tokens),
-                "valid": b.valid,
-                "ended_early": b.tokens_ended_early,
-            },
+            counts={"known": len(c.tokens), "valid": c.valid},
+            baseline_counts={"known": len(b.tokens), "valid": b.valid},
             n=len(c.tokens),
             n_baseline=len(b.tokens),
         )
@@ -81,12 +73,7 @@ class InputTokens(CellCriterion):
             for side, d in ((config, c), (base, b)):
                 if not d.tokens:
                     why = (
-                        f"input_tokens not measured on any completed run of {side} "
-                        f"({d.valid} valid run(s), {d.tokens_ended_early} ended early with "
-                        "tokens known)"
-                        if d.tokens_ended_early
-                        else f"input_tokens not measured on any of the {d.valid} valid run(s) "
-                        f"of {side}"
+                        f"input_tokens not measured on any of the {d.valid} valid run(s) of {side}"
                     )
                     parts.append(why)
                     assert unit.input is not None
@@ -112,16 +99,6 @@ class InputTokens(CellCriterion):
             reason = (
                 f"median {fmt(c_med)} {'<=' if ok else '>'} {fmt(1 + ctx.tolerance)} x "
                 f"{base}'s median {fmt(b_med)} = {fmt(limit)} ({unit.size_class} input)"
-            )
-        early = [
-            f"{n} of {side}'s"
-            for side, n in ((config, c.tokens_ended_early), (base, b.tokens_ended_early))
-            if n
-        ]
-        if early:
-            reason += (
-                f"; completed runs only: {' and '.join(early)} run(s) ended early "
-                "(failed, aborted or timed out) and are left out"
             )
         literal = Judgement(PASS if ok else FAIL, reason)
         rule = ctx.rule(self.key)

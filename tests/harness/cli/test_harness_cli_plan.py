@@ -112,9 +112,7 @@ def test_from_another_matrix_or_a_non_stage_is_refused(cli: Run, tmp_path: Path)
     out = tmp_path / "memory"
     matrix = "harness/spillover_harness/matrices/memory-budget.yaml"
     code, _, err = cli(["run", "--stage", "sim", "--matrix", matrix, "--out", str(out)])
-    # The demo decides nothing (off never finishes its budget cell: no tokens to compare),
-    # but its stage is whole: plan may read it.
-    assert code == exit_codes.INCONCLUSIVE, err
+    assert code == exit_codes.OK, err
     code, stdout, err = cli(["plan", "--from", str(out)])
     assert code == exit_codes.BAD_INPUT
     assert "another matrix than the one planned" in err

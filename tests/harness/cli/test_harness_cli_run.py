@@ -234,19 +234,10 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     lane, and the warnings."""
     matrix = Path(str(resources.files("spillover_harness.matrices").joinpath("memory-budget.yaml")))
     out = tmp_path / "sim"
-    code, stdout, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
+    code, _, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
     assert code in (OK, INCONCLUSIVE), err
     report = (out / "report.md").read_text(encoding="utf-8")
     section = report.split("## mcp-host memory", 1)[1].split("\n## ", 1)[0]
-    # memory against off, per configuration, modelled: printed, in the report, verdict.json
-    assert "memory (modelled, against off; completed runs only" in stdout
-    assert "  128KiB: peak " in stdout and "execution(s) at once, leak +0.0 MiB" in stdout
-    assert "**Memory against `off`** (**modelled**" in section
-    memory = json.loads((out / "verdict.json").read_text(encoding="utf-8"))["memory"]
-    assert memory["source"] == "modelled" and memory["lane_problem"] is None
-    spill = memory["configs"]["128KiB"]
-    assert spill["ratio_to_baseline"] > 1 and spill["leak_bytes"] == 0
-    assert spill["headroom_executions"] is not None and spill["headroom_executions"] < 4
     row = next(line for line in section.splitlines() if line.startswith("| 128KiB |"))
     assert "28.0 MiB" in row and "%" in row
     # the 1 MiB budget on `budget` and `budget-16MiB`, the 16 MiB one on `budget-16MiB`

@@ -293,30 +293,6 @@ def test_input_tokens_lower_median_passes_for_large() -> None:
     assert cell(crit(v, "input_tokens"), "code-review", "large").status == "pass"
 
 
-def test_input_tokens_compare_completed_runs_only() -> None:
-    """An off run that died early (the context overflowed) stopped spending tokens: with
-    it, off's median would drop below 128KiB's and fail a configuration that saves
-    tokens on every completed run. It is left out, and the evidence says so."""
-    died = {"outcome": "failed", "input_tokens": 1000}
-    v = run(
-        {
-            ("128KiB", "code-review", "large"): [{"input_tokens": 4000}] * 3,
-            ("off", "code-review", "large"): [{"input_tokens": 5000}, died, died],
-        }
-    )
-    c = cell(crit(v, "input_tokens"), "code-review", "large")
-    assert c.status == "pass"
-    assert (c.value, c.baseline_value) == (4000, 5000)
-    assert c.baseline_counts == {"known": 1, "valid": 3, "ended_early": 2}
-    assert c.counts == {"known": 3, "valid": 3, "ended_early": 0}
-    assert "completed runs only: 2 of off's run(s) ended early" in c.reason
-    # no completed run with tokens on a side: inconclusive, naming the runs left out
-    v = run({("off", "code-review", "large"): [died, died]})
-    c = cell(crit(v, "input_tokens"), "code-review", "large")
-    assert c.status == "inconclusive"
-    assert "on any completed run of off (2 valid run(s), 2 ended early" in c.reason
-
-
 def test_input_tokens_even_count_median_is_the_mean_of_the_middle_two() -> None:
     assert median([4, 1, 3, 2]) == Fraction(5, 2)
     assert median([7]) == 7
