@@ -144,7 +144,14 @@ def test_default_queries_give_the_block_figures_of_its_pods_only(
         end=end,
     )
     assert none.peak_bytes is None and none.limit_bytes is None
-    assert none.notes == ["memory: peak_working_set query gave no single number"]
+    assert none.start_bytes is None and none.end_bytes is None
+    assert none.notes == [
+        "memory: peak_working_set query gave no single number",
+        "memory: working_set at the block's start gave no single number",
+        "memory: working_set at the block's end gave no single number",
+    ]
+    # the pods that ran: the working set one scrape into the block and at its end
+    assert both.start_bytes is not None and both.end_bytes is not None
 
 
 def test_an_unreachable_prometheus_leaves_every_figure_unmeasured() -> None:

@@ -11,7 +11,7 @@ configuration's. Mapping (docs/reference.md §1):
 | matrix env | policy spec | WRC container env |
 |---|---|---|
 | `ENABLED=false` / `true` | `enabled: false` / `true` | `ENABLED=false` / `true` |
-| `ENABLED` unset | `enabled` removed (CRD default: true) | `ENABLED=true` (unset = on) |
+| `ENABLED` unset | `enabled: true` (the mcp-host default; the field is required) | `ENABLED=true` (unset = on) |
 | `THRESHOLD=N` / unset | `thresholdBytes: N` / removed | `THRESHOLD=N` / absent |
 | `BUDGET_BYTES=N` / unset | `budgetBytes: N` / removed | `BUDGET_BYTES=N` / absent |
 
@@ -65,12 +65,16 @@ def _int(text: str, var: str, config: str) -> int:
 
 
 def policy_fields(config: Configuration) -> dict[str, Any]:
-    """The policy spec fields for a configuration (None = remove the field)."""
+    """The policy spec fields for a configuration (None = remove the field; `enabled`
+    is never removed: the CRD requires it)."""
     env = config.env
     fields: dict[str, Any] = {}
     for f in ENV_FIELDS:
         raw = env.get(f.var) or None
-        if raw is None:
+        if raw is None and f.kind == "switch":
+            # `enabled` is required (no CRD default): unset is the mcp-host default, written
+            fields[f.key] = f.default == "true"
+        elif raw is None:
             fields[f.key] = None
         elif f.kind == "switch":
             if raw not in ("true", "false"):
@@ -87,12 +91,9 @@ def policy_fields(config: Configuration) -> dict[str, Any]:
 def expected_env(config: Configuration) -> dict[str, str | None]:
     """The three variables the WRC container must carry for the configuration."""
     fields = policy_fields(config)
-    # An unset switch is the CRD default (its mcp-host default), written; an unset size
-    # is absent.
+    # An unset switch is written as its mcp-host default; an unset size is absent.
     return {
-        f.var: f.to_env(fields[f.key])
-        if fields[f.key] is not None
-        else (f.default if f.kind == "switch" else None)
+        f.var: f.to_env(fields[f.key]) if fields[f.key] is not None else None
         for f in ENV_FIELDS
     }
 

@@ -48,9 +48,10 @@ def test_policy_fields_and_expected_env() -> None:
     default = Configuration(name="128KiB", env={})
     small = Configuration(name="32KiB", env={THRESHOLD: "32768", BUDGET: "2097152"})
     assert policy_fields(off) == {"enabled": False, "thresholdBytes": None, "budgetBytes": None}
-    assert policy_fields(default) == {"enabled": None, "thresholdBytes": None, "budgetBytes": None}
+    # `enabled` is required by the CRD: an unset switch is written as its default (true)
+    assert policy_fields(default) == {"enabled": True, "thresholdBytes": None, "budgetBytes": None}
     assert policy_fields(small) == {
-        "enabled": None,
+        "enabled": True,
         "thresholdBytes": 32768,
         "budgetBytes": 2097152,
     }
