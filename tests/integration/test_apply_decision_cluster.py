@@ -25,8 +25,9 @@ from k8s_helpers import (
 from kopf_operator import running_operator
 from kubernetes import client
 from matrix_builders import small_matrix
-from record_builders import CELLS, make_record
+from record_builders import CELLS, make_dataset, make_record, plain_record
 from spillover_harness.cli import main
+from spillover_harness.records import RunRecord
 from spillover_operator import exit_codes
 from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 
@@ -49,10 +50,24 @@ def verdict(directory: Path, **fields: Any) -> Path:
         **fields,
     }
     (directory / "verdict.json").write_text(json.dumps(data), encoding="utf-8")
-    recipe, inp, _ = CELLS[0]
-    record = make_record(lambda _config: {}, "off", recipe, inp, stage="minikube", repetition=1)
-    (directory / "runs.jsonl").write_text(json.dumps(record.to_json()) + "\n", encoding="utf-8")
+    if data["decided"] is True and data["decision"] in ("131072", "32768", "false"):
+        records = records_deciding(data["decision"])
+    else:  # a verdict apply-decision refuses before it reads the records
+        recipe, inp, _ = CELLS[0]
+        records = [make_record(lambda _c: {}, "off", recipe, inp, stage="minikube", repetition=1)]
+    text = "".join(json.dumps(r.to_json()) + "\n" for r in records)
+    (directory / "runs.jsonl").write_text(text, encoding="utf-8")
     return directory
+
+
+def records_deciding(decision: str) -> list[RunRecord]:
+    """A minikube stage of the default matrix whose records decide `decision`
+    (apply-decision evaluates them again): a configuration fails criterion 3 by
+    spending five times off's input tokens in every cell."""
+    failing = {"131072": (), "32768": ("128KiB",), "false": ("128KiB", "32KiB")}[decision]
+    costly = [{"input_tokens": 5000}, {"input_tokens": 5000}]
+    cells = {(c, recipe, inp): costly for c in failing for recipe, inp, _ in CELLS}
+    return make_dataset(plain_record, cells, n=2, stage="minikube")
 
 
 def apply(cluster: LocalCluster, namespace: str, results: Path, *argv: str) -> int:

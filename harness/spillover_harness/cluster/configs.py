@@ -11,7 +11,7 @@ configuration's. Mapping (docs/reference.md §1):
 | matrix env | policy spec | WRC container env |
 |---|---|---|
 | `ENABLED=false` / `true` | `enabled: false` / `true` | `ENABLED=false` / `true` |
-| `ENABLED` unset | `enabled: true` (the mcp-host default; the field is required) | `ENABLED=true` (unset = on) |
+| `ENABLED` unset | `enabled: true` (the field is required) | `ENABLED=true` (unset = on) |
 | `THRESHOLD=N` / unset | `thresholdBytes: N` / removed | `THRESHOLD=N` / absent |
 | `BUDGET_BYTES=N` / unset | `budgetBytes: N` / removed | `BUDGET_BYTES=N` / absent |
 
@@ -93,8 +93,7 @@ def expected_env(config: Configuration) -> dict[str, str | None]:
     fields = policy_fields(config)
     # An unset switch is written as its mcp-host default; an unset size is absent.
     return {
-        f.var: f.to_env(fields[f.key]) if fields[f.key] is not None else None
-        for f in ENV_FIELDS
+        f.var: f.to_env(fields[f.key]) if fields[f.key] is not None else None for f in ENV_FIELDS
     }
 
 
