@@ -45,6 +45,33 @@ def test_a_refused_exec_is_not_an_empty_answer(control_plane: LocalCluster, name
         assert look.note is not None
         assert f"disk: exec in pod {pod} failed: ExecFailed" in look.note
 
-        text, note = read_output(conn, namespace, SELECTOR, "/var/lib/clerum/runs/x", ["a.md"])
-        assert text is None
-        assert note is not None and f"quality: reading the output in pod {pod} failed" in note
+        out = read_output(conn, namespace, SELECTOR, "/var/lib/clerum/runs/x", ["a.md"])
+        assert out.text is None and not out.checked
+        assert out.note is not None and f"exec in pod {pod} failed: ExecFailed" in out.note
+
+
+def test_a_serving_pod_that_ended_is_replaced_by_the_newest_running_pod(
+    control_plane: LocalCluster, namespace: str
+) -> None:
+    """One mcp-host pod per run: the platform may end the pod that served the run
+    between the harness's last look and its exec. The check then runs in the newest
+    running pod of the selector and says so, instead of failing on the ended pod."""
+    with control_plane.api_client() as api:
+        pod = _running_pod(api, namespace)
+        conn = connection(api, namespace)
+        ended = ("observe-ended-0", "mcp-host")
+
+        look = look_for_spill(conn, namespace, SELECTOR, "/d", ".spill", target=ended)
+        assert look.entries is None  # kwok refuses the exec in the newest pod as well
+        assert look.note is not None
+        assert "the pod that served the run (observe-ended-0) ended before the check" in look.note
+        assert f"exec in pod {pod} failed: ExecFailed" in look.note
+
+        out = read_output(conn, namespace, SELECTOR, "/d", ["a.md"], target=ended)
+        assert not out.checked and out.note is not None
+        assert "(observe-ended-0) ended before the check" in out.note
+        assert f"exec in pod {pod} failed" in out.note
+
+        # A target that is still running is not replaced: its own failure is the answer.
+        look = look_for_spill(conn, namespace, SELECTOR, "/d", ".spill", target=(pod, "mcp-host"))
+        assert look.note is not None and "ended before the check" not in look.note

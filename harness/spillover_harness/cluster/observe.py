@@ -177,24 +177,77 @@ def look_for_spill(
     spill_name: str,
     target: Where = None,
 ) -> DiskLook:
-    where = target or pick_pod(cluster, namespace, pods)
-    if isinstance(where, str):
-        return DiskLook(None, note=f"disk: {where}")
-    pod, container = where
-    try:
-        out = exec_sh(cluster, namespace, pod, container, _FIND_SPILL, directory, spill_name)
-    except Exception as exc:
-        return DiskLook(None, note=f"disk: exec in pod {pod} failed: {_short(exc)}")
+    ran = _exec_served(cluster, namespace, pods, target, _FIND_SPILL, directory, spill_name)
+    if isinstance(ran, str):
+        return DiskLook(None, note=f"disk: {ran}")
+    out, moved = ran
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     if not lines or lines[0] == "MISSING":
-        return DiskLook([], present=False)
-    return DiskLook([line.removeprefix("./") for line in lines[1:]], present=True)
+        return DiskLook([], present=False, note=moved and f"disk: {moved}")
+    entries = [line.removeprefix("./") for line in lines[1:]]
+    return DiskLook(entries, present=True, note=moved and f"disk: {moved}")
+
+
+def _exec_served(
+    cluster: Connection,
+    namespace: str,
+    pods: PodSelector,
+    target: Where,
+    script: str,
+    *args: str,
+) -> tuple[str, str | None] | str:
+    """Run the script in the pod that served the run (`target`), else in the newest
+    running pod of `pods`: (stdout, a note when it ran elsewhere than the target), or
+    why it could not run. The platform may end the serving pod with the run (one pod
+    per run) between the harness's last look and this exec: when the exec fails and the
+    target is no longer running, the check runs in the newest running pod, as it does
+    when the pod had already ended, and says so."""
+    where = target or pick_pod(cluster, namespace, pods)
+    if isinstance(where, str):
+        return where
+    pod, container = where
+    try:
+        return exec_sh(cluster, namespace, pod, container, script, *args), None
+    except Exception as exc:
+        failure = f"exec in pod {pod} failed: {_short(exc)}"
+        if target is None or _still_running(cluster, namespace, pods, pod) is not False:
+            return failure
+    newest = pick_pod(cluster, namespace, pods)
+    if isinstance(newest, str):
+        return f"the pod that served the run ({pod}) ended before the check; {newest}"
+    other, other_container = newest
+    try:
+        out = exec_sh(cluster, namespace, other, other_container, script, *args)
+    except Exception as exc:
+        return (
+            f"the pod that served the run ({pod}) ended before the check; exec in pod "
+            f"{other} failed: {_short(exc)}"
+        )
+    return out, (
+        f"the pod that served the run ({pod}) ended before the check; checked in the "
+        f"newest running pod ({other}) instead"
+    )
+
+
+def _still_running(cluster: Connection, namespace: str, pods: PodSelector, pod: str) -> bool | None:
+    """Whether `pod` is among the running pods of the selector (None: cannot tell)."""
+    try:
+        return any(name_of(p) == pod for p in running_pods(cluster, namespace, pods.selector))
+    except Exception:
+        return None
 
 
 _CAT_FIRST = (
     'cd "$1" 2>/dev/null || exit 0; shift; '
     'for f in "$@"; do [ -f "$f" ] && exec cat "$f"; done; exit 0'
 )
+
+
+@dataclass
+class OutputLook:
+    text: str | None  # the first output file that exists; None: none exists or not read
+    checked: bool  # False: the output could not be read (see note)
+    note: str | None = None
 
 
 def read_output(
@@ -204,17 +257,13 @@ def read_output(
     directory: str,
     files: list[str],
     target: Where = None,
-) -> tuple[str | None, str | None]:
-    """(the first output file that exists, note). Its text is only judged, never kept."""
-    where = target or pick_pod(cluster, namespace, pods)
-    if isinstance(where, str):
-        return None, f"quality: {where}"
-    pod, container = where
-    try:
-        text = exec_sh(cluster, namespace, pod, container, _CAT_FIRST, directory, *files)
-    except Exception as exc:
-        return None, f"quality: reading the output in pod {pod} failed: {_short(exc)}"
-    return (text if text else None), None
+) -> OutputLook:
+    """The first output file that exists. Its text is only judged, never kept."""
+    ran = _exec_served(cluster, namespace, pods, target, _CAT_FIRST, directory, *files)
+    if isinstance(ran, str):
+        return OutputLook(None, checked=False, note=f"quality: reading the output: {ran}")
+    text, moved = ran
+    return OutputLook(text or None, checked=True, note=moved and f"quality: {moved}")
 
 
 def image_id(pod: Pod, container: str | None) -> str | None:

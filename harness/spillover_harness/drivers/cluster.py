@@ -802,6 +802,8 @@ class ClusterDriver:
             if during:
                 return False
             return None
+        if look.note:
+            notes.append(f"after the run: {look.note}")
         if not look.present and not during:
             notes.append(
                 f"disk: the output directory {directory} does not exist in the pod (not checked)"
@@ -828,7 +830,7 @@ class ClusterDriver:
         text = _first(self.profile.fields.output_text, status or {})
         output = text if isinstance(text, str) else None
         if output is None:
-            output, note = read_output(
+            look = read_output(
                 self.cluster,
                 self.profile.namespace,
                 self.profile.disk.pod,
@@ -836,9 +838,11 @@ class ClusterDriver:
                 self.profile.disk.output_files,
                 target,
             )
-            if note:
-                notes.append(note)
+            if look.note:
+                notes.append(look.note)
+            if not look.checked:
                 return None
+            output = look.text
         if output is None and outcome == "succeeded":
             notes.append("quality: the step succeeded but no output file was found (not judged)")
             return None
