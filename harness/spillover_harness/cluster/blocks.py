@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spillover_harness.checks.consistency import FIRST_PARTY, first_party_moved
+from spillover_harness.cluster.kubelet_summary import SummarySampler
 from spillover_harness.collectors.memory import BlockMemory, ContainerRestarts
 from spillover_harness.collectors.prometheus import (
     PERSISTED,
@@ -71,6 +72,9 @@ class Block:
     # memory.restarts_from pod-status: the mcp-host containers' restart counts at the
     # block's start (None: not read; the block's restarts are then not measured)
     restarts_before: dict[str, ContainerRestarts] | None = None
+    # the kubelets' Summary sampled while the block runs (a finer step than Prometheus';
+    # stopped when its memory is read); None: not sampled
+    sampler: SummarySampler | None = None
 
 
 @dataclass

@@ -303,6 +303,7 @@ def run_cluster(
                 if memory_lane.lane is not None:
                     log(f"concurrency lane: {write_lane(memory_lane.lane, options.out_dir)}")
     finally:
+        driver.close()
         starter.close()
     override = options.override_stage1 if stage == "dev" and options.override_stage1 else None
     return ClusterStageOutcome(result, version, notes, guard.restored, override, matrix)

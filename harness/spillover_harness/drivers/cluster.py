@@ -40,6 +40,7 @@ from spillover_harness.cluster.configs import (
     run_env,
 )
 from spillover_harness.cluster.kubeconn import ClusterStageError
+from spillover_harness.cluster.kubelet_summary import SummarySampler, combine_peak
 from spillover_harness.cluster.observe import look_for_spill, pod_logs, read_output
 from spillover_harness.cluster.recipe_pods import (
     PodValues,
@@ -53,6 +54,7 @@ from spillover_harness.cluster.recipe_pods import (
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
 from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
 from spillover_harness.collectors.memory import (
+    BlockMemory,
     ContainerRestarts,
     container_restarts,
     read_block_memory,
@@ -474,6 +476,9 @@ class ClusterDriver:
             start=block.first_start,
             end=block.last_end,
         )
+        if block.sampler is not None:
+            block.sampler.stop()
+            self._finer_peak(memory, block)
         if from_status and queries.source != "none":
             after = self._container_restarts()
             if block.restarts_before is None or after is None:
@@ -487,6 +492,35 @@ class ClusterDriver:
                     block.last_end,
                 )
         block.memory = memory
+
+    def _finer_peak(self, memory: BlockMemory, block: Block) -> None:
+        """The block's peak: the higher of Prometheus' (a lower bound at its scrape
+        interval) and the kubelet Summary's samples of the block's pods (a lower bound at
+        the sampler's step), naming the source; a note when no Summary could be read."""
+        sampler = block.sampler
+        assert sampler is not None
+        peak = combine_peak(
+            memory.peak_bytes,
+            self.prometheus.scrape_interval_s,
+            sampler.peaks,
+            block.pods,
+            sampler.step_s,
+        )
+        memory.peak_bytes, memory.peak_source = peak.peak_bytes, peak.source
+        if not sampler.samples:
+            why = "; ".join(f"{node}: {reason}" for node, reason in sorted(sampler.refused.items()))
+            memory.notes.append(
+                "memory: the kubelet Summary was not read"
+                + (f" ({why[:200]})" if why else "")
+                + "; the peak is Prometheus' alone, a lower bound at its scrape interval"
+            )
+
+    def close(self) -> None:
+        """Stop every block's kubelet sampler still running (a stage that ended early)."""
+        with self._block_lock:
+            samplers = [b.sampler for b in self.blocks if b.sampler is not None]
+        for sampler in samplers:
+            sampler.stop()
 
     def _mcp_host_container(self) -> str:
         return self.profile.pods.mcp_host.container or "mcp-host"
@@ -506,6 +540,13 @@ class ClusterDriver:
                 return
             block = Block(job.config.name, time.time())
             self.blocks.append(block)
+            previous = self.blocks[-2].sampler if len(self.blocks) > 1 else None
+            if self.profile.memory.source != "none":
+                block.sampler = SummarySampler(
+                    self.cluster, self.profile.pods.mcp_host.selector, self._mcp_host_container()
+                ).__enter__()
+        if previous is not None:
+            previous.stop()  # its memory is read at the switch; no later sample is its
         if self.profile.memory.restarts_from == "pod-status":
             block.restarts_before = self._container_restarts()
 

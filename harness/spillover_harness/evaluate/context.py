@@ -31,7 +31,11 @@ class CellData:
 
     __slots__ = (
         "clean",
+        "completed_token_reps",
+        "completed_tokens",
         "durations",
+        "early_token_reps",
+        "early_tokens",
         "harness_errors",
         "hit_null_ids",
         "hits",
@@ -48,8 +52,6 @@ class CellData:
         "report_bytes",
         "runs",
         "succeeded",
-        "token_reps",
-        "tokens",
         "unfinished_ids",
         "valid",
     )
@@ -62,8 +64,13 @@ class CellData:
         self.outcomes: dict[str, int] = {}
         self.hits = 0
         self.hit_null_ids: list[str] = []
-        self.tokens: list[int] = []
-        self.token_reps: list[int] = []  # the repetition of each `tokens` value (for pairing)
+        # input_tokens of the completed (`succeeded`) runs, and of the runs that ended
+        # early (failed, aborted, timed out: the context overflowed, a timeout), with the
+        # repetition of each value (for pairing); `tokens` chooses between them
+        self.completed_tokens: list[int] = []
+        self.completed_token_reps: list[int] = []
+        self.early_tokens: list[int] = []
+        self.early_token_reps: list[int] = []
         self.output_tokens: list[int] = []
         self.iterations: list[int] = []
         self.durations: list[float] = []
@@ -105,9 +112,12 @@ class CellData:
             self.hit_null_ids.append(r.run_id)
         elif hit:
             self.hits += 1
-        if r.input_tokens is not None:
-            self.tokens.append(r.input_tokens)
-            self.token_reps.append(r.repetition)
+        if r.input_tokens is not None and outcome == "succeeded":
+            self.completed_tokens.append(r.input_tokens)
+            self.completed_token_reps.append(r.repetition)
+        elif r.input_tokens is not None:
+            self.early_tokens.append(r.input_tokens)
+            self.early_token_reps.append(r.repetition)
         if r.output_tokens is not None:
             self.output_tokens.append(r.output_tokens)
         if r.iterations is not None:
@@ -132,6 +142,30 @@ class CellData:
         else:
             self.clean += 1
 
+    @property
+    def tokens_lower_bound(self) -> bool:
+        """True when no completed run has input_tokens known and `tokens` falls back to
+        the runs that ended early: each is a lower bound of what a finished run spends."""
+        return not self.completed_tokens and bool(self.early_tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The input_tokens criterion 3 compares (docs/reference.md §3): the completed
+        runs' (a run cut short stopped spending tokens, so counting it would flatter the
+        side that died more), or, when none completed, the runs that ended early."""
+        return self.early_tokens if self.tokens_lower_bound else self.completed_tokens
+
+    @property
+    def token_reps(self) -> list[int]:
+        """The repetition of each `tokens` value (for pairing)."""
+        return self.early_token_reps if self.tokens_lower_bound else self.completed_token_reps
+
+    @property
+    def tokens_left_out(self) -> int:
+        """Runs with input_tokens known that `tokens` leaves out (ended early while
+        completed runs exist)."""
+        return 0 if self.tokens_lower_bound else len(self.early_tokens)
+
     @classmethod
     def merged(cls, parts: Iterable[CellData]) -> CellData:
         """Several cells as one (criterion 4 takes a recipe's inputs together)."""
@@ -145,8 +179,10 @@ class CellData:
                 out.outcomes[outcome] = out.outcomes.get(outcome, 0) + count
             out.hits += d.hits
             out.hit_null_ids.extend(d.hit_null_ids)
-            out.tokens.extend(d.tokens)
-            out.token_reps.extend(d.token_reps)
+            out.completed_tokens.extend(d.completed_tokens)
+            out.completed_token_reps.extend(d.completed_token_reps)
+            out.early_tokens.extend(d.early_tokens)
+            out.early_token_reps.extend(d.early_token_reps)
             out.output_tokens.extend(d.output_tokens)
             out.iterations.extend(d.iterations)
             out.durations.extend(d.durations)

@@ -1,11 +1,17 @@
 """Criterion 3, median input tokens (docs/reference.md §3).
 
-Per (recipe, input), the median over the valid runs with input_tokens
-measured, with the size class the matrix declares (a record's own
-`size_class` is never used): small and medium inputs <= (1 + tolerance) x the
-baseline's median; large inputs strictly below the baseline's median. The
-tolerance is read as the decimal the matrix states (0.10 -> 1/10) and every
-comparison is exact, so 110 <= 1.10 x 100 holds.
+Per (recipe, input), the median over the completed (`succeeded`) runs with
+input_tokens measured: a run that ended early (the context overflowed, a
+timeout) stopped spending tokens, so counting it would flatter whichever side
+died more. A side that completed no run falls back to its runs that ended
+early, each a lower bound of what it spends, and the reason says so: against
+an `off` that never finishes, a configuration passes only by spending less
+than off had spent when it died, which holds against off's full cost too.
+The size class is the one the matrix declares (a record's own `size_class`
+is never used): small and medium inputs <= (1 + tolerance) x the baseline's
+median; large inputs strictly below the baseline's median. The tolerance is
+read as the decimal the matrix states (0.10 -> 1/10) and every comparison is
+exact, so 110 <= 1.10 x 100 holds.
 """
 
 from __future__ import annotations
@@ -31,6 +37,45 @@ def token_limit(
     return baseline_median if large else (1 + tolerance) * baseline_median
 
 
+def _counts(d: CellData) -> dict[str, int]:
+    """`known`: the values compared; `completed` and `ended_early`: the runs with
+    input_tokens known by how they ended (completed 0 and known > 0: lower bounds)."""
+    return {
+        "known": len(d.tokens),
+        "valid": d.valid,
+        "completed": len(d.completed_tokens),
+        "ended_early": len(d.early_tokens),
+    }
+
+
+def _sample_note(config: str, c: CellData, base: str, b: CellData) -> str:
+    """What the medians were taken over, when it is not simply every completed run."""
+    parts: list[str] = []
+    shown = [
+        f"{d.tokens_left_out} of {side}'s"
+        for side, d in ((config, c), (base, b))
+        if d.tokens_left_out
+    ]
+    if shown:
+        parts.append(
+            f"completed runs only: {' and '.join(shown)} run(s) ended early "
+            "(failed, aborted or timed out) and are left out"
+        )
+    if b.tokens_lower_bound:
+        parts.append(
+            f"{base} completed no run: its median is over its {len(b.tokens)} run(s) that "
+            "ended early, a lower bound of what it spends (a pass holds against its full cost; "
+            "a fail may not: its full cost is not known)"
+        )
+    if c.tokens_lower_bound:
+        parts.append(
+            f"{config} completed no run: its median is over its {len(c.tokens)} run(s) that "
+            "ended early, a lower bound of what it spends (criterion 1 judges that it "
+            "completed none)"
+        )
+    return "".join(f"; {p}" for p in parts)
+
+
 class InputTokens(CellCriterion):
     key = "input_tokens"
     title = "Median input tokens"
@@ -41,7 +86,8 @@ class InputTokens(CellCriterion):
     def rule(self, ctx: Context) -> str:
         base = ctx.baseline
         return (
-            f"per (recipe, input), median over runs with known input_tokens: small and medium "
+            "per (recipe, input), median over completed runs with known input_tokens (a side "
+            "that completed none: its runs that ended early, lower bounds): small and medium "
             f"inputs <= {fmt(1 + ctx.tolerance)} x {base}'s median; large inputs < {base}'s median"
         )
 
@@ -56,8 +102,8 @@ class InputTokens(CellCriterion):
                 if unit.large
                 else f"value <= {fmt(1 + ctx.tolerance)} x baseline_value"
             ),
-            counts={"known": len(c.tokens), "valid": c.valid},
-            baseline_counts={"known": len(b.tokens), "valid": b.valid},
+            counts=_counts(c),
+            baseline_counts=_counts(b),
             n=len(c.tokens),
             n_baseline=len(b.tokens),
         )
@@ -100,6 +146,7 @@ class InputTokens(CellCriterion):
                 f"median {fmt(c_med)} {'<=' if ok else '>'} {fmt(1 + ctx.tolerance)} x "
                 f"{base}'s median {fmt(b_med)} = {fmt(limit)} ({unit.size_class} input)"
             )
+        reason += _sample_note(config, c, base, b)
         literal = Judgement(PASS if ok else FAIL, reason)
         rule = ctx.rule(self.key)
         if rule is None:

@@ -68,7 +68,7 @@ _MARGIN_UNITS: dict[str, tuple[str, bool]] = {
     "iteration_limit": ("iteration-limit hits", False),
     "input_tokens": ("share of the baseline's median", False),
     "summary_quality": ("quality-rate difference", True),
-    "no_leak": ("runs with a leak", True),
+    "no_leak": ("clean runs of the valid runs (margin: minus the runs not clean)", True),
 }
 
 

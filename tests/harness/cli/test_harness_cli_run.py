@@ -235,7 +235,14 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     matrix = Path(str(resources.files("spillover_harness.matrices").joinpath("memory-budget.yaml")))
     out = tmp_path / "sim"
     code, _, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
-    assert code in (OK, INCONCLUSIVE), err
+    # off never completes code-review/budget: criterion 3 holds 128KiB against off's runs
+    # that ended early (lower bounds) and says so, so the demo still decides (exit 0)
+    verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+    assert (code, verdict["decision"]) == (OK, "false"), err
+    tokens = verdict["configs"]["128KiB"]["criteria"]["input_tokens"]["cells"]
+    budget = next(c for c in tokens if c["input"] == "budget")
+    assert budget["baseline_counts"]["completed"] == 0
+    assert "off completed no run: its median is over its 2 run(s)" in budget["reason"]
     report = (out / "report.md").read_text(encoding="utf-8")
     section = report.split("## mcp-host memory", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in section.splitlines() if line.startswith("| 128KiB |"))

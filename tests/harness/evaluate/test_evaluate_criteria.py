@@ -293,6 +293,69 @@ def test_input_tokens_lower_median_passes_for_large() -> None:
     assert cell(crit(v, "input_tokens"), "code-review", "large").status == "pass"
 
 
+def test_input_tokens_compare_completed_runs_only() -> None:
+    """An off run that died early (the context overflowed) stopped spending tokens: with
+    it, off's median would drop below 128KiB's and fail a configuration that saves
+    tokens on every completed run. It is left out, and the evidence says so."""
+    died = {"outcome": "failed", "input_tokens": 1000}
+    v = run(
+        {
+            ("128KiB", "code-review", "large"): [{"input_tokens": 4000}] * 3,
+            ("off", "code-review", "large"): [{"input_tokens": 5000}, died, died],
+        }
+    )
+    c = cell(crit(v, "input_tokens"), "code-review", "large")
+    assert c.status == "pass"
+    assert (c.value, c.baseline_value) == (4000, 5000)
+    assert c.baseline_counts == {"known": 1, "valid": 3, "completed": 1, "ended_early": 2}
+    assert c.counts == {"known": 3, "valid": 3, "completed": 3, "ended_early": 0}
+    assert "completed runs only: 2 of off's run(s) ended early" in c.reason
+    assert "lower bound" not in c.reason
+
+
+def test_input_tokens_against_an_off_that_never_completes_use_its_lower_bounds() -> None:
+    """off never finishes the cell: its runs that ended early are lower bounds of what it
+    spends. A configuration below them passes (it is below off's full cost too); one
+    above them fails, and the reason says what the medians were taken over. The cell
+    stays decisive: no number of repetitions would make off complete."""
+    died = {"outcome": "failed", "input_tokens": 5000}
+    below = run(
+        {
+            ("128KiB", "code-review", "large"): [{"input_tokens": 4000}] * 2,
+            ("off", "code-review", "large"): [died, died],
+        }
+    )
+    c = cell(crit(below, "input_tokens"), "code-review", "large")
+    assert c.status == "pass"
+    assert (c.value, c.baseline_value) == (4000, 5000)
+    assert c.baseline_counts == {"known": 2, "valid": 2, "completed": 0, "ended_early": 2}
+    assert "off completed no run: its median is over its 2 run(s) that ended early" in c.reason
+    above = run(
+        {
+            ("128KiB", "code-review", "large"): [{"input_tokens": 6000}] * 2,
+            ("off", "code-review", "large"): [died, died],
+        }
+    )
+    c = cell(crit(above, "input_tokens"), "code-review", "large")
+    assert c.status == "fail" and "a lower bound of what it spends" in c.reason
+
+
+def test_input_tokens_of_a_configuration_that_never_completes() -> None:
+    """The configuration completed no run where off did: its ended-early runs are
+    compared (lower bounds, said so) and criterion 1 fails the cell."""
+    died = {"outcome": "failed", "input_tokens": 3000}
+    v = run(
+        {
+            ("128KiB", "code-review", "large"): [died, died],
+            ("off", "code-review", "large"): [{"input_tokens": 5000}] * 2,
+        }
+    )
+    c = cell(crit(v, "input_tokens"), "code-review", "large")
+    assert c.counts == {"known": 2, "valid": 2, "completed": 0, "ended_early": 2}
+    assert "128KiB completed no run" in c.reason and "criterion 1 judges" in c.reason
+    assert cell(crit(v, "success_rate"), "code-review", "large").status == "fail"
+
+
 def test_input_tokens_even_count_median_is_the_mean_of_the_middle_two() -> None:
     assert median([4, 1, 3, 2]) == Fraction(5, 2)
     assert median([7]) == 7

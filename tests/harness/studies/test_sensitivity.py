@@ -109,3 +109,18 @@ def test_no_figure_no_margin() -> None:
         "summary_quality", "inconclusive", None, None, None, None, False, "quality-rate difference"
     )
     assert criterion_margin("summary_quality", criterion("summary_quality")).margin is None
+
+
+def test_no_leak_margin_counts_the_runs_not_clean() -> None:
+    """no_leak's figure is the clean runs held against the valid runs: its margin is
+    minus the runs not clean (leaked or unchecked), and its unit says that."""
+    result = criterion(
+        "no_leak",
+        cell("small", Fraction(3), None, Fraction(3)),
+        cell("large", Fraction(1), None, Fraction(3), size_class="large"),
+        status="fail",
+    )
+    m = criterion_margin("no_leak", result)
+    assert m.cell == "code-review/large"
+    assert (m.value, m.limit, m.margin) == (1, 3, -2)
+    assert m.unit == "clean runs of the valid runs (margin: minus the runs not clean)"
