@@ -29,19 +29,14 @@ from pydantic import (
     model_validator,
 )
 
-# The platform's names and bounds have one home, the operator's constants; the
-# variable names are re-exported here.
-from spillover_operator.domain.constants import (
-    BUDGET_MAX,
-    BUDGET_MIN,
-    THRESHOLD_DEFAULT,
-    THRESHOLD_MAX,
-    THRESHOLD_MIN,
+# The platform's variables, and how the mcp-host reads each, have one home: the
+# operator's policy model.
+from spillover_operator.domain.model import (
+    ENABLED,
+    FIELD_OF_VAR,
+    SPILLOVER_VARS,
+    THRESHOLD,
 )
-from spillover_operator.domain.constants import BUDGET_VAR as BUDGET_VAR
-from spillover_operator.domain.constants import ENABLED_VAR as ENABLED_VAR
-from spillover_operator.domain.constants import SPILLOVER_VARS as SPILLOVER_VARS
-from spillover_operator.domain.constants import THRESHOLD_VAR as THRESHOLD_VAR
 from spillover_operator.domain.strict_load import StrictLoadError, load_yaml, shorten
 
 from spillover_harness.input_file import InputFileError, read_text_file
@@ -120,6 +115,19 @@ class Configuration(_Strict):
     description: str = ""
     strategy: Strategy = "spillover"
     handoff: HandoffSpec | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _as_the_mcp_host_reads_it(cls, env: dict[str, str]) -> dict[str, str]:
+        """A value the mcp-host takes is kept as the text it runs with (`" 32768"` ->
+        `"32768"`), so the simulator, the records, the chain and the policy see one
+        spelling; any other value is kept as written, for `platform_problems` to name."""
+        out: dict[str, str] = {}
+        for var, raw in env.items():
+            env_field = FIELD_OF_VAR.get(var)
+            reading = env_field.read(raw) if env_field is not None else None
+            out[var] = reading.text if reading is not None and reading.state == "set" else raw
+        return out
 
     @model_validator(mode="after")
     def _only_spillover_vars(self) -> Configuration:
@@ -452,40 +460,28 @@ def sim_model_problems(spec: Mapping[str, int | float] | None) -> list[str]:
 
 # -- the platform's values (docs/reference.md §1) ----------------------------------------
 
-_THRESHOLD_ALLOWED = f"a decimal integer from {THRESHOLD_MIN} to {THRESHOLD_MAX} (bytes)"
-_BUDGET_ALLOWED = f"a decimal integer from {BUDGET_MIN} to {BUDGET_MAX} (bytes)"
-
-
-def _bounded(raw: str, low: int, high: int, allowed: str) -> str | None:
-    """Why `raw` is not a value the mcp-host accepts, or None."""
-    if not _DECIMAL.fullmatch(raw):
-        return f"{raw!r} is not a decimal integer; allowed: {allowed}"
-    if not low <= int(raw) <= high:
-        return f"{raw!r} is out of range; allowed: {allowed}"
-    return None
-
 
 def env_value_problem(var: str, raw: str) -> str | None:
     """Why the mcp-host would not take `var=raw` as set (it would warn and use its
-    default), or None. The empty string counts as unset on the platform: in a matrix
-    it is refused, since leaving the key out says the same thing unambiguously."""
-    if raw == "":
+    default), or None (`EnvField.read`). A value that is empty or blank counts as unset
+    on the platform: in a matrix it is refused, since leaving the key out says the same
+    thing unambiguously."""
+    env_field = FIELD_OF_VAR.get(var)
+    if env_field is None:
+        return f"unknown variable; allowed: {', '.join(SPILLOVER_VARS)}"
+    reading = env_field.read(raw)
+    if reading.state == "unset":
         return "an empty value (the platform reads it as unset); leave the key out instead"
-    if var == ENABLED_VAR:
-        return None if raw in ("true", "false") else f'{raw!r}; allowed: exactly "true" or "false"'
-    if var == THRESHOLD_VAR:
-        return _bounded(raw, THRESHOLD_MIN, THRESHOLD_MAX, _THRESHOLD_ALLOWED)
-    if var == BUDGET_VAR:
-        return _bounded(raw, BUDGET_MIN, BUDGET_MAX, _BUDGET_ALLOWED)
-    return f"unknown variable; allowed: {', '.join(SPILLOVER_VARS)}"
+    if reading.state == "invalid":
+        return f"{raw!r} is {reading.problem}; allowed: {env_field.allowed}"
+    return None
 
 
 def effective_threshold(config: Configuration) -> int | None:
     """The threshold the mcp-host runs `config` with; None when spillover is off."""
-    if config.env.get(ENABLED_VAR) == "false":
+    if ENABLED.read(config.env.get(ENABLED.var)).value is False:
         return None
-    raw = config.env.get(THRESHOLD_VAR)
-    return int(raw) if raw else THRESHOLD_DEFAULT
+    return int(THRESHOLD.read(config.env.get(THRESHOLD.var)).value)
 
 
 def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str]:
@@ -508,14 +504,15 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
     base = matrix.acceptance.baseline
     if base in names and names.count(base) == 1:
         i = names.index(base)
+        baseline = matrix.configurations[i]
         if (
-            matrix.configurations[i].env.get(ENABLED_VAR) != "false"
-            or matrix.configurations[i].strategy != "spillover"
+            ENABLED.read(baseline.env.get(ENABLED.var)).value is not False
+            or baseline.strategy != "spillover"
         ):
             problems.append(
                 f"key 'configurations.{i}.env' (the baseline '{base}', acceptance.baseline): "
                 f"the baseline is spillover turned off; allowed: an env that sets "
-                f'{ENABLED_VAR}: "false" (got {dict(matrix.configurations[i].env)})'
+                f'{ENABLED.var}: "false" (got {dict(baseline.env)})'
             )
     for i, recipe in enumerate(matrix.recipes):
         known = KNOWN_INPUTS.get(recipe.name)
@@ -553,7 +550,7 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
         if threshold is None:
             problems.append(
                 f"key 'decision.chain.{i}.config': configuration '{step.config}' sets "
-                f'{ENABLED_VAR}: "false", so it cannot decide a threshold; allowed: a '
+                f'{ENABLED.var}: "false", so it cannot decide a threshold; allowed: a '
                 f"configuration with spillover on"
             )
         elif step.default != str(threshold):
@@ -563,11 +560,11 @@ def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str
             )
     fallback = matrix.decision.fallback
     if fallback != DECISION_OFF and (
-        not _DECIMAL.fullmatch(fallback) or not THRESHOLD_MIN <= int(fallback) <= THRESHOLD_MAX
+        not _DECIMAL.fullmatch(fallback) or THRESHOLD.read(fallback).state != "set"
     ):
         problems.append(
             f"key 'decision.fallback': {fallback!r}; allowed: \"{DECISION_OFF}\" (spillover "
-            f"off) or {_THRESHOLD_ALLOWED}"
+            f"off) or {THRESHOLD.allowed}"
         )
     return problems
 

@@ -255,7 +255,8 @@ BAD_VALUES: list[tuple[str, tuple[str, str], str, list[str]]] = [
         ["'32k' is not a decimal integer", THRESHOLD_ALLOWED],
     ),
     ("threshold-32KiB", threshold('"32KiB"'), THRESHOLD_KEY, ["not a decimal integer"]),
-    ("threshold-space", threshold('"32768 "'), THRESHOLD_KEY, ["not a decimal integer"]),
+    ("threshold-inner-space", threshold('"32 768"'), THRESHOLD_KEY, ["not a decimal integer"]),
+    ("threshold-blank", threshold('"  "'), THRESHOLD_KEY, ["empty value", "leave the key out"]),
     ("threshold-negative", threshold('"-32768"'), THRESHOLD_KEY, ["not a decimal integer"]),
     ("threshold-hex", threshold('"0x8000"'), THRESHOLD_KEY, ["not a decimal integer"]),
     ("threshold-empty", threshold('""'), THRESHOLD_KEY, ["empty value", "leave the key out"]),
@@ -396,6 +397,17 @@ def test_values_the_platform_accepts_load(tmp_path: Path) -> None:
     assert (
         m.configuration("128KiB").env["CLERUM_WORKFLOW_TOOL_SPILLOVER_BUDGET_BYTES"] == "268435456"
     )
+
+
+def test_surrounding_whitespace_is_read_as_the_mcp_host_reads_it(tmp_path: Path) -> None:
+    """` false ` is the kill switch and `32768 ` is 32768 on the platform
+    (reference.md §1.3): the matrix takes them and keeps the text the mcp-host runs with,
+    so the baseline and the chain are judged on it."""
+    text = GOOD.replace('"32768"}', '" 32768 "}', 1).replace(ENABLED_LINE, enabled('"false "')[1])
+    m = load_matrix(write(tmp_path, text))
+    assert m.configuration("off").env == {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"}
+    assert m.configuration("32KiB").env == {"CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD": "32768"}
+    assert m.decision_values == ("131072", "32768", "false")
 
 
 @pytest.mark.parametrize("value", ["4096", "1048576"])

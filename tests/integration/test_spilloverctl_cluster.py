@@ -349,7 +349,7 @@ def test_direct_unset_shadowed_by_envfrom_writes_what_the_operator_would(
     default explicitly, as the operator does: after it the container resolves the
     default, and the operator, started afterwards, finds nothing to change."""
     from spillover_operator.domain.envplan import resolved_env
-    from spillover_operator.domain.mcp_host import DEFAULTS
+    from spillover_operator.domain.model import DEFAULTS
 
     create_object(
         admin,

@@ -22,12 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillover_operator.domain.constants import (
-    BUDGET_MAX,
-    BUDGET_MIN,
-    THRESHOLD_MAX,
-    THRESHOLD_MIN,
-)
 from spillover_operator.domain.model import BUDGET, ENABLED, ENV_FIELDS, THRESHOLD
 from spillover_operator.domain.strict_load import shorten
 
@@ -232,8 +226,14 @@ def _budget_of(decision: str, matrix: Matrix | None) -> int | None:
         return None
     for step in matrix.decision.chain:
         if step.default == decision:
-            raw = matrix.configuration(step.config).env.get(BUDGET.var)
-            return int(raw) if raw else None
+            reading = BUDGET.read(matrix.configuration(step.config).env.get(BUDGET.var))
+            if reading.state == "invalid":  # a stored matrix is checked; kept as a guard
+                raise DecisionRefused(
+                    "unreadable",
+                    f"budget {shorten(reading.raw)} of configuration '{step.config}' is "
+                    f"{reading.problem}: budgetBytes takes {BUDGET.allowed}",
+                )
+            return int(reading.value) if reading.state == "set" else None
     return None
 
 
@@ -258,25 +258,21 @@ def spec_patch(decision: str, matrix: Matrix | None = None) -> dict[str, Any]:
         raise DecisionRefused(
             "unreadable", f"decision {shorten(decision)} is not a threshold or false"
         )
-    threshold = int(decision)
-    if not THRESHOLD_MIN <= threshold <= THRESHOLD_MAX:
+    reading = THRESHOLD.read(decision)
+    if reading.state != "set":
         raise DecisionRefused(
             "unreadable",
-            f"decision {threshold} is outside the bytes a SpilloverPolicy's thresholdBytes "
-            f"takes ({THRESHOLD_MIN}..{THRESHOLD_MAX}); nothing is applied: the verdict was "
+            f"decision {decision} is outside the bytes a SpilloverPolicy's thresholdBytes "
+            f"takes ({THRESHOLD.low}..{THRESHOLD.high}); nothing is applied: the verdict was "
             "edited, apply one the stage wrote",
         )
+    threshold = int(reading.value)
     patch: dict[str, Any] = {
         ENABLED.key: True,
-        THRESHOLD.key: None if str(threshold) == THRESHOLD.default else threshold,
+        THRESHOLD.key: None if threshold == THRESHOLD.default_value else threshold,
     }
     budget = _budget_of(decision, matrix)
     if budget is not None:
-        if not BUDGET_MIN <= budget <= BUDGET_MAX:  # a stored matrix is checked; kept as a guard
-            raise DecisionRefused(
-                "unreadable",
-                f"budget {budget} is outside what budgetBytes takes ({BUDGET_MIN}..{BUDGET_MAX})",
-            )
         patch[BUDGET.key] = budget
     return patch
 

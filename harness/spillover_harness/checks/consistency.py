@@ -23,13 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from spillover_operator.domain.constants import (
-    BUDGET_DEFAULT,
-    BUDGET_VAR,
-    ENABLED_VAR,
-    THRESHOLD_DEFAULT,
-    THRESHOLD_VAR,
-)
+from spillover_operator.domain.model import BUDGET, ENABLED, THRESHOLD
 
 from spillover_harness.fixtures import CODE_REVIEW, Fixture
 
@@ -77,10 +71,6 @@ def tool_result_sizes(fixture: Fixture) -> list[tuple[int, int]]:
     ]
 
 
-def _int(value: str | None, default: int) -> int:
-    return int(value) if value is not None and value.isdigit() else default
-
-
 def check_run(
     env: Mapping[str, str | None],
     fixture: Fixture,
@@ -91,12 +81,13 @@ def check_run(
     None when `persisted` was not measured."""
     if persisted is None:
         return None
-    if env.get(ENABLED_VAR) == "false":
+    if ENABLED.read(env.get(ENABLED.var)).value is False:
         if persisted:
             return [f"spillover is off, yet the run persisted {persisted} result(s)"]
         return []
-    threshold = _int(env.get(THRESHOLD_VAR), THRESHOLD_DEFAULT)
-    budget = _int(env.get(BUDGET_VAR), BUDGET_DEFAULT)
+    # what the mcp-host runs with (an invalid value: its default)
+    threshold = int(THRESHOLD.read(env.get(THRESHOLD.var)).value)
+    budget = int(BUDGET.read(env.get(BUDGET.var)).value)
     sizes = tool_result_sizes(fixture)
     if not sizes:
         return []

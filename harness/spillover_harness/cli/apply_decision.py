@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spillover_operator import exit_codes
+from spillover_operator.domain.model import THRESHOLD
 
 from spillover_harness.cli.common import (
     FORMATTER,
@@ -56,7 +57,8 @@ def add_parser(sub: Any) -> None:
         description=(
             "Read the decision in DIR/verdict.json and set the SpilloverPolicy to it:\n"
             "  false            spec.enabled=false (the kill switch)\n"
-            "  131072           spec.enabled=true, spec.thresholdBytes removed (the default)\n"
+            f"  {THRESHOLD.default:<17}spec.enabled=true, spec.thresholdBytes removed "
+            "(the default)\n"
             "  N (the chain's)  spec.enabled=true, spec.thresholdBytes=N\n"
             "(and spec.budgetBytes when the deciding configuration sets a budget).\n"
             "Through the client library, as one merge patch of the spec; the operator\n"

@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from spillover_operator import exit_codes
+from spillover_operator.domain.model import BUDGET, THRESHOLD
 
 from spillover_harness.cli.common import (
     FORMATTER,
@@ -62,14 +63,15 @@ def add_parser(sub: Any) -> None:
         type=int_list,
         default=int_list(DEFAULT_THRESHOLDS),
         metavar="N,N,...",
-        help=f"thresholds in bytes, 4096..1048576 (default {DEFAULT_THRESHOLDS})",
+        help=f"thresholds in bytes, {THRESHOLD.low}..{THRESHOLD.high} "
+        f"(default {DEFAULT_THRESHOLDS})",
     )
     p.add_argument(
         "--budgets",
         type=int_list,
         default=[],
         metavar="N,N,...",
-        help="budgets in bytes, 1048576..268435456: every threshold at every budget "
+        help=f"budgets in bytes, {BUDGET.low}..{BUDGET.high}: every threshold at every budget "
         "(default: the platform's default budget only)",
     )
     add_study_args(p, what="sweep")

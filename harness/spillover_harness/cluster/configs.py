@@ -55,36 +55,24 @@ class Interrupted(ClusterStageError):
     """The wait was cut short by a stop request."""
 
 
-def _int(text: str, var: str, config: str) -> int:
-    if not text.isdigit():
-        raise ConfigApplyError(
-            f"configuration '{config}': {var}={text!r} is not a number of bytes; the policy "
-            "can only express valid values"
-        )
-    return int(text)
-
-
 def policy_fields(config: Configuration) -> dict[str, Any]:
     """The policy spec fields for a configuration (None = remove the field; `enabled`
-    is never removed: the CRD requires it)."""
-    env = config.env
+    is never removed: the CRD requires it). Each variable is read as the mcp-host
+    reads it (`EnvField.read`); a value it would replace by its default cannot be
+    expressed by the policy."""
     fields: dict[str, Any] = {}
     for f in ENV_FIELDS:
-        raw = env.get(f.var) or None
-        if raw is None and f.kind == "switch":
-            # `enabled` is required (no CRD default): unset is the mcp-host default, written
-            fields[f.key] = f.default == "true"
-        elif raw is None:
+        reading = f.read(config.env.get(f.var))
+        if reading.state == "invalid":
+            raise ConfigApplyError(
+                f"configuration '{config.name}': {f.var}={reading.raw!r} cannot be expressed "
+                f"by the policy ({reading.problem}; allowed: {f.allowed})"
+            )
+        if reading.state == "unset" and f.kind == "bytes":
             fields[f.key] = None
-        elif f.kind == "switch":
-            if raw not in ("true", "false"):
-                raise ConfigApplyError(
-                    f"configuration '{config.name}': {f.var}={raw!r} cannot be expressed by "
-                    "the policy (true or false)"
-                )
-            fields[f.key] = raw == "true"
         else:
-            fields[f.key] = _int(raw, f.var, config.name)
+            # `enabled` is required (no CRD default): unset is the mcp-host default, written
+            fields[f.key] = reading.value
     return fields
 
 

@@ -28,8 +28,7 @@ from spillover_operator.client import (
     pod_values,
 )
 from spillover_operator.domain.constants import SPILLOVER_VARS
-from spillover_operator.domain.mcp_host import value_in_effect
-from spillover_operator.domain.model import COND_RECIPE_PODS
+from spillover_operator.domain.model import COND_RECIPE_PODS, read_env
 from spillover_operator.domain.recipe_pods import ReportUnavailable
 from spillover_operator.observed import read_process_report
 
@@ -66,7 +65,7 @@ class PodValues:
 
 def effective(values: Mapping[str, str | None]) -> dict[str, str | None]:
     """The values compared with a configuration: what the mcp-host runs with
-    (`spillover_operator.domain.mcp_host.value_in_effect`: unset or invalid is the default,
+    (`spillover_operator.domain.model.read_env`: unset or invalid is the default,
     so `THRESHOLD=131072` is the shipped default too); a value that could not be read
     (`unknown:...`) stays as it is, never equal to a configuration's."""
     out: dict[str, str | None] = {}
@@ -75,7 +74,7 @@ def effective(values: Mapping[str, str | None]) -> dict[str, str | None]:
         if value is not None and value.startswith("unknown:"):
             out[var] = value
         else:
-            out[var] = value_in_effect(var, value)
+            out[var] = read_env(var, value).text
     return out
 
 

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spillover_operator.domain.model import BUDGET_VAR, THRESHOLD_VAR
+
 from spillover_harness.evaluate import CRITERIA, Verdict, evaluate
 from spillover_harness.matrix import (
-    BUDGET_VAR,
-    THRESHOLD_VAR,
     Configuration,
     Decision,
     DecisionStep,

@@ -28,9 +28,9 @@ from spillover_operator.domain.envplan import (
     resolved_env,
     shadow_notes,
 )
-from spillover_operator.domain.mcp_host import DEFAULTS
 from spillover_operator.domain.model import (
     COND_RECIPE_PODS,
+    DEFAULTS,
     ENV_FIELDS,
     PENDING_REASONS,
     REASON_STALE_AFTER_REFRESH,

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Final
 
-# The variables, their bounds and defaults, and the condition types and reasons, belong
-# to the policy model (`model.py`, the one place to change them); they are named here
-# too for the modules that import them from here.
+# The variables (their bounds, defaults and reading too) and the condition types and
+# reasons belong to the policy model (`model.py`, the one place to change them); the
+# names below are named here too for the modules that import them from here.
 from spillover_operator.domain import model as _model
 from spillover_operator.domain import resource
 
-BUDGET_DEFAULT: Final = _model.BUDGET_DEFAULT
-BUDGET_MAX: Final = _model.BUDGET_MAX
-BUDGET_MIN: Final = _model.BUDGET_MIN
 BUDGET_VAR: Final = _model.BUDGET_VAR
 COND_APPLIED: Final = _model.COND_APPLIED
 COND_READY: Final = _model.COND_READY
@@ -20,9 +17,6 @@ ENABLED_VAR: Final = _model.ENABLED_VAR
 PASSTHROUGH_VAR: Final = _model.PASSTHROUGH_VAR
 REASON_TARGET_NOT_ALLOWED: Final = _model.REASON_TARGET_NOT_ALLOWED
 SPILLOVER_VARS: Final = _model.SPILLOVER_VARS
-THRESHOLD_DEFAULT: Final = _model.THRESHOLD_DEFAULT
-THRESHOLD_MAX: Final = _model.THRESHOLD_MAX
-THRESHOLD_MIN: Final = _model.THRESHOLD_MIN
 THRESHOLD_VAR: Final = _model.THRESHOLD_VAR
 
 GROUP: Final = resource.GROUP

@@ -1,35 +1,14 @@
-"""How the mcp-host reads its three spillover variables.
+"""What an mcp-host process reports it runs with.
 
-One meaning for everything that compares values: the operator (is a recipe pod
-current?), the status report, and the harness (does this pod run the configuration
-the record claims?). The mcp-host uses a variable's default when it is unset, and
-also when its value is invalid (it logs a warning): `ENABLED` takes `true` or
-`false`, the two sizes a whole number of bytes within their range. So
-`THRESHOLD=131072` and no THRESHOLD at all run the same, and a mistyped threshold runs
-at 128 KiB, not at the value that was meant.
+How the mcp-host reads each of its three variables is the policy model's
+(`model.EnvField.read`); this module reads the process's own report of its raw values.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from spillover_operator.domain.model import BOUNDS as BOUNDS
-from spillover_operator.domain.model import DEFAULTS as DEFAULTS
-from spillover_operator.domain.model import FIELD_OF_VAR
-
-
-def value_in_effect(var: str, raw: str | None) -> str:
-    """The value the mcp-host runs with when `var` is `raw` (None: unset)."""
-    if raw is None:
-        return DEFAULTS[var]
-    text = raw.strip()
-    if FIELD_OF_VAR[var].kind == "switch":
-        return text if text in ("true", "false") else DEFAULTS[var]
-    low, high = BOUNDS[var]
-    if not text.isascii() or not text.isdigit() or not low <= int(text) <= high:
-        return DEFAULTS[var]
-    return str(int(text))
-
+from spillover_operator.domain.model import DEFAULTS
 
 # ---- what the process itself reports ----------------------------------------------
 #

@@ -1,9 +1,12 @@
 """The SpilloverPolicy model: every fact about the policy, written once.
 
 A spec field that sets an mcp-host variable is one `EnvField`: its spec key (also its
-key in `status.effective`), the variable, its kind, its bounds, the mcp-host default and
-the spilloverctl flag that changes it. The validated spec is `PolicySpec`. The condition
-reasons the operator writes are the `REASON_*` names below, grouped into the ones
+key in `status.effective`), the variable, its kind, its bounds, the mcp-host default,
+the spilloverctl flag that changes it, and how the mcp-host reads the variable's raw
+value (`EnvField.read`, `read_env`: the value in effect, the one reading every caller
+uses: recipe pods, status, the simulator, the matrix, the cluster stage,
+apply-decision). The validated spec is `PolicySpec`. The condition reasons the operator
+writes are the `REASON_*` names below, grouped into the ones
 waiting cannot fix (`REFUSED_REASONS`) and the ones that mean "not yet"
 (`PENDING_REASONS`). Everything else reads these: `policy.parse_spec` (bounds, field
 names), `envplan` (what to write, what an envFrom shadows), `status` (status.effective),
@@ -24,8 +27,9 @@ How to add a spec field that sets an mcp-host variable (say `spec.flushBytes` ->
    "bytes", flag "flush") appended to `ENV_FIELDS`, and the attribute
    `flush_bytes: int | None = None` at the end of `PolicySpec` (the `attr` of the
    EnvField). Parsing, rendering the env, status.effective, the shadow notes, the
-   status line, `spilloverctl set --flush/--unset-flush`, the harness's
-   configuration mapping and its expected env all follow from `ENV_FIELDS`.
+   status line, `spilloverctl set --flush/--unset-flush`, the reading of the raw value
+   (`EnvField.read`), the harness's configuration checks and mapping, the simulator's
+   configuration and the expected env all follow from `ENV_FIELDS`.
 2. The CRD (manifests/crd/spilloverpolicies.yaml): add the property under
    `spec.properties` and under `status.properties.effective`. Run
    `.venv/bin/pytest tests/operator/domain/test_model.py -q`: it fails naming the field and
@@ -104,6 +108,65 @@ class EnvField:
             return "true" if value else "false"
         return str(value)
 
+    @property
+    def default_value(self) -> bool | int:
+        """The mcp-host default as a value (`True`, `131072`...)."""
+        return self.default == "true" if self.kind == "switch" else int(self.default)
+
+    @property
+    def allowed(self) -> str:
+        """What the mcp-host takes as set, for messages and help texts."""
+        if self.kind == "switch":
+            return 'exactly "true" or "false"'
+        return f"a decimal integer from {self.low} to {self.high} (bytes)"
+
+    def read(self, raw: str | None) -> Reading:
+        """What the mcp-host runs with when the variable is `raw` (None: unset).
+
+        The one reading of the variable, for the operator, spilloverctl, the simulator
+        and the harness (docs/reference.md §1.3): surrounding whitespace is ignored (a
+        stray space never defeats the kill switch); nothing left (unset, empty, blank)
+        is unset, the default with no warning; a switch takes exactly `true` or `false`,
+        a size ASCII decimal digits within `bounds`; anything else is invalid: the mcp-host
+        warns and runs with the default."""
+        text = None if raw is None else raw.strip()
+        if not text:
+            return Reading(self, raw, "unset", self.default_value)
+        if self.kind == "switch":
+            if text in ("true", "false"):
+                return Reading(self, raw, "set", text == "true")
+            return Reading(self, raw, "invalid", self.default_value, "neither true nor false")
+        if not (text.isascii() and text.isdigit()):
+            return Reading(self, raw, "invalid", self.default_value, "not a decimal integer")
+        if not self.low <= int(text) <= self.high:
+            return Reading(self, raw, "invalid", self.default_value, "out of range")
+        return Reading(self, raw, "set", int(text))
+
+
+ReadState = Literal["unset", "set", "invalid"]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One raw value of a variable as the mcp-host reads it (`EnvField.read`).
+
+    `state`: "set" (taken), "unset" (the default, no warning) or "invalid" (the
+    default, with a warning saying `problem`, e.g. "out of range", which
+    `field.allowed` completes); `value` is what runs either way."""
+
+    field: EnvField
+    raw: str | None
+    state: ReadState
+    value: bool | int
+    problem: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The value in effect as the variable's canonical text (`true`, `32768`)."""
+        if isinstance(self.value, bool):
+            return "true" if self.value else "false"
+        return str(self.value)
+
 
 ENABLED: Final = EnvField("enabled", "enabled", ENABLED_VAR, "switch", "true")
 THRESHOLD: Final = EnvField(
@@ -132,9 +195,13 @@ FIELD_OF_VAR: Final[dict[str, EnvField]] = {f.var: f for f in ENV_FIELDS}
 FIELD_OF_KEY: Final[dict[str, EnvField]] = {f.key: f for f in ENV_FIELDS}
 # The mcp-host default of each variable, as text.
 DEFAULTS: Final[dict[str, str]] = {f.var: f.default for f in ENV_FIELDS}
-BOUNDS: Final[dict[str, tuple[int, int]]] = {
-    f.var: f.bounds for f in ENV_FIELDS if f.bounds is not None
-}
+
+
+def read_env(var: str, raw: str | None) -> Reading:
+    """`EnvField.read` of the variable named `var` (KeyError: not a spillover variable)."""
+    return FIELD_OF_VAR[var].read(raw)
+
+
 # status.effective's key for each variable (the passthrough list included).
 STATUS_KEYS: Final[dict[str, str]] = {
     **{f.var: f.key for f in ENV_FIELDS},

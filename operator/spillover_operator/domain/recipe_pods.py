@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from spillover_operator.domain.constants import SPILLOVER_VARS
-from spillover_operator.domain.mcp_host import value_in_effect
 from spillover_operator.domain.model import (
     COND_RECIPE_PODS,
     REASON_ALL_CURRENT,
@@ -38,6 +37,7 @@ from spillover_operator.domain.model import (
     REASON_STALE,
     REASON_STALE_AFTER_REFRESH,
     REASON_UNKNOWN,
+    read_env,
 )
 from spillover_operator.domain.policy import DEFAULT_RECIPE_CONTAINER, PolicySpec, RecipePodsSpec
 from spillover_operator.domain.resolved_env import (
@@ -269,11 +269,11 @@ def classify(
         var
         for var in SPILLOVER_VARS
         if values[var].known
-        and value_in_effect(var, values[var].value) != value_in_effect(var, desired.get(var))
+        and read_env(var, values[var].value).text != read_env(var, desired.get(var)).text
     ]
     if differing:
         parts = ", ".join(
-            f"{var}={values[var].shown()} (policy: {value_in_effect(var, desired.get(var))})"
+            f"{var}={values[var].shown()} (policy: {read_env(var, desired.get(var)).text})"
             for var in differing
         )
         return PodVerdict(
@@ -319,12 +319,12 @@ def classify(
             off = [
                 var
                 for var in SPILLOVER_VARS
-                if value_in_effect(var, reported.get(var)) != value_in_effect(var, desired.get(var))
+                if read_env(var, reported.get(var)).text != read_env(var, desired.get(var)).text
             ]
             if off:
                 parts = ", ".join(
-                    f"{var}={value_in_effect(var, reported.get(var))} "
-                    f"(policy: {value_in_effect(var, desired.get(var))})"
+                    f"{var}={read_env(var, reported.get(var)).text} "
+                    f"(policy: {read_env(var, desired.get(var)).text})"
                     for var in off
                 )
                 return PodVerdict(

@@ -9,8 +9,9 @@ from pathlib import Path
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.sim import SimDriver, SimFaults
 from spillover_harness.fixtures import FixtureSet, build_fixtures
-from spillover_harness.matrix import ENABLED_VAR, THRESHOLD_VAR, Configuration, InputSpec
+from spillover_harness.matrix import Configuration, InputSpec
 from spillover_harness.records import OPTIONAL_FIELDS, RunRecord
+from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 424242
 OFF = Configuration(name="off", env={ENABLED_VAR: "false"})
@@ -142,8 +143,8 @@ def test_default_fixtures_come_from_the_fixture_seed(tmp_path: Path) -> None:
 def test_a_run_records_its_memory_and_its_budget_fallbacks(tmp_path: Path) -> None:
     """The sim's mcp-host memory (sim/memory.py) and the results kept inline because
     the budget was full, on the `budget` input at the smallest budget."""
-    from spillover_harness.matrix import BUDGET_VAR
     from spillover_harness.sim.memory import MemoryModel
+    from spillover_operator.domain.model import BUDGET_VAR
 
     small = Configuration(name="1MiB", env={BUDGET_VAR: "1048576"})
     driver = SimDriver(fixtures=fixtures())

@@ -1,4 +1,7 @@
-"""The simulator reads its configuration like the mcp-host (docs/reference.md §1, Configuration)."""
+"""The simulator reads its configuration like the mcp-host (docs/reference.md §1, Configuration).
+
+Each raw value against what it runs with, the same for every reader:
+tests/harness/test_env_reading_agreement.py."""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.fixtures import build_fixtures
-from spillover_harness.matrix import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_harness.sim.config import SpilloverConfig, parse_spillover_env
 from spillover_harness.sim.step import run_step
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 
 def test_defaults_when_unset() -> None:
@@ -18,8 +21,8 @@ def test_defaults_when_unset() -> None:
     assert warnings == []
 
 
-def test_empty_values_count_as_unset() -> None:
-    config, warnings = parse_spillover_env({ENABLED_VAR: "", THRESHOLD_VAR: "", BUDGET_VAR: ""})
+def test_empty_or_blank_values_count_as_unset() -> None:
+    config, warnings = parse_spillover_env({ENABLED_VAR: "", THRESHOLD_VAR: " ", BUDGET_VAR: "\t"})
     assert config == SpilloverConfig()
     assert warnings == []
 
@@ -30,7 +33,7 @@ def test_enabled_accepts_only_true_and_false(raw: str, enabled: bool) -> None:
     assert config.enabled is enabled and warnings == []
 
 
-@pytest.mark.parametrize("raw", ["TRUE", "False", "1", "0", "yes", "off", " true", "true "])
+@pytest.mark.parametrize("raw", ["TRUE", "False", "1", "0", "yes", "off", "t rue"])
 def test_invalid_enabled_warns_and_keeps_the_default(raw: str) -> None:
     config, warnings = parse_spillover_env({ENABLED_VAR: raw})
     assert config.enabled is True
@@ -45,7 +48,7 @@ def test_threshold_in_bounds(raw: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", ["4095", "1048577", "0", "-1", "32k", "1e5", "+4096", " 4096", "abc"]
+    "raw", ["4095", "1048577", "0", "-1", "32k", "1e5", "+4096", "4 096", "abc"]
 )
 def test_invalid_threshold_warns_and_keeps_the_default(raw: str) -> None:
     config, warnings = parse_spillover_env({THRESHOLD_VAR: raw})

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from spillover_harness.fixtures import build_fixtures
-from spillover_harness.matrix import ENABLED_VAR, THRESHOLD_VAR
 from spillover_harness.sim.memory import MemoryModel, peak_at_once
 from spillover_harness.sim.step import run_step
+from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 20261130
 MODEL = MemoryModel(baseline_bytes=1000, limit_bytes=10_000, store_overhead=1.5)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.fixtures import build_fixtures
-from spillover_harness.matrix import THRESHOLD_VAR
 from spillover_harness.sim.config import SpilloverConfig
 from spillover_harness.sim.model import SimModel, parameter
 from spillover_harness.sim.step import StepLimits, StepRun, run_step
 from spillover_harness.sim.store import SpilloverStore, serialize_result, structure_hint
+from spillover_operator.domain.model import THRESHOLD_VAR
 
 SEED = 20261130
 KIB32 = {THRESHOLD_VAR: "32768"}

@@ -323,7 +323,7 @@ def test_a_config_map_changed_after_the_container_started_makes_the_pod_stale() 
 
 
 def test_an_explicit_default_or_an_invalid_size_runs_as_the_default() -> None:
-    """The pod runs what the mcp-host reads (`mcp_host.value_in_effect`): THRESHOLD=131072
+    """The pod runs what the mcp-host reads (`model.read_env`): THRESHOLD=131072
     is the policy's unset threshold; an out-of-range one runs at the default too."""
     want = render_env(spec())  # threshold unset
     for raw in ("131072", " 131072 ", "100", "12ab"):
