@@ -148,6 +148,7 @@ def _reader(
         cluster=rt.cluster,
         trusted=trusted,
         written=rt.written,
+        written_deployments=rt.written_deployments,
     )
 
 
@@ -248,6 +249,10 @@ def pod_event(
     rt = runtime.of(memo)
     # Not `_reader`: a pod alone does not make its namespace one the operator heartbeats.
     reader = views.IndexReader(
-        namespace, views.indexes_of(kwargs), cluster=rt.cluster, written=rt.written
+        namespace,
+        views.indexes_of(kwargs),
+        cluster=rt.cluster,
+        written=rt.written,
+        written_deployments=rt.written_deployments,
     )
     policies.pod_event(rt, reader, labels, logger)

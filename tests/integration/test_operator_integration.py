@@ -515,6 +515,44 @@ def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, 
     assert ENABLED_VAR not in env_map(after)
 
 
+def test_a_policy_without_enabled_from_an_older_crd_is_refused_not_turned_on(
+    cluster: Cluster, crd: dict[str, Any]
+) -> None:
+    """A policy stored while an older CRD left `enabled` optional (client-side `kubectl
+    apply` sends `enabled: null` as absent) says neither on nor off: the operator refuses
+    it, naming the field and the fix, and never writes ENABLED=true."""
+    before = cluster.create_wrc()
+    loose = copy.deepcopy(crd)
+    spec_schema = loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["required"] = [f for f in spec_schema["required"] if f != "enabled"]
+
+    def create() -> bool:
+        try:
+            cluster.create_policy("spillover", {"target": {"deployment": WRC}})
+        except ApiException as exc:
+            if exc.status == 422:  # the looser schema is not in effect yet
+                return False
+            raise
+        return True
+
+    try:
+        install_crd(cluster.api, loose)
+        wait_for("the looser CRD to accept a policy without enabled", create, timeout=60)
+    finally:
+        install_crd(cluster.api, crd)
+    assert "enabled" not in cluster.policy("spillover")["spec"]
+
+    cluster.start_operator()
+    policy = cluster.wait_reason("spillover", "InvalidSpec")
+    message = condition(policy, "Ready")["message"]
+    assert "spec.enabled: required, with no default" in message, message
+    assert "`enabled: false` (spillover off)" in message, message
+    assert condition(policy, "Applied")["reason"] == "InvalidSpec"
+    after = cluster.deployment()
+    assert_untouched(before, after)
+    assert ENABLED_VAR not in env_map(after)
+
+
 @pytest.mark.parametrize("on_delete", ["Retain", "Remove"])
 def test_delete_with_on_delete(cluster: Cluster, on_delete: str) -> None:
     cluster.create_wrc()

@@ -360,3 +360,55 @@ def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
     assert env[ENABLED_VAR] == "false" and env["ADDED_LATER"] == "1"
     assert env[PASSTHROUGH_VAR] == ALL_NAMES
     assert after["metadata"]["labels"]["touched"] == "yes"
+
+
+def test_a_change_the_refresh_reconcile_made_is_not_made_and_announced_again(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """`spilloverctl restore --refresh-recipe-pods` writes the spec and the refresh
+    request at once. kopf runs the refresh handler first: its reconcile applies the
+    change (Applied). The spec handler's apply_change comes next, while kopf's copy of
+    the Deployment may still be the one from before that patch: planned on it, the
+    change looked not made, was sent again (changing nothing) and announced again, a
+    second Applied Event for the same generation. The operator's own patch is newer
+    than that copy: one Applied Event per generation."""
+    from spillover_operator.domain.constants import REFRESH_REQUEST_ANNOTATION
+    from spillover_operator.handlers import views
+
+    killed = {ENABLED_VAR: "false", PASSTHROUGH_VAR: ALL_NAMES}
+    create_object(admin, _wrc(namespace, killed))
+    body = policy_manifest(namespace, {"enabled": True, "target": {"deployment": "wrc"}})
+    body["metadata"]["annotations"] = {REFRESH_REQUEST_ANNOTATION: "2026-01-01T00:00:00 ab12"}
+    policy = create_object(admin, body)
+    before_patch = read_deployment(admin, namespace, "wrc")
+    # What kopf's indexes hold, and keep holding: the watch event of the operator's
+    # patch has not been handled yet.
+    indexes = {
+        views.POLICIES: {(namespace, "spillover"): [policy]},
+        views.DEPLOYMENTS: {(namespace, "wrc"): [before_patch]},
+        views.BY_TARGET: {(namespace, "wrc"): ["spillover"]},
+    }
+    written: dict[Any, Any] = {}
+    written_deployments: dict[Any, Any] = {}
+
+    def reader() -> views.IndexReader:  # each handler builds its own, sharing the writes
+        return views.IndexReader(
+            namespace, indexes, cluster=cluster, written=written,
+            written_deployments=written_deployments,
+        )  # fmt: skip
+
+    refreshed = reconcile_policy(cluster, namespace, "spillover", reader(), settings=SETTINGS)
+    assert refreshed.outcome == Outcome.APPLIED, refreshed.message
+    assert env_map(read_deployment(admin, namespace, "wrc"), "controller")[ENABLED_VAR] == "true"
+    generation = read_deployment(admin, namespace, "wrc")["metadata"]["generation"]
+
+    early = apply_change(cluster, namespace, "spillover", reader(), SETTINGS)
+    reported = reconcile_policy(
+        cluster, namespace, "spillover", reader(), early=early, settings=SETTINGS
+    )
+    # Both reconciles have returned, their Events posted: one Applied on each object.
+    assert len(_events(admin, namespace, "spillover", "Applied")) == 1
+    assert len(_events(admin, namespace, "wrc", "Applied")) == 1
+    assert early is None  # nothing left to change: the change is made already
+    assert reported.outcome == Outcome.IN_SYNC, reported.message
+    assert read_deployment(admin, namespace, "wrc")["metadata"]["generation"] == generation

@@ -117,10 +117,28 @@ def expect_ok(s: Setup, enabled: str, what: str, *argv: str, matched: int | None
 
 
 def restore(s: Setup, matched: int | None = None) -> None:
+    """`restore --wait --refresh-recipe-pods`; when it changed the spec, exactly one
+    Applied Event on the policy names the generation it made (the refresh request
+    and the spec arrive in one write, handled by two handlers)."""
+    before = s.policy()["metadata"]["generation"]
     expect_ok(
         s, "true", "restore", "restore", "--wait", "--refresh-recipe-pods",
         "--timeout", TIMEOUT, matched=matched,
     )  # fmt: skip
+    # The command has waited for Ready=True of the new generation: the pass that
+    # applied it posted its Events before that status.
+    generation = s.policy()["metadata"]["generation"]
+    if generation != before:
+        applied = applied_events(s, generation)
+        assert len(applied) == 1, f"generation {generation}: {len(applied)} Applied: {applied}"
+
+
+def applied_events(s: Setup, generation: int) -> list[str]:
+    """The messages of the Applied Events on the policy that name `generation`."""
+    found = client.CoreV1Api(s.api).list_namespaced_event(
+        s.namespace, field_selector="involvedObject.kind=SpilloverPolicy,reason=Applied"
+    )
+    return [str(e.message) for e in found.items if f"(generation {generation} " in str(e.message)]
 
 
 def refresh_begun(s: Setup) -> None:

@@ -2,7 +2,8 @@
 CRD, a WRC Deployment, its policy and the real operator (`kopf run`), one kubeconfig
 naming each by its context; `kill`, `restore` and `status` with `--context` given more
 than once and with `--all-contexts`, a context whose API server is down, and Ctrl-C in
-the middle of a fleet `kill --wait` (a subprocess, as the console script runs)."""
+the middle of a fleet `kill --wait` (a subprocess, as the console script runs): during
+the waits, and with every cluster's write held in flight by an admission webhook."""
 
 from __future__ import annotations
 
@@ -287,4 +288,170 @@ def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet, tmp_path
     assert out.splitlines()[-1] == (
         "fleet kill: 0 of 4 clusters done; not done: east (exit 130), west (exit 130), "
         "north (exit 130), slow (exit 130); interrupted; exit 130"
+    )
+
+
+class HeldWrites:
+    """A real admission webhook on each cluster (ValidatingWebhookConfiguration, served
+    here over TLS) for UPDATEs of the policies in IDLE: a write reaches it and waits
+    there, in flight, until `release()`; a dry-run write (the probe that it is in
+    effect) is admitted at once. At most HOLD_LIMIT seconds each, then admitted anyway,
+    so a failing test never leaves a write hanging."""
+
+    HOLD_LIMIT = 25.0  # under the webhook's timeoutSeconds (30)
+
+    def __init__(self, directory: Path) -> None:
+        import http.server
+        import ssl
+        import threading
+
+        from controlplane.localcluster import _PKI
+
+        pki = _PKI(directory)
+        pair = pki.issue("webhook", "127.0.0.1", server_ips=("127.0.0.1",))
+        self.ca = pki.ca.cert.read_bytes()
+        self.released = threading.Event()
+        self.probed: set[str] = set()
+        self.arrived: set[str] = set()
+        self.lock = threading.Lock()
+        held = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                request = review["request"]
+                context = self.path.split("?")[0].strip("/")  # the URL names it
+                with held.lock:
+                    (held.probed if request.get("dryRun") else held.arrived).add(context)
+                if not request.get("dryRun"):
+                    held.released.wait(HeldWrites.HOLD_LIMIT)
+                body = json.dumps({
+                    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                    "response": {"uid": request["uid"], "allowed": True},
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(str(pair.cert), str(pair.key))
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def configuration(self, context: str) -> dict[str, Any]:
+        import base64
+
+        port = self.server.server_address[1]
+        return {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "hold-policy-writes"},
+            "webhooks": [{
+                "name": "hold.spillover.test",
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/{context}",
+                                 "caBundle": base64.b64encode(self.ca).decode()},
+                "rules": [{"apiGroups": [GROUP], "apiVersions": ["*"],
+                           "operations": ["UPDATE"], "resources": [PLURAL]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": IDLE}},
+                "failurePolicy": "Ignore", "sideEffects": "None",
+                "admissionReviewVersions": ["v1"], "timeoutSeconds": 30,
+            }],
+        }  # fmt: skip
+
+    def release(self) -> None:
+        self.released.set()
+
+    def close(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _in_effect(held: HeldWrites, name: str, api: client.ApiClient) -> bool:
+    """A dry-run write of the IDLE policy: the webhook sees it once it is in effect."""
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP, VERSION, IDLE, PLURAL, "spillover",
+        {"metadata": {"annotations": {"probe": str(time.monotonic())}}}, dry_run="All",
+    )  # fmt: skip
+    return name in held.probed
+
+
+def test_ctrl_c_with_writes_in_flight_finishes_each_write(fleet: Fleet, tmp_path: Path) -> None:
+    """Ctrl-C (twice) while each cluster's kill is held in admission, in flight: the
+    command finishes every write before it ends, and each policy is killed with its
+    change record; the table says so, the exit code says interrupted."""
+    from spillover_operator.domain.change_record import last_change
+
+    _enable(fleet, IDLE, True)
+    held = HeldWrites(tmp_path / "pki")
+    registration = {
+        name: client.AdmissionregistrationV1Api(api) for name, api in fleet.apis.items()
+    }
+    proc: subprocess.Popen[str] | None = None
+    try:
+        for name, reg in registration.items():
+            reg.create_validating_webhook_configuration(held.configuration(name))
+        for name, api in fleet.apis.items():
+            wait_for(f"{name}: the webhook in effect",
+                     lambda name=name, api=api: _in_effect(held, name, api))  # fmt: skip
+
+        contexts = [arg for name in CONTEXTS for arg in ("--context", name)]
+        script = Path(sys.executable).parent / "spilloverctl"
+        proc = subprocess.Popen(
+            [str(script), "--kubeconfig", str(fleet.kubeconfig), "-n", IDLE, *contexts,
+             "kill", "--reason", "INC-7", "--wait", "--timeout", "300"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_default_sigint, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        wait_for("every cluster's write held in admission",
+                 lambda: held.arrived == set(CONTEXTS))  # fmt: skip
+        assert proc.poll() is None
+        assert proc.stderr is not None
+        proc.send_signal(signal.SIGINT)
+        seen: list[str] = []
+
+        def line_with(text: str) -> str:
+            while True:
+                line = proc.stderr.readline()  # type: ignore[union-attr]
+                assert line, f"ended without {text!r}: {''.join(seen)}"
+                seen.append(line)
+                if text in line:
+                    return line
+
+        in_flight = line_with("finishing the write in flight on")
+        assert all(name in in_flight for name in CONTEXTS), in_flight
+        proc.send_signal(signal.SIGINT)  # another Ctrl-C: noted, the writes go on
+        line_with("still finishing the write on")
+        assert proc.poll() is None
+        held.release()
+        out, err = proc.communicate(timeout=120)
+        err = "".join(seen) + err
+    finally:
+        held.close()
+        for reg in registration.values():
+            reg.delete_validating_webhook_configuration("hold-policy-writes")
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == exit_codes.INTERRUPTED, out + err
+    assert "Traceback" not in err
+    table = rows(out)
+    for name in CONTEXTS:
+        assert table[name][0] == "130", table[name]
+        assert table[name][1].startswith("changed, wait interrupted"), table[name]
+        policy = read_policy(fleet.apis[name], IDLE)
+        assert policy["spec"]["enabled"] is False, name
+        change = last_change(policy)
+        assert change.record is not None and change.record.reason == "INC-7", name
+    assert out.splitlines()[-1] == (
+        "fleet kill: 0 of 3 clusters done; not done: east (exit 130), west (exit 130), "
+        "north (exit 130); interrupted; exit 130"
     )

@@ -108,15 +108,18 @@ def _bounded_int(
 
 
 def _switch(spec: Mapping[str, Any], f: EnvField, problems: list[str]) -> bool:
+    """A switch is required, as the CRD requires it: a policy that does not say on or
+    off is refused, never read as the mcp-host's default (a missing `enabled` taken as
+    true would turn the kill switch ON; client-side `kubectl apply` drops `enabled:
+    null` and sends the field absent)."""
     default = f.default == "true"
+    fix = f"write `{f.key}: true` (spillover on) or `{f.key}: false` (spillover off)"
     if f.key not in spec:
+        problems.append(f"spec.{f.key}: required, with no default; {fix}")
         return default
     raw = spec[f.key]
     if raw is None:
-        problems.append(
-            f"spec.{f.key}: null is neither on nor off; write true or false (or leave "
-            f"the field out for {f.default})"
-        )
+        problems.append(f"spec.{f.key}: null is neither on nor off; {fix}")
     elif isinstance(raw, bool):
         return raw
     else:

@@ -77,6 +77,9 @@ class OperatorRuntime:
     # (namespace, policy) -> the policy as the operator's last status write answered it
     # (`views.IndexReader.written`).
     written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
+    # (namespace, Deployment) -> the Deployment as the operator's last patch of it
+    # answered (`views.IndexReader.written_deployments`).
+    written_deployments: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
     # What has a look again scheduled (`later_once`): (namespace, Deployment), or a key
     # of the caller's such as (namespace, Deployment, "pods").
     rechecks: set[tuple[str, ...]] = field(default_factory=set)

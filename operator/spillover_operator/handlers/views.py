@@ -99,6 +99,10 @@ class IndexReader:
     # reader of the process): kopf's copy of a policy lags behind them until the event
     # of that write is handled, and a status write from the older copy would conflict.
     written: dict[Key, dict[str, Any]] | None = None
+    # The Deployments as the operator's own patches answered them (shared likewise):
+    # planned on kopf's older copy, a change the operator has just made looks not made
+    # yet, and made again it would be reported again (a second Applied Event).
+    written_deployments: dict[Key, dict[str, Any]] | None = None
 
     def policy(self, name: str) -> dict[str, Any] | None:
         if ("policy", name) in self.fresh:
@@ -115,8 +119,21 @@ class IndexReader:
 
     def deployment(self, name: str) -> dict[str, Any] | None:
         if ("deployment", name) in self.fresh:
-            return self.fresh[("deployment", name)]
-        return _one(self.indexes[DEPLOYMENTS], (self.namespace, name))
+            copy = self.fresh[("deployment", name)]
+        else:
+            copy = _one(self.indexes[DEPLOYMENTS], (self.namespace, name))
+        mine = (
+            None
+            if self.written_deployments is None
+            else self.written_deployments.get((self.namespace, name))
+        )
+        return newer(copy, mine) if copy is not None else None
+
+    def remember_deployment(self, deployment: dict[str, Any]) -> None:
+        if self.written_deployments is not None:
+            meta = deployment.get("metadata") or {}
+            key = (self.namespace, str(meta.get("name")))
+            self.written_deployments[key] = snapshot(deployment)
 
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False

@@ -149,6 +149,11 @@ class Reader(Protocol):
         before (the next reconcile computes from it rather than meet a conflict)."""
         ...
 
+    def remember_deployment(self, deployment: dict[str, Any]) -> None:
+        """The Deployment as the operator's patch answered it: newer than any copy of it
+        read before, so the change just made is not planned (and announced) again."""
+        ...
+
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
     ) -> Reader | None:
@@ -175,6 +180,9 @@ class ApiReader:
 
     def remember(self, policy: dict[str, Any]) -> None:
         return None  # every read is a request: nothing to keep
+
+    def remember_deployment(self, deployment: dict[str, Any]) -> None:
+        return None
 
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
@@ -596,6 +604,7 @@ def apply_change(
         return None
     if after is None or plan.patch is None:
         return None
+    reader.remember_deployment(after)
     return EarlyApply(spec, after, plan)
 
 
@@ -716,6 +725,8 @@ def _reconcile_once(
             if confirm is not None:
                 raise _Confirm(confirm)
             after, plan = _apply_with_retries(cluster, deployment, planner)
+            if after is not None and plan.patch is not None:
+                reader.remember_deployment(after)
     except UnmanageableTargetError as exc:
         message = f"{exc}. Nothing was changed."
         write_status(

@@ -201,7 +201,7 @@ def test_an_unexpected_exception_is_internal_error_1_with_the_traceback(tmp_path
     policy = tmp_path / "policy.yaml"
     policy.write_text(
         "apiVersion: spillover.clerum.io/v1alpha1\nkind: SpilloverPolicy\n"
-        "metadata: {name: spillover}\nspec: {target: {deployment: wrc}}\n"
+        "metadata: {name: spillover}\nspec: {enabled: true, target: {deployment: wrc}}\n"
     )
     err = io.StringIO()
     code = run(["render", "-f", str(policy)], stdout=_BrokenStream(), stderr=err)

@@ -17,8 +17,8 @@ from spillover_operator.domain.policy import (
 TARGET = {"deployment": "workflow-recipe-controller"}
 
 
-def test_minimal_spec_gets_defaults() -> None:
-    spec = parse_spec({"target": TARGET})
+def test_minimal_spec_gets_the_defaults_of_the_optional_fields() -> None:
+    spec = parse_spec({"enabled": True, "target": TARGET})
     assert spec == PolicySpec(
         enabled=True,
         threshold_bytes=None,
@@ -52,12 +52,14 @@ def test_full_spec() -> None:
     ],
 )
 def test_bounds_are_inclusive(key: str, value: int) -> None:
-    spec = parse_spec({key: value, "target": TARGET})
+    spec = parse_spec({"enabled": True, key: value, "target": TARGET})
     assert value in (spec.threshold_bytes, spec.budget_bytes)
 
 
 def test_null_optional_fields_mean_unset() -> None:
-    spec = parse_spec({"thresholdBytes": None, "budgetBytes": None, "target": TARGET})
+    spec = parse_spec(
+        {"enabled": True, "thresholdBytes": None, "budgetBytes": None, "target": TARGET}
+    )
     assert (spec.enabled, spec.threshold_bytes, spec.budget_bytes) == (True, None, None)
 
 
@@ -67,8 +69,20 @@ def test_null_enabled_is_refused_not_taken_as_on() -> None:
     with pytest.raises(InvalidSpecError) as info:
         parse_spec({"enabled": None, "target": TARGET})
     assert info.value.problems == [
-        "spec.enabled: null is neither on nor off; write true or false (or leave the "
-        "field out for true)"
+        "spec.enabled: null is neither on nor off; write `enabled: true` (spillover on) "
+        "or `enabled: false` (spillover off)"
+    ]
+
+
+def test_missing_enabled_is_refused_not_taken_as_on() -> None:
+    """The CRD requires `enabled` with no default (client-side `kubectl apply` sends
+    `enabled: null` as absent): a policy stored without it, under an older CRD, must be
+    refused, never read as on."""
+    with pytest.raises(InvalidSpecError) as info:
+        parse_spec({"target": TARGET, "thresholdBytes": 32768})
+    assert info.value.problems == [
+        "spec.enabled: required, with no default; write `enabled: true` (spillover on) "
+        "or `enabled: false` (spillover off)"
     ]
 
 
@@ -92,7 +106,7 @@ def test_recipe_pod_selectors_are_checked_as_kubernetes_checks_labels(
     selector: dict[str, Any], named: str
 ) -> None:
     with pytest.raises(InvalidSpecError) as info:
-        parse_spec({"target": TARGET, "recipePods": {"selector": selector}})
+        parse_spec({"enabled": True, "target": TARGET, "recipePods": {"selector": selector}})
     assert len(info.value.problems) == 1
     assert named in info.value.problems[0]
 
@@ -100,37 +114,37 @@ def test_recipe_pod_selectors_are_checked_as_kubernetes_checks_labels(
 BAD_SPECS: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "threshold below min",
-        {"thresholdBytes": 100, "target": TARGET},
+        {"enabled": True, "thresholdBytes": 100, "target": TARGET},
         ["spec.thresholdBytes", "100 is below the minimum 4096"],
     ),
     (
         "threshold above max",
-        {"thresholdBytes": 1048577, "target": TARGET},
+        {"enabled": True, "thresholdBytes": 1048577, "target": TARGET},
         ["spec.thresholdBytes", "above the maximum 1048576"],
     ),
     (
         "budget below min",
-        {"budgetBytes": 1048575, "target": TARGET},
+        {"enabled": True, "budgetBytes": 1048575, "target": TARGET},
         ["spec.budgetBytes", "below the minimum 1048576"],
     ),
     (
         "budget above max",
-        {"budgetBytes": 268435457, "target": TARGET},
+        {"enabled": True, "budgetBytes": 268435457, "target": TARGET},
         ["spec.budgetBytes", "above the maximum 268435456"],
     ),
     (
         "threshold as a string",
-        {"thresholdBytes": "32768", "target": TARGET},
+        {"enabled": True, "thresholdBytes": "32768", "target": TARGET},
         ["spec.thresholdBytes", "must be an integer", "a string '32768'"],
     ),
     (
         "threshold as a float",
-        {"thresholdBytes": 32768.0, "target": TARGET},
+        {"enabled": True, "thresholdBytes": 32768.0, "target": TARGET},
         ["spec.thresholdBytes", "a number"],
     ),
     (
         "threshold as a bool",
-        {"thresholdBytes": True, "target": TARGET},
+        {"enabled": True, "thresholdBytes": True, "target": TARGET},
         ["spec.thresholdBytes", "a boolean"],
     ),
     (
@@ -140,35 +154,39 @@ BAD_SPECS: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     ("enabled as an int", {"enabled": 0, "target": TARGET}, ["spec.enabled", "an integer 0"]),
     ("missing target", {"enabled": True}, ["spec.target: required", "deployment"]),
-    ("target not a mapping", {"target": "wrc"}, ["spec.target: must be a mapping"]),
+    (
+        "target not a mapping",
+        {"enabled": True, "target": "wrc"},
+        ["spec.target: must be a mapping"],
+    ),
     (
         "missing target.deployment",
-        {"target": {"container": "c"}},
+        {"enabled": True, "target": {"container": "c"}},
         ["spec.target.deployment: required"],
     ),
     (
         "bad deployment name",
-        {"target": {"deployment": "WRC_Controller"}},
+        {"enabled": True, "target": {"deployment": "WRC_Controller"}},
         ["spec.target.deployment", "'WRC_Controller' is not a valid Deployment name"],
     ),
     (
         "bad container name",
-        {"target": {"deployment": "wrc", "container": "a.b"}},
+        {"enabled": True, "target": {"deployment": "wrc", "container": "a.b"}},
         ["spec.target.container", "not a valid container name"],
     ),
     (
         "unknown spec field",
-        {"treshold": 5000, "target": TARGET},
+        {"enabled": True, "treshold": 5000, "target": TARGET},
         ["spec.treshold: unknown field", "known fields"],
     ),
     (
         "unknown target field",
-        {"target": {"deployment": "wrc", "namespace": "x"}},
+        {"enabled": True, "target": {"deployment": "wrc", "namespace": "x"}},
         ["spec.target.namespace: unknown field"],
     ),
     (
         "bad onDelete",
-        {"onDelete": "Delete", "target": TARGET},
+        {"enabled": True, "onDelete": "Delete", "target": TARGET},
         ["spec.onDelete", "one of Retain, Remove", "'Delete'"],
     ),
 ]
@@ -202,7 +220,7 @@ def _doc(**overrides: Any) -> dict[str, Any]:
         "apiVersion": "spillover.clerum.io/v1alpha1",
         "kind": "SpilloverPolicy",
         "metadata": {"name": "spillover", "namespace": "clerum"},
-        "spec": {"thresholdBytes": 32768, "target": TARGET},
+        "spec": {"enabled": True, "thresholdBytes": 32768, "target": TARGET},
     }
     doc.update(overrides)
     return doc

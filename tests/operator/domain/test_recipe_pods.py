@@ -68,7 +68,7 @@ RS = {
 
 
 def spec(**fields: Any) -> Any:
-    return parse_spec({"target": {"deployment": "wrc"}, **fields})
+    return parse_spec({"enabled": True, "target": {"deployment": "wrc"}, **fields})
 
 
 OFF = render_env(spec(enabled=False))

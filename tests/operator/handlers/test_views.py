@@ -102,3 +102,19 @@ def test_without_copies_reads_the_index_again() -> None:
     assert reader.policy("p") == event_copy
     again = reader.without_copies()
     assert again.policy("p") == indexed and again.read == frozenset()
+
+
+def test_the_operator_s_own_patch_of_a_deployment_is_newer_than_the_index_copy() -> None:
+    """A change the operator has just made must not look not made because kopf's copy
+    lags behind it: planned again, it would be announced again (a second Applied)."""
+    indexes = _indexes(_policy("p", "wrc"))
+    indexes[views.DEPLOYMENTS] = {(NS, "wrc"): [_with_uid(_policy("wrc", "x", rv="10"))]}
+    patched: dict[Any, dict[str, Any]] = {}
+    views.IndexReader(NS, indexes, written_deployments=patched).remember_deployment(
+        _with_uid(_policy("wrc", "x", rv="11"))
+    )
+    later = views.IndexReader(NS, indexes, written_deployments=patched)
+    assert later.deployment("wrc")["metadata"]["resourceVersion"] == "11"  # type: ignore[index]
+    # The index catching up past it (someone changed it since) wins again.
+    indexes[views.DEPLOYMENTS] = {(NS, "wrc"): [_with_uid(_policy("wrc", "x", rv="12"))]}
+    assert later.deployment("wrc")["metadata"]["resourceVersion"] == "12"  # type: ignore[index]

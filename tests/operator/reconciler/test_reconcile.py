@@ -28,7 +28,7 @@ def _policy(name: str, created: str, target: str = "wrc", deleting: bool = False
     meta: dict[str, Any] = {"name": name, "creationTimestamp": created}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-09T00:00:00Z"
-    return {"metadata": meta, "spec": {"target": {"deployment": target}}}
+    return {"metadata": meta, "spec": {"enabled": True, "target": {"deployment": target}}}
 
 
 def test_competing_policies_oldest_first_then_name() -> None:
@@ -40,7 +40,7 @@ def test_competing_policies_oldest_first_then_name() -> None:
         _policy("old-deleting", "2020-01-01T00:00:00Z", deleting=True),
         {
             "metadata": {"name": "invalid", "creationTimestamp": "2019-01-01T00:00:00Z"},
-            "spec": {"target": {"deployment": "wrc"}, "thresholdBytes": 1},
+            "spec": {"enabled": True, "target": {"deployment": "wrc"}, "thresholdBytes": 1},
         },
     ]
     assert competing_policies(policies, "wrc") == ["z", "a", "b"]
@@ -53,7 +53,7 @@ def test_competing_policies_oldest_first_then_name() -> None:
 
 
 def test_ownership_refusal_names_the_older_policy() -> None:
-    spec = parse_spec({"target": {"deployment": "wrc"}})
+    spec = parse_spec({"enabled": True, "target": {"deployment": "wrc"}})
     policies = [_policy("first", "2026-01-01T00:00:00Z"), _policy("second", "2026-01-02T00:00:00Z")]
     assert ownership_refusal("ns", "first", spec, policies) is None
     refused = ownership_refusal("ns", "second", spec, policies)
@@ -171,7 +171,7 @@ def test_settle_a_difference_after_an_apply_is_drift() -> None:
 
 
 def test_settle_with_nothing_to_change_is_in_sync_and_posts_nothing() -> None:
-    raw = {"target": {"deployment": "wrc"}}
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
     synced = _after(_deployment([]), spec)
     plan = plan_apply(synced, spec, config_maps=no_config_maps)
@@ -186,7 +186,7 @@ def test_settle_with_nothing_to_change_is_in_sync_and_posts_nothing() -> None:
 
 
 def test_settle_during_a_rollout_is_not_ready_yet() -> None:
-    raw = {"target": {"deployment": "wrc"}}
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
     rolling = _after(_deployment([], rolled_out=False), spec)
     done = settle(
@@ -206,7 +206,7 @@ def test_settle_during_a_rollout_is_not_ready_yet() -> None:
 def test_settle_reports_effective_values_their_source_and_envfrom_notes() -> None:
     from spillover_operator.domain.constants import THRESHOLD_VAR
 
-    raw = {"target": {"deployment": "wrc"}}
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
     before = _deployment(
         [
@@ -339,7 +339,7 @@ def test_settle_a_policy_change_is_never_drift_whatever_the_status_says_by_now()
 
 
 def test_failed_status_reports_the_last_change_too() -> None:
-    raw = {"target": {"deployment": "wrc"}}
+    raw = {"enabled": True, "target": {"deployment": "wrc"}}
     policy = _with_record(_stored_policy(raw), 2, 2)
     status = failed_status(policy, "TargetNotFound", "gone")
     assert status["lastChange"]["recorded"] is True
