@@ -102,3 +102,65 @@ def enforced(
             api.delete_validating_admission_policy_binding(binding["metadata"]["name"])
     finally:
         api.delete_validating_admission_policy(name)
+
+
+PARAM_INFORMER_KEEPER = "spillover-tests-configmap-param-informer"
+
+
+@contextmanager
+def configmap_param_informer_kept(admin: client.ApiClient) -> Iterator[None]:
+    """Keep the API server's ConfigMap informer for policy parameters running while
+    tests install and remove policies with `paramKind: ConfigMap`.
+
+    Why: the API server (k8s.io/apiserver v0.36.3, admission/plugin/policy/generic/
+    policy_source.go) starts that informer from its shared informer factory with the
+    first such policy's context and cancels it when no bound policy of that kind is
+    left; a later policy's `Start` does not restart it, so every later policy finds no
+    parameters ("no params found for policy binding with `Deny`
+    parameterNotFoundAction") until the API server restarts. A cluster keeps the
+    shipped policies bound; tests that remove theirs keep this one instead: a policy
+    with that paramKind and a binding that matches no namespace, so it admits
+    everything it is never asked about."""
+    admission = client.AdmissionregistrationV1Api(admin)
+    vap = {
+        "metadata": {"name": PARAM_INFORMER_KEEPER},
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["configmaps"],
+                    }
+                ]
+            },
+            "validations": [{"expression": "true"}],
+        },
+    }
+    binding = {
+        "metadata": {"name": PARAM_INFORMER_KEEPER},
+        "spec": {
+            "policyName": PARAM_INFORMER_KEEPER,
+            "validationActions": ["Deny"],
+            "paramRef": {
+                "name": PARAM_INFORMER_KEEPER,
+                "namespace": "default",
+                "parameterNotFoundAction": "Allow",
+            },
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {PARAM_INFORMER_KEEPER: "no-namespace"}}
+            },
+        },
+    }
+    admission.create_validating_admission_policy(model(client.V1ValidatingAdmissionPolicy, vap))
+    admission.create_validating_admission_policy_binding(
+        model(client.V1ValidatingAdmissionPolicyBinding, binding)
+    )
+    try:
+        yield
+    finally:
+        admission.delete_validating_admission_policy_binding(PARAM_INFORMER_KEEPER)
+        admission.delete_validating_admission_policy(PARAM_INFORMER_KEEPER)

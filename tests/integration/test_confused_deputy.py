@@ -4,7 +4,9 @@ plane: someone allowed to create SpilloverPolicies but not to patch Deployments 
 own:
 
 - RBAC: the manifests' Role lets the operator patch only the WRC Deployment, so even an
-  operator told to allow payments-api gets 403 and changes nothing;
+  operator told to allow payments-api gets 403 and changes nothing; with refresh opted
+  in (patch on every Deployment), the admission policy spillover-operator-writes still
+  refuses the operator's write to anything the ConfigMap does not list;
 - admission: the manifests' ValidatingAdmissionPolicy refuses the policy, naming the field;
 - operator: configured as the manifests configure it, it reports TargetNotAllowed and
   never touches payments-api.
@@ -13,9 +15,11 @@ The refresh of recipe pods (issue 19): a user "alice" who may only create and pa
 SpilloverPolicies sets `spec.recipePods.selector` to someone else's pods (`app=ledger`,
 `app=payments-db`) or asks for a refresh by annotation. Refused three ways too:
 
-- RBAC: refresh permissions are an opt-in component whose Role may patch only the
-  recipe workloads named in the allow-list, never delete pods (SubjectAccessReviews as
-  the operator's ServiceAccount);
+- RBAC and admission: refresh permissions are an opt-in component whose Role may patch
+  Deployments and StatefulSets, never delete pods (SubjectAccessReviews as the
+  operator's ServiceAccount), and the admission policy spillover-operator-writes admits
+  the operator's patches only to the recipe workloads the allow-list names, however
+  many (real requests as that ServiceAccount);
 - admission: alice (impersonated) cannot store a selector, a refresh mode or a refresh
   request the platform team did not allow, and the CRD refuses malformed selectors;
 - operator: with RBAC widened by mistake, it restarts and deletes nothing outside its
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from admission_helpers import configmap_param_informer_kept
 from controlplane.localcluster import LocalCluster
 from k8s_helpers import (
     condition,
@@ -78,6 +83,10 @@ VICTIM = "payments-api"
 SECRET = "hunter2"  # a value the policy does not concern: must never be reported
 VAP = "spillover-allowed-targets"
 REFRESH_VAP = "spillover-refresh-request"
+WRITES_VAP = "spillover-operator-writes"
+# The operator's identity as the shipped policies name it (its ServiceAccount in
+# spillover-system); the tests' operator runs as the ServiceAccount of its namespace.
+SHIPPED_OPERATOR = "system:serviceaccount:spillover-system:spillover-operator"
 REFRESH_ROLE = "spillover-operator-refresh"
 REFRESHER = "spillover-recipe-pods-refresher"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -86,26 +95,39 @@ STRATEGIC = "application/strategic-merge-patch+json"
 # ---------------------------------------------------------------- objects and users
 
 
+@pytest.fixture(scope="module", autouse=True)
+def param_informer(admin: client.ApiClient) -> Iterator[None]:
+    """The tests below install and remove policies reading a ConfigMap one after the
+    other: keep the API server's parameter informer alive between them
+    (admission_helpers.configmap_param_informer_kept says why)."""
+    with configmap_param_informer_kept(admin):
+        yield
+
+
 @pytest.fixture(scope="module")
 def shipped() -> list[dict[str, Any]]:
     """The dev overlay, rendered as a platform team applies it."""
     return build(OVERLAYS / "dev")
 
 
-RECIPE = "mcp-host-r1"  # the one recipe Deployment the opted-in overlay names
+# The recipe Deployments the opted-in overlay names: one list in the ConfigMap.
+RECIPES = ("mcp-host-r1", "mcp-host-r2", "mcp-host-r3")
+RECIPE = RECIPES[0]
 LEDGER, PAYMENTS_DB = "ledger", "payments-db"
 
 
 @pytest.fixture(scope="module")
 def opted_in(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The dev overlay with refresh opted in as manifests/README.md shows: the recipe
-    literals in the ConfigMap and components/recipe-pods-refresh."""
+    literals in the ConfigMap (three recipe Deployments in one list, no StatefulSet)
+    and components/recipe-pods-refresh."""
     dev = (OVERLAYS / "dev" / "kustomization.yaml").read_text()
     anchor = "      - deployments=workflow-recipe-controller\n"
     component = "  - ../../components/allowed-targets\n"
     overlay = tmp_path_factory.mktemp("refresh")
     text = dev.replace(
-        anchor, anchor + f"      - recipeDeployments={RECIPE}\n      - recipeRefresh=Always\n"
+        anchor,
+        anchor + f"      - recipeDeployments={','.join(RECIPES)}\n      - recipeRefresh=Always\n",
     )
     text = text.replace(component, component + "  - ../../components/recipe-pods-refresh\n")
     text = text.replace("../../", f"{os.path.relpath(OVERLAYS.parent, overlay)}/")
@@ -312,10 +334,12 @@ class Deputy:
         allowed_targets: str | None = None,
         refresh: Literal["none", "opted-in", "wide"] = "none",
         opted_in: list[dict[str, Any]] | None = None,
+        kubeconfig: Path | None = None,
     ) -> OperatorProcess:
-        """The real operator with the shipped RBAC (`refresh`: see operator_rbac) and,
-        unless told otherwise, the shipped SPILLOVER_ALLOWED_TARGETS; its refresh
-        allow-list (SPILLOVER_REFRESH_*) is the one of `opted_in` when given."""
+        """The real operator with the shipped RBAC (`refresh`: see operator_rbac; or the
+        `kubeconfig` of an operator_rbac already made) and, unless told otherwise, the
+        shipped SPILLOVER_ALLOWED_TARGETS; its refresh allow-list (SPILLOVER_REFRESH_*)
+        is the one of `opted_in` when given."""
         extra: dict[str, str] = {}
         if opted_in is not None:
             env = container_env(find(opted_in, "Deployment", "spillover-operator"), "operator")
@@ -323,7 +347,7 @@ class Deputy:
             assert extra, "the opted-in build gives the operator no refresh allow-list"
         op = OperatorProcess(
             self.namespace,
-            self.operator_rbac(refresh, opted_in=opted_in),
+            kubeconfig or self.operator_rbac(refresh, opted_in=opted_in),
             self.workdir,
             resync_seconds=300,
             allowed_targets=allowed_targets or self.shipped_allow_list(),
@@ -507,14 +531,11 @@ def test_rbac_the_shipped_role_lets_the_operator_patch_only_the_wrc(deputy: Depu
     untouched(before, deputy.deployment(VICTIM))
 
 
-def test_rbac_alone_stops_an_operator_told_to_allow_payments_api(
-    deputy: Deputy, opted_in: list[dict[str, Any]]
-) -> None:
+def test_rbac_alone_stops_an_operator_told_to_allow_payments_api(deputy: Deputy) -> None:
     """Admission absent and the operator's allow-list wrongly widened: the Role still
     refuses, the policy says so (ApplyFailed, 403) and payments-api is untouched."""
     before = deputy.create_deployment(victim_body())
-    # The refresh Role opted in and bound too: it does not reach payments-api either.
-    deputy.start_operator(allowed_targets=f"{WRC},{VICTIM}", refresh="opted-in", opted_in=opted_in)
+    deputy.start_operator(allowed_targets=f"{WRC},{VICTIM}")
     deputy.create_policy(deputy.author(), "sneaky", VICTIM)
     policy = deputy.wait_reason("sneaky", "ApplyFailed")
     message = condition(policy, "Ready")["message"]
@@ -522,12 +543,91 @@ def test_rbac_alone_stops_an_operator_told_to_allow_payments_api(
     untouched(before, deputy.deployment(VICTIM))
 
 
-def test_rbac_refresh_is_opt_in_and_reaches_only_the_named_recipe_workloads(
+RESTART = {
+    "spec": {
+        "template": {
+            "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-03T00:00Z"}}
+        }
+    }
+}
+MERGE = "application/merge-patch+json"
+
+
+def write_refusal(
+    apps: client.AppsV1Api, namespace: str, kind: str, name: str, *, dry_run: bool = True
+) -> ApiException | None:
+    """A rollout restart of `kind`/`name` as `apps`'s user (the operator's own request,
+    recipe_pods.restart_patch's shape): the refusal, or None when it was admitted."""
+    patch = (
+        apps.patch_namespaced_deployment
+        if kind == "Deployment"
+        else (apps.patch_namespaced_stateful_set)
+    )
+    extra: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+    try:
+        patch(name, namespace, RESTART, _content_type=MERGE, **extra)
+    except ApiException as exc:
+        return exc
+    return None
+
+
+def writes_policy_refusal(
+    apps: client.AppsV1Api, namespace: str, kind: str, name: str
+) -> ApiException | None:
+    """The refusal of a dry-run restart by the admission policy spillover-operator-writes
+    evaluated on the ConfigMap; None otherwise: RBAC's refusal (the authorizer may still
+    be learning a binding) or the policy's before it has the ConfigMap (its informer
+    may not have it yet: "no params found")."""
+    exc = write_refusal(apps, namespace, kind, name)
+    said = "" if exc is None else str(exc.body)
+    return exc if WRITES_VAP in said and "the spillover operator may not change" in said else None
+
+
+def test_admission_stops_an_operator_with_refresh_opted_in_told_to_allow_payments_api(
     deputy: Deputy, opted_in: list[dict[str, Any]]
 ) -> None:
-    """As shipped (dev overlay) the operator may restart nothing and delete no pod; with
-    refresh opted in, it may patch the one recipe Deployment the allow-list names, and
-    still not ledger, payments-db, payments-api, nor delete any pod."""
+    """Refresh opted in, its Role lets the operator patch every Deployment of the
+    namespace (RBAC cannot take the ConfigMap's list); the operator's allow-list wrongly
+    widened too: the admission policy spillover-operator-writes, reading the same
+    ConfigMap, refuses its patch of payments-api (ApplyFailed naming the policy), and
+    payments-api is untouched."""
+    before = deputy.create_deployment(victim_body())
+    installed = [install_admission(deputy, WRITES_VAP, opted_in)]
+    try:
+        type_checked(deputy, installed[0][0])
+        kubeconfig = deputy.operator_rbac("opted-in", opted_in=opted_in)
+        # The premise: RBAC alone lets the operator patch payments-api.
+        wait_for(
+            "the opted-in Role to reach the authorizer",
+            lambda: deputy.operator_may("patch", "deployments", VICTIM, "apps"),
+            timeout=10,
+        )
+        apps = client.AppsV1Api(deputy.connect(kubeconfig))
+        wait_for(
+            "the admission policy to refuse the operator's patch of payments-api",
+            lambda: writes_policy_refusal(apps, deputy.namespace, "Deployment", VICTIM),
+        )
+        deputy.start_operator(
+            allowed_targets=f"{WRC},{VICTIM}", opted_in=opted_in, kubeconfig=kubeconfig
+        )
+        deputy.create_policy(deputy.author(), "sneaky", VICTIM)
+        policy = deputy.wait_reason("sneaky", "ApplyFailed")
+        message = condition(policy, "Ready")["message"]
+        assert "403" in message and WRITES_VAP in message, message
+        untouched(before, deputy.deployment(VICTIM))
+    finally:
+        remove_admission(deputy, installed)
+
+
+def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_lists(
+    deputy: Deputy, opted_in: list[dict[str, Any]]
+) -> None:
+    """As shipped (dev overlay) the operator may restart nothing and delete no pod. With
+    refresh opted in (three recipe Deployments in one ConfigMap list, no StatefulSet),
+    RBAC lets it patch Deployments and StatefulSets and still delete no pod, and the
+    admission policy spillover-operator-writes admits its restarts of the three recipe
+    Deployments (and its patch of the WRC) and refuses ledger, payments-api and every
+    StatefulSet (an empty list names none). Real requests as its ServiceAccount."""
     deputy.operator_rbac()
     apps = "apps"
     for verb, resource, name in [
@@ -557,11 +657,9 @@ def test_rbac_refresh_is_opt_in_and_reaches_only_the_named_recipe_workloads(
         timeout=10,
     )
     for verb, resource, name in [
-        ("patch", "deployments", LEDGER),
-        ("patch", "deployments", VICTIM),
-        ("patch", "statefulsets", PAYMENTS_DB),
-        ("patch", "statefulsets", RECIPE),
         ("update", "deployments", RECIPE),
+        ("delete", "deployments", RECIPE),
+        ("create", "deployments", None),
         ("delete", "pods", "ledger-7d9f-abcde"),
         ("delete", "pods", None),
         ("deletecollection", "pods", None),
@@ -569,27 +667,86 @@ def test_rbac_refresh_is_opt_in_and_reaches_only_the_named_recipe_workloads(
         group = apps if resource != "pods" else ""
         assert not deputy.operator_may(verb, resource, name, group), (verb, resource, name)
 
+    admin_apps = client.AppsV1Api(deputy.admin)
+    for name in (WRC, *RECIPES, LEDGER, VICTIM):
+        body = deployment_manifest(name, [container_manifest("c", "example.invalid/c:1", {})])
+        admin_apps.create_namespaced_deployment(deputy.namespace, model(client.V1Deployment, body))
+    admin_apps.create_namespaced_stateful_set(
+        deputy.namespace, model(client.V1StatefulSet, stateful_set_body(PAYMENTS_DB))
+    )
+    installed = [install_admission(deputy, WRITES_VAP, opted_in)]
+    try:
+        type_checked(deputy, installed[0][0])
+        operator = client.AppsV1Api(deputy.user("spillover-operator"))
+        ns = deputy.namespace
+        wait_for(
+            "the admission policy to refuse the operator's restart of ledger",
+            lambda: writes_policy_refusal(operator, ns, "Deployment", LEDGER),
+        )
+        for name in (WRC, *RECIPES):
+            exc = write_refusal(operator, ns, "Deployment", name, dry_run=False)
+            assert exc is None, (name, exc and exc.body)
+            annotations = deputy.deployment(name)["spec"]["template"]["metadata"]["annotations"]
+            assert "kubectl.kubernetes.io/restartedAt" in annotations, name
+        allowed_deployments = ", ".join((WRC, *RECIPES))
+        for kind, name, allowed in [
+            ("Deployment", LEDGER, allowed_deployments),
+            ("Deployment", VICTIM, allowed_deployments),
+            ("StatefulSet", PAYMENTS_DB, "none"),
+        ]:
+            exc = write_refusal(operator, ns, kind, name, dry_run=False)
+            assert exc is not None and exc.status == 403, (kind, name, exc)
+            message = json.loads(exc.body)["message"]
+            assert WRITES_VAP in message, message
+            assert f"the spillover operator may not change {kind} {ns}/{name}: not named in" in (
+                message
+            )
+            assert (
+                f"of ConfigMap spillover-system/spillover-allowed-targets; allowed: {allowed}."
+                in (message)
+            )
+        for name in (LEDGER, VICTIM):
+            template = deputy.deployment(name)["spec"]["template"]["metadata"]
+            assert "kubectl.kubernetes.io/restartedAt" not in (template.get("annotations") or {})
+        db: Any = admin_apps.read_namespaced_stateful_set(PAYMENTS_DB, ns, _preload_content=False)
+        template = json.loads(db.data)["spec"]["template"]["metadata"]
+        assert "kubectl.kubernetes.io/restartedAt" not in (template.get("annotations") or {})
+    finally:
+        remove_admission(deputy, installed)
+
 
 # ---------------------------------------------------------------- 2. admission
 
 
-def install_admission(deputy: Deputy, name: str = VAP) -> tuple[str, str]:
-    """The shipped ConfigMap (once), ValidatingAdmissionPolicy `name` and its binding.
-    The two admission objects are cluster-scoped and the control plane is shared by
-    every test's namespace, so they get this namespace's name, the binding matches only
-    this namespace and reads the ConfigMap from it; their rules are the shipped ones."""
+def install_admission(
+    deputy: Deputy, name: str = VAP, source: list[dict[str, Any]] | None = None
+) -> tuple[str, str]:
+    """The ConfigMap (once), ValidatingAdmissionPolicy `name` and its binding of the
+    shipped build (or of `source`, another build). The two admission objects are
+    cluster-scoped and the control plane is shared by every test's namespace, so they
+    get this namespace's name, the binding matches only this namespace and reads the
+    ConfigMap from it, and the operator's identity is its ServiceAccount in this
+    namespace (the tests' operator runs there); their rules are the build's."""
     ns = deputy.namespace
-    vap = copy.deepcopy(find(deputy.shipped, "ValidatingAdmissionPolicy", name))
-    binding = copy.deepcopy(find(deputy.shipped, "ValidatingAdmissionPolicyBinding", name))
+    docs = source if source is not None else deputy.shipped
+    vap = copy.deepcopy(find(docs, "ValidatingAdmissionPolicy", name))
+    binding = copy.deepcopy(find(docs, "ValidatingAdmissionPolicyBinding", name))
     vap["metadata"]["name"] = binding["spec"]["policyName"] = f"{name}-{ns}"
     binding["metadata"]["name"] = f"{name}-{ns}"
+    for match in vap["spec"].get("matchConditions") or []:
+        match["expression"] = match["expression"].replace(
+            SHIPPED_OPERATOR, f"system:serviceaccount:{ns}:spillover-operator"
+        )
     if "paramRef" in binding["spec"]:
-        cm = copy.deepcopy(find(deputy.shipped, "ConfigMap", VAP))
+        cm = copy.deepcopy(find(docs, "ConfigMap", VAP))
         cm["metadata"]["namespace"] = ns
         binding["spec"]["paramRef"]["namespace"] = ns
-        client.CoreV1Api(deputy.admin).create_namespaced_config_map(
-            ns, model(client.V1ConfigMap, cm)
-        )
+        core = client.CoreV1Api(deputy.admin)
+        try:
+            core.create_namespaced_config_map(ns, model(client.V1ConfigMap, cm))
+        except ApiException as exc:
+            if exc.status != 409:  # installed with another policy of the same build
+                raise
     binding["spec"]["matchResources"] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     }

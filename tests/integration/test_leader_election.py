@@ -307,7 +307,9 @@ class Two:
 
     def install_rbac(self) -> Path:
         """The ServiceAccount and Roles of manifests/base in this namespace, and the
-        refresh Role narrowed to the stand-in's recipe Deployments."""
+        refresh Role narrowed by name to the stand-in's recipe Deployments (in a cluster
+        the admission policy spillover-operator-writes narrows it; here RBAC does),
+        without its StatefulSet rule."""
         files = [BASE / n for n in ("serviceaccount.yaml", "role.yaml", "rolebinding.yaml")]
         files += [REFRESH_COMPONENT / n for n in ("role-refresh.yaml", "rolebinding-refresh.yaml")]
         core, rbac = client.CoreV1Api(self.api), client.RbacAuthorizationV1Api(self.api)
@@ -316,7 +318,7 @@ class Two:
             doc["metadata"]["namespace"] = self.namespace
             if doc["kind"] == "Role" and doc["metadata"]["name"] == "spillover-operator-refresh":
                 doc["rules"][0]["resourceNames"] = list(RECIPE_DEPLOYMENTS)
-                doc["rules"][1]["resourceNames"] = [""]
+                del doc["rules"][1]
             if doc["kind"] == "ServiceAccount":
                 core.create_namespaced_service_account(
                     self.namespace, model(client.V1ServiceAccount, doc)

@@ -81,7 +81,9 @@ class Setup:
     def install_rbac(self, *, refresh_role: bool) -> Path:
         """The ServiceAccount and Roles of manifests/base, moved into this namespace;
         with `refresh_role` the opt-in refresh Role of components/recipe-pods-refresh,
-        narrowed to the stand-in's recipe Deployments (as an overlay's patch would)."""
+        narrowed by name to the stand-in's recipe Deployments (in a cluster the
+        admission policy spillover-operator-writes narrows it to the ConfigMap's list;
+        here RBAC does) and without its StatefulSet rule (no StatefulSet here)."""
         files = [BASE / n for n in ("serviceaccount.yaml", "role.yaml", "rolebinding.yaml")]
         if refresh_role:
             files += [
@@ -93,7 +95,7 @@ class Setup:
             doc["metadata"]["namespace"] = self.namespace
             if doc["kind"] == "Role" and doc["metadata"]["name"] == "spillover-operator-refresh":
                 doc["rules"][0]["resourceNames"] = list(self.recipe_deployments)
-                doc["rules"][1]["resourceNames"] = [""]
+                del doc["rules"][1]
             if doc["kind"] == "ServiceAccount":
                 core.create_namespaced_service_account(
                     self.namespace, model(client.V1ServiceAccount, doc)

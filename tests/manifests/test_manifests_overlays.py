@@ -125,3 +125,42 @@ def test_the_kubectl_is_ours_at_the_control_planes_version() -> None:
         check=True,
     ).stdout
     assert json.loads(said)["clientVersion"]["gitVersion"] == version
+
+
+def test_a_second_wrc_is_one_list_and_one_patch_without_names(tmp_path: Path) -> None:
+    """Two WRC Deployments as manifests/README.md shows: both in the one literal, and
+    the patch that takes the single name off the Role's rule (kustomize cannot split
+    the list into resourceNames), so that the admission policy on the operator's writes
+    narrows it: no Role names "" or "wrc-a,wrc-b", the operator gets both names."""
+    readme = (MANIFESTS / "README.md").read_text()
+    patch = (
+        "  - target: {kind: Role, name: spillover-operator}\n"
+        "    patch: |-\n"
+        "      - op: remove\n"
+        "        path: /rules/0/resourceNames\n"
+    )
+    assert patch in readme  # the patch users copy is the one tested
+    dev = (MANIFESTS / "overlays" / "dev" / "kustomization.yaml").read_text()
+    assert dev.count("patches:\n") == 1
+    overlay = tmp_path / "two"
+    overlay.mkdir()
+    text = dev.replace(f"deployments={DEFAULT_TARGET}", "deployments=wrc-a,wrc-b")
+    text = text.replace("patches:\n", "patches:\n" + patch)
+    text = text.replace("../../", f"{os.path.relpath(MANIFESTS, overlay)}/")
+    (overlay / "kustomization.yaml").write_text(text)
+    docs = build(overlay)
+
+    writes = [
+        r
+        for r in _deployment_rules(find(docs, "Role", "spillover-operator"))
+        if "patch" in r["verbs"]
+    ]
+    assert writes == [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}]
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert parse(env[ALLOWED_TARGETS_VAR]).names == ("wrc-a", "wrc-b")
+    vap = find(docs, "ValidatingAdmissionPolicy", "spillover-operator-writes")
+    (deployments,) = [v for v in vap["spec"]["variables"] if v["name"] == "deployments"]
+    assert deployments["expression"].startswith("'wrc-a,wrc-b'.split(',')")
+    for role in (d for d in docs if d["kind"] == "Role"):
+        for rule in role["rules"]:
+            assert all(n and "," not in n for n in rule.get("resourceNames") or []), rule

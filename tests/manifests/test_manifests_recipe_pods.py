@@ -1,7 +1,10 @@
 """The recipe-pod RBAC of the shipped manifests (`kubectl kustomize`): the operator's
 Role reads pods, their ReplicaSets and ConfigMaps (never Secrets) and restarts nothing;
-restarting recipe workloads is an opt-in component whose Role is narrowed by name to the
-workloads the allow-list ConfigMap names, the same names the operator is given."""
+restarting recipe workloads is an opt-in component whose Role the admission policy
+spillover-operator-writes narrows to the workloads the allow-list ConfigMap names,
+however many, the same names the operator is given. An empty list renders no empty
+name anywhere. (The policy itself, on the API server: tests/integration/
+test_confused_deputy.py.)"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pytest
 from kustomize_build import build, container_env, find, overlay_names
 from repo_paths import MANIFESTS
 from spillover_operator.domain.allowlist import (
+    ALLOWED_TARGETS_VAR,
     REFRESH_DEPLOYMENTS_VAR,
     REFRESH_STATEFULSETS_VAR,
     refresh_allow_list,
@@ -22,6 +26,13 @@ from spillover_operator.domain.recipe_pods import Owner
 REFRESH = "spillover-operator-refresh"
 ALLOWED_CM = "spillover-allowed-targets"
 REFRESHER = "spillover-recipe-pods-refresher"
+WRITES = "spillover-operator-writes"
+# The refresh Role exactly: patch (and get a StatefulSet: its refresh is judged by its
+# status), never pods, never a name (the names are admission's, from the ConfigMap).
+REFRESH_RULES = [
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]},
+    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "patch"]},
+]
 
 
 def _grants(role: dict[str, Any], *, named: bool = False) -> set[tuple[str, str, str]]:
@@ -66,6 +77,8 @@ LOCAL = "local"
 def test_overlays_read_pods_and_grant_no_refresh(overlay: str) -> None:
     docs = build(MANIFESTS / "overlays" / overlay)
     check_recipe_rbac(docs)
+    no_empty_or_joined_names(docs)
+    check_operator_writes_policy(docs)
     assert refresh_docs(docs) == []
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert REFRESH_DEPLOYMENTS_VAR not in env and REFRESH_STATEFULSETS_VAR not in env
@@ -95,22 +108,71 @@ def opted_in(tmp_path: Path, literals: list[str]) -> list[dict[str, Any]]:
     return build(overlay)
 
 
-def test_the_opt_in_narrows_the_refresh_role_to_the_allowed_workloads(tmp_path: Path) -> None:
+def policy_lists(vap: dict[str, Any]) -> dict[str, str]:
+    """The name lists written into the policy spillover-operator-writes at build time:
+    variable -> the text between the first two quotes of its expression."""
+    return {
+        v["name"]: v["expression"].split("'")[1]
+        for v in vap["spec"]["variables"]
+        if v["name"] in ("deployments", "recipeDeployments", "recipeStatefulSets")
+    }
+
+
+def check_operator_writes_policy(docs: list[dict[str, Any]]) -> None:
+    """The admission policy that narrows the operator's writes: bound (Deny), matching
+    the ServiceAccount the operator's RoleBindings bind, on Deployments and
+    StatefulSets, with the lists of the allow-list ConfigMap the operator is given (the
+    recipe lists only with the refresh component)."""
+    vap = find(docs, "ValidatingAdmissionPolicy", WRITES)
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", WRITES)
+    data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    assert "paramKind" not in vap["spec"]  # no live read: kubernetes/kubernetes#130887
+    assert binding["spec"] == {"policyName": WRITES, "validationActions": ["Deny"]}
+    (rule,) = vap["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["apps"]
+    assert set(rule["resources"]) == {"deployments", "statefulsets"}
+    assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    # The identity the operator's Roles are bound to is the one the policy narrows.
+    bindings = ["spillover-operator"] + ([REFRESH] if refresh_docs(docs) else [])
+    (condition,) = vap["spec"]["matchConditions"]
+    for name in bindings:
+        (subject,) = find(docs, "RoleBinding", name)["subjects"]
+        user = f"system:serviceaccount:{subject['namespace']}:{subject['name']}"
+        assert condition["expression"].strip() == f"request.userInfo.username == '{user}'"
+    opted = bool(refresh_docs(docs))
+    assert policy_lists(vap) == {
+        "deployments": data["deployments"],
+        "recipeDeployments": data["recipeDeployments"] if opted else "",
+        "recipeStatefulSets": data["recipeStatefulSets"] if opted else "",
+    }
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert env[ALLOWED_TARGETS_VAR] == data["deployments"]
+
+
+def no_empty_or_joined_names(docs: list[dict[str, Any]]) -> None:
+    """No Role of the build names "" (a rule that looks like a grant and grants
+    nothing) or a comma-joined list (a name no object has)."""
+    for role in (d for d in docs if d["kind"] == "Role"):
+        for rule in role["rules"]:
+            for name in rule.get("resourceNames") or []:
+                assert name and "," not in name, (role["metadata"]["name"], rule)
+
+
+def test_the_opt_in_grants_the_refresh_and_admission_narrows_it_to_the_allowed_workloads(
+    tmp_path: Path,
+) -> None:
     docs = opted_in(
         tmp_path,
         ["recipeDeployments=mcp-host-r1", "recipeStatefulSets=mcp-host-s1", "recipeRefresh=Always"],
     )
     check_recipe_rbac(docs)
+    no_empty_or_joined_names(docs)
+    check_operator_writes_policy(docs)
     role = find(docs, "Role", REFRESH)
     main = find(docs, "Role", "spillover-operator")
     assert role["metadata"]["namespace"] == main["metadata"]["namespace"]
-    # Only patch (and get a StatefulSet: its refresh is judged by its status), only on
-    # the named workloads; never pods, never a rule without names.
-    assert _grants(role) == set()
-    assert [(r["resources"], r["verbs"], r["resourceNames"]) for r in role["rules"]] == [
-        (["deployments"], ["patch"], ["mcp-host-r1"]),
-        (["statefulsets"], ["get", "patch"], ["mcp-host-s1"]),
-    ]
+    assert role["rules"] == REFRESH_RULES
     binding = find(docs, "RoleBinding", REFRESH)
     assert binding["roleRef"]["name"] == REFRESH
     assert binding["metadata"]["namespace"] == main["metadata"]["namespace"]
@@ -125,10 +187,40 @@ def test_the_opt_in_narrows_the_refresh_role_to_the_allowed_workloads(tmp_path: 
     assert find(docs, "ConfigMap", ALLOWED_CM)["data"]["recipeRefresh"] == "Always"
 
 
-def test_the_opt_in_without_names_grants_nothing(tmp_path: Path) -> None:
+def test_several_recipe_deployments_are_one_list_in_the_configmap(tmp_path: Path) -> None:
+    """Three recipe Deployments and two StatefulSets, listed once each in the ConfigMap
+    (spaces allowed): no Role to patch by hand, the operator and the admission policy
+    get every name."""
+    docs = opted_in(
+        tmp_path,
+        [
+            "recipeDeployments=mcp-host-r1, mcp-host-r2,mcp-host-r3",
+            "recipeStatefulSets=mcp-host-s1,mcp-host-s2",
+            "recipeRefresh=OnKillSwitch",
+        ],
+    )
+    no_empty_or_joined_names(docs)
+    check_operator_writes_policy(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == REFRESH_RULES
+    data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
+    assert data["recipeDeployments"] == "mcp-host-r1, mcp-host-r2,mcp-host-r3"
+    assert data["recipeStatefulSets"] == "mcp-host-s1,mcp-host-s2"
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert refresh_allow_list(env).owners == frozenset(
+        {Owner("Deployment", f"mcp-host-r{i}") for i in (1, 2, 3)}
+        | {Owner("StatefulSet", f"mcp-host-s{i}") for i in (1, 2)}
+    )
+
+
+def test_the_opt_in_without_names_renders_no_empty_name_and_names_nothing(
+    tmp_path: Path,
+) -> None:
     docs = opted_in(tmp_path, [])
-    role = find(docs, "Role", REFRESH)
-    assert [r["resourceNames"] for r in role["rules"]] == [[""], [""]]
+    no_empty_or_joined_names(docs)
+    check_operator_writes_policy(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == REFRESH_RULES
+    data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
+    assert data["recipeDeployments"] == data["recipeStatefulSets"] == ""
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert refresh_allow_list(env).owners == frozenset()
 
@@ -154,12 +246,11 @@ def test_the_refresh_request_needs_the_refresh_verb() -> None:
 def test_the_local_overlay_opts_in_to_refreshing_only_its_recipe_deployment() -> None:
     docs = build(MANIFESTS / "overlays" / LOCAL)
     check_recipe_rbac(docs)
-    role = find(docs, "Role", REFRESH)
-    assert _grants(role) == set()
-    assert [(r["resources"], r["verbs"], r["resourceNames"]) for r in role["rules"]] == [
-        (["deployments"], ["patch"], ["mcp-host-r1"]),
-        (["statefulsets"], ["get", "patch"], [""]),
-    ]
+    no_empty_or_joined_names(docs)
+    check_operator_writes_policy(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == REFRESH_RULES
+    data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
+    assert (data["recipeDeployments"], data["recipeStatefulSets"]) == ("mcp-host-r1", "")
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert refresh_allow_list(env).owners == frozenset({Owner("Deployment", "mcp-host-r1")})
     assert find(docs, "ConfigMap", ALLOWED_CM)["data"]["recipeRefresh"] == "OnKillSwitch"

@@ -243,8 +243,10 @@ def reconcile_recipe_pods(
         except Forbidden as exc:
             note = (
                 f"refresh of {step.owner} not permitted ({exc.message}); include "
-                "manifests/components/recipe-pods-refresh with this workload in the "
-                "allow-list (the Role spillover-operator-refresh), or restart the pods by hand"
+                "manifests/components/recipe-pods-refresh with this workload in "
+                "recipeDeployments/recipeStatefulSets of ConfigMap "
+                "spillover-system/spillover-allowed-targets (admission policy "
+                "spillover-operator-writes), or restart the pods by hand"
             )
             events.append(("Warning", EVENT_RECIPE_PODS_REFRESH_FORBIDDEN, note))
         except ClientError as exc:
