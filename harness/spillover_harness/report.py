@@ -445,7 +445,8 @@ def _advisory_section(verdict: Verdict, quality_recipes: Sequence[str] = ()) -> 
         f"{CLOSE_CALL_BAND:.0%} of the limit, else `leans pass` / `leans fail` (the ratio "
         "is far from the limit, but the runs are too few or too spread for the CI to "
         f"clear it); `{TOO_FEW}` below {min_runs_for(adv.confidence)} values per side (or "
-        "pairs), where no interval of a median at that confidence exists.",
+        "pairs), where no interval of a median at that confidence exists; a cell whose "
+        "seeded pairs are all equal is exact for those seeds and keeps its reading.",
         "",
     ]
     rows: list[list[object]] = []
@@ -456,7 +457,7 @@ def _advisory_section(verdict: Verdict, quality_recipes: Sequence[str] = ()) -> 
         reading = t.reading
         per = "per configuration" if t.method == "paired" else "per side"
         if t.identical:
-            reading += ": every pair equal, more runs would not change it"
+            reading += ": every pair equal, exact for these seeds (new repetitions are new seeds)"
         elif t.reading in ("close call", "leans pass", "leans fail"):
             reading += (
                 f": ~{t.runs_to_resolve} run(s) {per} would likely settle it"

@@ -188,3 +188,47 @@ def test_check_against_matrix_takes_numbered_records(stage_lines: list[str]) -> 
     bad = records[0].model_copy(update={"repetition": 6})
     with pytest.raises(RecordError, match=r"^mem: 1 record\(s\)[\s\S]*line 1: repetition 6"):
         check_against_matrix([(1, bad)], MATRIX, "mem")
+
+
+# -- repetitions run --until-stable added ----------------------------------------------
+
+
+def test_the_stage_files_extension_admits_its_repetitions_and_no_more() -> None:
+    """stage.json names the repetitions `run --until-stable` added per cell: the records
+    check accepts them in that cell, refuses one beyond them, and refuses an added-looking
+    repetition in a cell the stage never extended."""
+    from spillover_harness.records_check import check_against_stage_file
+
+    stage_file = {
+        "stage": "sim",
+        "matrix": {"repetitions": {"sim": 5}, "extension": {"code-review/small": 10}},
+    }
+    path = Path("results/sim/runs.jsonl")
+    added = [(1, rec("off", "code-review", "small", repetition=10))]
+    check_against_stage_file(added, stage_file, path)  # nothing raised
+
+    beyond = [*added, (2, rec("off", "code-review", "small", repetition=11))]
+    with pytest.raises(RecordError) as info:
+        check_against_stage_file(beyond, stage_file, path)
+    message = str(info.value)
+    assert "line 2: repetition 11" in message
+    assert "runs 10 repetition(s) of stage sim (code-review/small included, with" in message
+
+    other_cell = [(1, rec("off", "code-review", "medium", repetition=6))]
+    with pytest.raises(RecordError, match=r"line 1: repetition 6 .* runs 5 repetition"):
+        check_against_stage_file(other_cell, stage_file, path)
+
+
+def test_the_matrix_extended_by_the_stage_admits_its_repetitions_and_no_more(
+    tmp_path: Path, stage_lines: list[str]
+) -> None:
+    extended = MATRIX.model_copy(update={"extension": {"code-review/small": 10}})
+    more = [rec("off", "code-review", "small", repetition=r) for r in (6, 10)]
+    path = write(tmp_path / "runs.jsonl", [*stage_lines, *lines_of(more)])
+    assert len(read_checked_records(path, extended)) == len(stage_lines) + 2
+    assert "repetition 6 is outside the matrix's 5" in refused(path)  # the plain matrix
+
+    beyond = [rec("off", "code-review", "small", repetition=11)]
+    path = write(tmp_path / "beyond.jsonl", [*stage_lines, *lines_of(beyond)])
+    with pytest.raises(RecordError, match="repetition 11 is outside the matrix's 10"):
+        read_checked_records(path, extended)

@@ -168,6 +168,21 @@ def check_adaptive(args: argparse.Namespace, matrix: Matrix) -> None:
         )
 
 
+def check_cap_covers_extension(args: argparse.Namespace, matrix: Matrix) -> None:
+    """--max-repetitions must not be below what --until-stable already gave a cell of this
+    stage (its stage.json): the cap could not be honoured, and would read as reached."""
+    if args.max_repetitions is None or not matrix.extension:
+        return
+    most = max(matrix.extension.values())
+    if args.max_repetitions < most:
+        cells = ", ".join(f"{cell} ({n})" for cell, n in matrix.extension.items() if n == most)
+        raise BadInput(
+            f"--max-repetitions {args.max_repetitions} is below the {most} repetitions "
+            f"--until-stable already gave {cells} in {args.out} (its stage.json): give at "
+            f"least {most}"
+        )
+
+
 def add_parser(sub: Any) -> None:
     run = sub.add_parser(
         "run",
@@ -311,6 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with hold_results_dir(args.out, command=args.invoked):
         # A stage --until-stable extended is planned as it now is (stage.json).
         matrix = with_stage_extension(matrix, args.out)
+        check_cap_covers_extension(args, matrix)
         if profile is None:
             return _run_sim(args, matrix, resume_cmd)
         return _run_cluster(args, matrix, profile, resume_cmd)

@@ -116,6 +116,32 @@ def test_bad_values_exit_2_and_write_nothing(
     assert not out.exists()
 
 
+def test_a_cap_below_what_the_stage_already_added_is_refused_on_resume(
+    cli: Run, tmp_path: Path
+) -> None:
+    """A stage --until-stable extended to 10 repetitions, resumed with a cap of 7: the cap
+    cannot be honoured (the runs exist), so it is refused, exit 2, nothing touched."""
+    out = tmp_path / "sim"
+    code, _, stderr = run_sim(cli, out, "--until-stable", "0.9", "--max-repetitions", "10")
+    assert code == exit_codes.OK, stderr
+    extension = stage_json(out)["matrix"]["extension"]
+    assert extension and max(extension.values()) == 10
+    kept = {name: (out / name).read_bytes() for name in ("runs.jsonl", "stage.json")}
+
+    lower = ["--resume", "--until-stable", "0.9", "--max-repetitions", "7"]
+    code, stdout, stderr = run_sim(cli, out, *lower)
+    assert code == exit_codes.BAD_INPUT
+    assert stdout == ""
+    assert "--max-repetitions 7 is below the 10 repetitions --until-stable already gave" in stderr
+    assert "give at least 10" in stderr
+    assert {name: (out / name).read_bytes() for name in kept} == kept
+
+    code, _, stderr = run_sim(
+        cli, out, "--resume", "--until-stable", "0.9", "--max-repetitions", "10"
+    )
+    assert code == exit_codes.OK, stderr
+
+
 def count_lines(path: Path) -> int:
     try:
         return path.read_bytes().count(b"\n")

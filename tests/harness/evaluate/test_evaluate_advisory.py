@@ -140,6 +140,10 @@ def test_the_report_names_the_method() -> None:
     )
     assert "paired (6 pairs)" in row and "every pair equal" in row
     assert "would likely settle it" not in row
+    # exact for the seeds run, no claim about the seeds more repetitions would bring
+    assert "exact for these seeds (new repetitions are new seeds)" in row
+    assert "would not change it" not in row
+    assert "seeded pairs are all equal is exact for those seeds" in section
 
 
 # -- pairing only where runs share a seed; wording tied to the numbers -------------------

@@ -17,6 +17,7 @@ from spillover_harness.evaluate.noise import (
     weak_pass,
     within_noise,
 )
+from spillover_harness.evaluate.stability import describe
 from spillover_harness.matrix import load_matrix
 
 MATRIX = load_matrix(None)
@@ -56,6 +57,32 @@ def test_none_of_five_against_five_of_five_is_not_noise() -> None:
     assert ev.p_value == pytest.approx(1 / 252)
     assert not within_noise(ev.p_value)
     assert ev.interval == pytest.approx((0.0, 0.5218237501049814))
+
+
+def test_the_stability_of_the_decision_follows_the_cells_noise() -> None:
+    """The same hand-made cells, resampled: 4/5 against 5/5 fails 128KiB literally, but a
+    rerun draws 5/5 again with probability 0.8^5 = 0.33, so the decision it gives (32768)
+    is unstable and that cell is named; 0/5 against 5/5 gives 32768 in every resample."""
+    noisy = verdict_with([{}] * 4 + [FAILED], [{}] * 5)
+    assert noisy.decision == "32768"
+    steady = noisy.stability
+    assert steady is not None and steady.resamples == 1000
+    assert steady.distribution["131072"] == pytest.approx(0.8**5, abs=0.05)
+    assert steady.decision == pytest.approx(1 - 0.8**5, abs=0.05) and steady.decision < 0.9
+    assert set(steady.distribution) == {"32768", "131072"}
+    first = steady.flipping_cells[0]
+    assert first.label == "128KiB success_rate code-review/small" and first.share == 1.0
+    assert describe(noisy.decision, steady).startswith("unstable: 32768 in only ")
+
+    clear = verdict_with([FAILED] * 5, [{}] * 5)
+    assert clear.decision == "32768"
+    assert clear.stability is not None
+    assert clear.stability.decision == 1.0
+    assert clear.stability.distribution == {"32768": 1.0}
+    assert clear.stability.flipping_cells == ()
+    assert describe(clear.decision, clear.stability) == (
+        "32768, the same in 100% of 1000 resamples"
+    )
 
 
 def test_a_pass_whose_interval_admits_a_large_drop_is_weak() -> None:

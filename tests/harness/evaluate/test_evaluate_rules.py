@@ -71,6 +71,77 @@ def test_literal_matrices_carry_no_rule() -> None:
     assert cell_of(v).rule == "literal" and cell_of(v).literal_status is None
 
 
+TOKENS_NI = {"input_tokens": {"rule": "non_inferiority", "margin": 0.10, "confidence": 0.95}}
+
+
+def with_token_rule(repetitions: int) -> Matrix:
+    data = with_rules(TOKENS_NI).model_dump(mode="json")
+    data["repetitions"]["sim"] = repetitions
+    return parse_matrix(data)
+
+
+def token_cells(v: Verdict, config: str = "128KiB") -> dict[tuple[str, str | None], Any]:
+    return {(c.recipe, c.input): c for c in v.configs[config].criteria["input_tokens"].cells}
+
+
+def test_the_token_ratio_under_non_inferiority_needs_a_bound_from_enough_runs() -> None:
+    """The token form of the rule: the one-sided 95% upper bound of median(config) /
+    median(off) must be at most 1 + margin (below 1 on large inputs). Four runs a side
+    give no such bound of a median: every token cell fails as not shown, though 900
+    against 1,000 passes literally; five runs give one."""
+    few = with_token_rule(4)
+    records = make_dataset(plain_record, n=4)
+    v = evaluate(records, few)
+    for ev in token_cells(v).values():
+        assert (ev.status, ev.rule, ev.literal_status) == ("fail", "non_inferiority", "pass")
+        assert "not shown: fewer than 5 known values on a side" in ev.reason
+    assert v.decision == "false" and v.literal_decision == "131072"
+    text = render_markdown(v, records, few)
+    assert "**the literal rule decides `131072`**: the two readings disagree" in text
+
+    enough = evaluate(make_dataset(plain_record, n=5), with_token_rule(5))
+    cells = token_cells(enough)
+    assert cells[("code-review", "small")].status == "pass"
+    assert "95% upper bound of the median ratio 0.900 <= 1.10" in (
+        cells[("code-review", "small")].reason
+    )
+    assert "95% upper bound of the median ratio 0.900 < 1.00" in (
+        cells[("code-review", "large")].reason
+    )
+    assert enough.decision == "131072" == enough.literal_decision
+
+
+def test_the_token_rule_fails_what_the_data_do_not_show_and_stability_holds_it() -> None:
+    """1,200 against 1,000 on a small input, and as many tokens as off on a large one:
+    both fail under either reading; the stability holds token cells judged by this rule
+    at their status (their bound is itself a bootstrap) and agrees with the evaluator."""
+    matrix = with_token_rule(5)
+    cells = {
+        ("128KiB", "code-review", "small"): [{"input_tokens": 1200}] * 5,
+        ("128KiB", "code-review", "large"): [{"input_tokens": 1000}] * 5,
+    }
+    records = make_dataset(plain_record, cells, n=5)
+    v = evaluate(records, matrix)
+    small, large = (
+        token_cells(v)[("code-review", "small")],
+        token_cells(v)[("code-review", "large")],
+    )
+    assert (small.status, small.literal_status) == ("fail", "fail")
+    assert "95% upper bound of the median ratio 1.200 > 1.10" in small.reason
+    assert (large.status, large.literal_status) == ("fail", "fail")
+    assert "95% upper bound of the median ratio 1.000 >= 1.00" in large.reason
+    assert v.decision == "32768"
+    from test_evaluate_stability import context_of
+
+    ours = observed_statuses(context_of(records, matrix), v.configs)
+    for name, cv in v.configs.items():
+        assert ours[name] == cv.verdict
+        for key, result in cv.criteria.items():
+            for ev in result.cells:
+                assert ours[(name, key, ev.recipe, ev.input)] == ev.status
+    assert v.stability is not None and v.stability.distribution == {"32768": 1.0}
+
+
 def test_wilson_and_newcombe_match_hand_figures() -> None:
     z = 1.6448536269514722  # one-sided 95%
     low, high = wilson(5, 5, z)
