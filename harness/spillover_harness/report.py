@@ -445,8 +445,8 @@ def _advisory_section(verdict: Verdict, quality_recipes: Sequence[str] = ()) -> 
         f"{CLOSE_CALL_BAND:.0%} of the limit, else `leans pass` / `leans fail` (the ratio "
         "is far from the limit, but the runs are too few or too spread for the CI to "
         f"clear it); `{TOO_FEW}` below {min_runs_for(adv.confidence)} values per side (or "
-        "pairs), where no interval of a median at that confidence exists; a cell whose "
-        "seeded pairs are all equal is exact for those seeds and keeps its reading.",
+        "pairs), where no interval of a median at that confidence exists, even when every "
+        "seeded pair is equal (exact for those seeds, but new repetitions are new seeds).",
         "",
     ]
     rows: list[list[object]] = []
@@ -456,8 +456,10 @@ def _advisory_section(verdict: Verdict, quality_recipes: Sequence[str] = ()) -> 
         limit = f"{'<' if t.strict else '<='} {t.limit:.2f}"
         reading = t.reading
         per = "per configuration" if t.method == "paired" else "per side"
-        if t.identical:
+        if t.identical and t.reading != TOO_FEW:
             reading += ": every pair equal, exact for these seeds (new repetitions are new seeds)"
+        elif t.identical:
+            reading += ": every pair equal for these seeds, but new repetitions are new seeds"
         elif t.reading in ("close call", "leans pass", "leans fail"):
             reading += (
                 f": ~{t.runs_to_resolve} run(s) {per} would likely settle it"

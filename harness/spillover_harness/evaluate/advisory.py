@@ -25,8 +25,9 @@ Too few runs to tell: no interval of a median reaches the confidence asked for w
 fewer than `min_runs_for(confidence)` values (6 at 95%: even the widest one, from the
 smallest to the largest value, misses the median with probability 2 x 0.5^n). Below
 that a cell reads `too few runs to tell`, never `clear pass`, and its hint asks for that
-many; a cell whose pairs are all identical (the same seeded figures on both sides) is
-exact, not sampled, and keeps its reading.
+many. That holds for a cell whose pairs are all identical (the same seeded figures on
+both sides) too: it is exact for those seeds, but new repetitions are new seeds, so a
+handful of equal pairs says nothing about the next ones.
 """
 
 from __future__ import annotations
@@ -128,12 +129,13 @@ def _token_ratio(
     least = min_runs_for(confidence)
     if ratio is None or point is None or ci is None:
         reading, hint = "no data", ""
-    elif sample < least and not identical:
+    elif sample < least:
         reading, runs = TOO_FEW, least
         what = "pair(s) of runs with the same seed" if method == "paired" else "run(s) per side"
+        equal = ", every pair equal for these seeds" if identical else ""
         hint = (
-            f"{label} ({TOO_FEW}): {sample} {what}; no {confidence:.0%} interval of a median "
-            f"exists below {least} values, so nothing is read into this ratio; {least} "
+            f"{label} ({TOO_FEW}): {sample} {what}{equal}; no {confidence:.0%} interval of a "
+            f"median exists below {least} values, so nothing is read into this ratio; {least} "
             f"{'pairs' if method == 'paired' else 'runs per side'} would allow one"
         )
     else:

@@ -65,6 +65,22 @@ def test_identical_pairs_get_no_runs_needed_hint(inp: str, reading: str) -> None
     assert next(c for c in status if c.input == inp).status == reading.split()[1]
 
 
+def test_a_handful_of_identical_pairs_is_too_few_to_tell() -> None:
+    """Five equal seeded pairs are exact for those seeds, but the next repetitions are
+    new seeds: below six pairs no 'clear pass' is read into them either."""
+    reps = (1, 2, 3, 4, 5)
+    v = run(
+        {
+            ("off", "code-review", "small"): tokens(SEEDED[:5], reps=reps),
+            ("128KiB", "code-review", "small"): tokens(SEEDED[:5], reps=reps),
+        }
+    )
+    t = ratio(v, "128KiB", "small")
+    assert (t.method, t.identical) == ("paired", True)
+    assert t.reading == "too few runs to tell" and t.runs_to_resolve == 6
+    assert "every pair equal for these seeds" in t.hint and t.hint in v.advisory.hints
+
+
 def test_the_same_identical_values_unpaired_were_the_misleading_close_call() -> None:
     """What issue 12 saw: resampled independently, equal cells 'need' many more runs."""
     v = run(
@@ -143,7 +159,7 @@ def test_the_report_names_the_method() -> None:
     # exact for the seeds run, no claim about the seeds more repetitions would bring
     assert "exact for these seeds (new repetitions are new seeds)" in row
     assert "would not change it" not in row
-    assert "seeded pairs are all equal is exact for those seeds" in section
+    assert "even when every seeded pair is equal (exact for those seeds" in section
 
 
 # -- pairing only where runs share a seed; wording tied to the numbers -------------------
