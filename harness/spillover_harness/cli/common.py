@@ -19,7 +19,7 @@ from spillover_harness.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_
 from spillover_harness.records import RecordError, RunRecord, read_numbered_records
 
 if TYPE_CHECKING:
-    from spillover_harness.readback import StageSummary
+    from spillover_harness.results_dir import StageFile
 
 
 class BadInput(Exception):
@@ -277,7 +277,7 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     `matrix` (`records_check`: configurations, cells, repetitions, run ids, two
     different records of one run, one stage) and against the stage.json beside them."""
     from spillover_harness.records_check import check_against_matrix, check_against_stage_file
-    from spillover_harness.results_dir import ResultsDirError, read_stage_file
+    from spillover_harness.results_dir import ResultsDirError, StageDir
 
     if path.is_dir():
         raise BadInput(f"{shown(path)}: is a directory; pass its runs.jsonl")
@@ -291,7 +291,7 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     check_records_match_matrix(records, matrix)
     try:
         check_against_matrix(numbered, matrix, path)
-        stage_file = read_stage_file(path.parent)
+        stage_file = StageDir(path.parent).read_stage()
         if stage_file is not None:
             check_against_stage_file(numbered, stage_file, path)
     except (RecordError, ResultsDirError) as exc:
@@ -299,15 +299,15 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     return records
 
 
-def stage_beside(records: Path) -> StageSummary | None:
+def stage_beside(records: Path) -> StageFile | None:
     """The stage.json beside a records file (None when there is none), read as the
     report needs it: its faults and whether the platform was simulated. A report that
     cannot tell must not be written (it would drop the faults note or the disclaimer),
     so a stage.json that cannot be read as a stage is refused here."""
-    from spillover_harness.readback import ReadBackError, read_stage
+    from spillover_harness.results_dir import ReadBackError, StageDir
 
     try:
-        return read_stage(records.parent)
+        return StageDir(records.parent).read_stage()
     except ReadBackError as exc:
         raise BadInput(
             f"{shown(exc.path)}: cannot read the stage beside the records ({cut(exc.detail)}), "
@@ -346,15 +346,16 @@ def expected_matrix(records: Path, matrix_arg: Path | None) -> Matrix:
     stage.json next to the records file (the matrix that made them), else the default."""
     from spillover_harness.results_dir import (
         ResultsDirError,
+        StageDir,
         matrix_hash,
-        read_stage_file,
         stored_matrix,
     )
 
+    directory = StageDir(records.parent)
     try:
-        stage_file = read_stage_file(records.parent)
+        stage_file = directory.read_stage()
         stored = (
-            stored_matrix(stage_file, source=str(records.parent / "stage.json"))
+            stored_matrix(stage_file, source=str(directory.stage_file))
             if stage_file is not None
             else None
         )

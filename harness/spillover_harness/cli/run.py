@@ -369,11 +369,12 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
 
         matrix, result = _until_stable(args, matrix, result, again)
     if matrix.runs_lane(args.stage) and not result.interrupted:
-        from spillover_harness.studies.concurrency import run_lane, write_lane
+        from spillover_harness.results_dir import StageDir
+        from spillover_harness.studies.concurrency import run_lane
 
         lane = run_lane(matrix, driver.fixtures)
         if lane is not None:
-            err(f"concurrency lane: {write_lane(lane, args.out)}")
+            err(f"concurrency lane: {StageDir(args.out).write_lane(lane)}")
     return _finish(args, matrix, result, stop, resume_cmd)
 
 
