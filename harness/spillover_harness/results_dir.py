@@ -1,4 +1,16 @@
-"""The results directory of a stage: one writer at a time, and what made its records.
+"""The results directory of a stage: one writer at a time, what made its records, and
+the one door to its files.
+
+StageDir
+    Every module that opens a stage directory goes through `StageDir(path)`: it names
+    the files (stage.json, runs.jsonl, verdict.json, memory-lane.json, report.md) and
+    writes and reads each through its model, the same code both ways: `StageFile`
+    (stage.json), `evaluate.schema.Verdict` written and `VerdictHeader` read (a view
+    derived from Verdict's fields by `written_view`, never a copy of them),
+    `MemoryLane` (memory-lane.json). A file is read bounded and only when it is a
+    regular file (a FIFO is refused, never waited on); one that is not what the
+    harness writes (not JSON, a key twice, an unknown field, a wrong type) is a
+    `ReadBackError` (a ResultsDirError: exit 2) naming the file and what is wrong.
 
 One writer
     A process that writes a results directory holds an exclusive `flock` on
@@ -854,13 +866,15 @@ class StageDir:
 
     def read_verdict_header(self) -> Any:
         """verdict.json's header (`VerdictHeader`); ResultFileMissing, ResultFileUnreadable
-        or ResultFileInvalid (`detail`: `no \\`decision\\`` when that is what is wrong)."""
+        or ResultFileInvalid (`detail`: `no \\`decision\\`` when it has none)."""
         path = self.verdict_file
         data = self._read_object(path, MAX_VERDICT_BYTES)
         try:
             return VerdictHeader.model_validate(data)
         except ValidationError as exc:
-            bad_decision = any(e["loc"] == ("decision",) for e in exc.errors())
+            bad_decision = any(
+                e["loc"] == ("decision",) and e["type"] == "missing" for e in exc.errors()
+            )
             detail = "no `decision`" if bad_decision else _problems(exc)
             raise ResultFileInvalid(path, "invalid", detail) from None
 

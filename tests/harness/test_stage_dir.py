@@ -266,7 +266,7 @@ def test_a_verdict_that_is_a_fifo_is_refused_unread(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "detail"),
     [
-        ({"decision": 5}, "no `decision`"),
+        ({"decision": 5}, "decision: Input should be a valid string"),
         ({"decided": True}, "no `decision`"),
         ([1, 2], "a JSON list, not an object"),
         ({"decision": "false", "stage": 3}, "stage: Input should be a valid string"),
