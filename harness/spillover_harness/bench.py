@@ -29,24 +29,16 @@ from spillover_harness.matrix import load_matrix
 
 def bench_sim_matrix(concurrency: int | None = None) -> tuple[float, int, int]:
     """(wall seconds, runs recorded, concurrency) of the default matrix's `sim` stage."""
-    from spillover_harness.drivers.sim import SimDriver
-    from spillover_harness.fixtures import build_fixtures
-    from spillover_harness.runner import run_stage
+    import threading
+
+    from spillover_harness.sim_stage import SimStageSpec, sim_stage
 
     matrix = load_matrix(None)
     workers = concurrency if concurrency is not None else matrix.concurrency
+    stage = sim_stage(matrix, SimStageSpec(concurrency=workers, progress=False, quiet=True))
     with tempfile.TemporaryDirectory(prefix="spillover-bench-") as tmp:
         start = time.perf_counter()
-        result = run_stage(
-            matrix,
-            "sim",
-            SimDriver(fixtures=build_fixtures(matrix.seed)),
-            Path(tmp) / "sim",
-            resume=False,
-            concurrency=workers,
-            progress=False,
-            quiet=True,
-        )
+        result = stage.run(matrix, Path(tmp) / "sim", cancel=threading.Event())
         wall = time.perf_counter() - start
     return wall, len(result.records), workers
 

@@ -38,6 +38,7 @@ def bench_adaptive(target: float = 0.9, cap: int = 40) -> AdaptiveFigures:
     from spillover_harness.cli import main as harness
     from spillover_harness.evaluate import evaluate
     from spillover_harness.records import read_records
+    from spillover_harness.results_dir import StageDir
 
     matrix = load_matrix(None)
     with tempfile.TemporaryDirectory(prefix="spillover-bench-adaptive-") as tmp:
@@ -50,8 +51,9 @@ def bench_adaptive(target: float = 0.9, cap: int = 40) -> AdaptiveFigures:
             )  # fmt: skip
         if code != 0:
             raise RuntimeError(f"run --until-stable exited {code}: {quiet.getvalue()[-2000:]}")
-        adaptive_runs = len(read_records(out / "runs.jsonl"))
-        reached = json.loads((out / "verdict.json").read_text())["stability"]["decision"]
+        stage = StageDir(out)
+        adaptive_runs = len(read_records(stage.records_file))
+        reached = stage.read_verdict_header().stability.decision
 
         uniform_dir = Path(tmp) / "uniform"
         data = matrix.model_dump(mode="json")
@@ -63,7 +65,7 @@ def bench_adaptive(target: float = 0.9, cap: int = 40) -> AdaptiveFigures:
                 ["run", "--stage", "sim", "--matrix", str(big), "--out", str(uniform_dir),
                  "--no-progress"]
             )  # fmt: skip
-        pool = read_records(uniform_dir / "runs.jsonl")
+        pool = read_records(StageDir(uniform_dir).records_file)
     own = matrix.repetitions.for_stage("sim")
     for reps in range(own, cap + 1):
         data["repetitions"]["sim"] = reps

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from spillover_harness.matrix import Matrix
 from spillover_harness.records import RecordError, RunKey, RunRecord, read_numbered_records
+from spillover_harness.results_dir import STAGE_FILE, StageDir, StageFile
 from spillover_harness.runner import run_id_for
 
 MAX_LISTED = 3  # problems listed in the one-line message; the rest are counted
@@ -129,14 +129,14 @@ def check_against_matrix(
 
 
 def check_against_stage_file(
-    records: Sequence[NumberedRecord], stage_file: Mapping[str, Any], path: Path | str
+    records: Sequence[NumberedRecord], stage_file: StageFile, path: Path | str
 ) -> None:
     """Refuse records that contradict the stage.json beside them: another stage than
     the one it names, or a repetition beyond its stored matrix's (the stage that made
     the directory did not make them)."""
-    stage = stage_file.get("stage")
-    source = Path(path).parent / "stage.json" if isinstance(path, Path) else "stage.json"
-    if isinstance(stage, str):
+    stage = stage_file.stage
+    source = StageDir(Path(path).parent).stage_file if isinstance(path, Path) else STAGE_FILE
+    if stage is not None:
         other = [(n, r) for n, r in records if r.stage != stage]
         if other:
             n, r = other[0]
@@ -145,7 +145,7 @@ def check_against_stage_file(
                 f"directory holds stage {stage} ({len(other)} such record(s)); keep each "
                 "stage's records in its own results directory"
             )
-    matrix = stage_file.get("matrix")
+    matrix = stage_file.matrix
     reps = matrix.get("repetitions") if isinstance(matrix, Mapping) else None
     extension = matrix.get("extension") if isinstance(matrix, Mapping) else None
     extended = extension if isinstance(extension, Mapping) else {}

@@ -19,7 +19,6 @@ recorded.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +39,18 @@ from spillover_harness.evaluate.stability import describe as describe_stability
 from spillover_harness.matrix import Matrix, load_matrix
 from spillover_harness.names import unsafe_chars
 from spillover_harness.plots import write_plots
-from spillover_harness.readback import AdaptiveRound, StageProvenance, StageSummary
 from spillover_harness.records import RunRecord
 from spillover_harness.report_cache import cache_section
 from spillover_harness.report_memory import memory_section
+from spillover_harness.results_dir import (
+    AdaptiveRound,
+    LaneFileError,
+    MemoryLane,
+    StageDir,
+    StageFile,
+    StageProvenance,
+)
 from spillover_harness.sim.config import parse_spillover_env
-from spillover_harness.studies.concurrency import LaneFileError, MemoryLane, read_lane
 
 SIM_DISCLAIMER = (
     "**These figures come from the embedded simulator, not from the platform.** "
@@ -949,7 +954,7 @@ def write_report(
     matrix: Matrix,
     out_dir: Path,
     *,
-    stage: StageSummary | None,
+    stage: StageFile | None,
     records_dir: Path,
     stage_notes: Sequence[str] = (),
 ) -> ReportPaths:
@@ -964,15 +969,12 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(records, matrix, verdict.stage, out_dir / "plots", verdict=verdict)
     links = [p.relative_to(out_dir).as_posix() for p in plots]
-    report_md = out_dir / "report.md"
-    verdict_json = out_dir / "verdict.json"
-    atomic_write_bytes(
-        verdict_json,
-        (json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-    )
+    directory = StageDir(out_dir)
+    report_md = directory.report_file
+    verdict_json = directory.write_verdict(verdict)
     beside_records = out_dir.resolve() == records_dir.resolve()
     try:
-        lane, lane_problem = read_lane(records_dir), None
+        lane, lane_problem = StageDir(records_dir).read_lane(), None
     except LaneFileError as exc:  # shown in the memory section, never fails the report
         lane, lane_problem = None, str(exc)
     text = render_markdown(

@@ -14,74 +14,27 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
-from spillover_operator.domain.strict_load import StrictLoadError, load_json
-
-from spillover_harness.readback import (
-    VERDICT_FILE,
-    ResultFileInvalid,
+from spillover_harness.results_dir import (
     ResultFileMissing,
-    ResultFileUnreadable,
-    StageSummary,
-    read_stage,
+    StageDir,
+    StageFile,
 )
-from spillover_harness.results_dir import STAGE_FILE
 
 __all__ = ["ComparedStage", "read_compared", "render_comparison"]
 
-MAX_VERDICT_BYTES = 64 * 1024 * 1024  # a verdict.json is far smaller; refuse anything huge
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "❔ inconclusive"}
-
-
-class _Read(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class _Criterion(_Read):
-    status: StrictStr
-
-
-class _Config(_Read):
-    verdict: StrictStr
-    criteria: dict[StrictStr, _Criterion] = {}
-
-
-class _Stability(_Read):
-    decision: float
-    resamples: int
-
-
-class _Cell(_Read):
-    config: StrictStr
-    runs: int = 0
-    valid: int = 0
-    succeeded: int = 0
-    limit_hits: int = 0
-    median_input_tokens: float | None = None
-    median_duration_s: float | None = None
-    median_status_report_bytes: float | None = None
-
-
-class _Verdict(_Read):
-    decision: StrictStr
-    decided: bool | None = None
-    decision_reason: StrictStr = ""
-    stage: StrictStr | None = None
-    matrix: StrictStr = ""
-    baseline: StrictStr = ""
-    stability: _Stability | None = None
-    configs: dict[StrictStr, _Config] = {}
-    cells: tuple[_Cell, ...] = ()
 
 
 @dataclass(frozen=True)
 class ComparedStage:
-    """One stage directory as the comparison reads it."""
+    """One stage directory as the comparison reads it: its stage.json and the header of
+    its verdict.json (`results_dir.VerdictHeader`, a view of `evaluate.schema.Verdict`)."""
 
     path: Path
-    stage: StageSummary
-    verdict: _Verdict
+    stage: StageFile
+    verdict: Any
 
 
 def read_compared(directory: Path) -> ComparedStage:
@@ -89,33 +42,13 @@ def read_compared(directory: Path) -> ComparedStage:
     wrong) when it is no stage directory or holds no verdict."""
     if not directory.is_dir():
         raise ResultFileMissing(directory, "NotADirectoryError", "not a directory")
-    stage = read_stage(directory)
+    stage_dir = StageDir(directory)
+    stage = stage_dir.read_stage()
     if stage is None:
         raise ResultFileMissing(
-            directory / STAGE_FILE, "FileNotFoundError", "no such file: not a stage directory"
+            stage_dir.stage_file, "FileNotFoundError", "no such file: not a stage directory"
         )
-    path = directory / VERDICT_FILE
-    try:
-        if path.stat().st_size > MAX_VERDICT_BYTES:
-            raise ResultFileInvalid(path, "invalid", "larger than a verdict.json can be")
-        data = load_json(path.read_text(encoding="utf-8"), str(path))
-    except FileNotFoundError:
-        raise ResultFileMissing(path, "FileNotFoundError", "no such file") from None
-    except StrictLoadError as exc:
-        raise ResultFileUnreadable(
-            path, "JSONDecodeError", str(exc).removeprefix(f"{path}: ")
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultFileUnreadable(path, type(exc).__name__, str(exc)) from None
-    if not isinstance(data, dict):
-        raise ResultFileInvalid(path, "invalid", f"a JSON {type(data).__name__}, not an object")
-    try:
-        verdict = _Verdict.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(the file)"
-        raise ResultFileInvalid(path, "invalid", f"{where}: {first['msg']}") from None
-    return ComparedStage(directory, stage, verdict)
+    return ComparedStage(directory, stage, stage_dir.read_verdict_header())
 
 
 # -- rendering --------------------------------------------------------------------------
@@ -137,7 +70,7 @@ def _modelled(side: ComparedStage) -> bool:
 
 def _stability(side: ComparedStage) -> str:
     s = side.verdict.stability
-    if s is None:
+    if s is None or s.decision is None or s.resamples is None:
         return "not computed"
     return f"`{side.verdict.decision}` in {s.decision:.1%} of {s.resamples:,} resamples"
 
@@ -167,16 +100,16 @@ def _number(value: float | None) -> str:
 
 
 def _figures(side: ComparedStage, config: str) -> dict[str, str]:
-    cells = [c for c in side.verdict.cells if c.config == config]
+    cells = [c for c in side.verdict.cells or () if c.config == config]
     if not cells:
         return {}
     kind = " (modelled)" if _modelled(side) else ""
-    valid = sum(c.valid for c in cells)
-    ok = sum(c.succeeded for c in cells)
+    valid = sum(c.valid or 0 for c in cells)
+    ok = sum(c.succeeded or 0 for c in cells)
     return {
-        "runs (valid)": f"{sum(c.runs for c in cells)} ({valid})",
+        "runs (valid)": f"{sum(c.runs or 0 for c in cells)} ({valid})",
         "succeeded": f"{ok}/{valid}" + (f" ({ok / valid:.0%})" if valid else ""),
-        "iteration-limit hits": str(sum(c.limit_hits for c in cells)),
+        "iteration-limit hits": str(sum(c.limit_hits or 0 for c in cells)),
         "median input tokens": _number(_median([c.median_input_tokens for c in cells])),
         "median duration (s)": _number(_median([c.median_duration_s for c in cells])) + kind,
         "median status report (bytes)": _number(
@@ -200,10 +133,10 @@ def render_comparison(a: ComparedStage, b: ComparedStage) -> str:
         ),
         "",
     ]
-    if va.matrix != vb.matrix:
+    if va.matrix_name != vb.matrix_name:
         lines.extend(
             [
-                f"**Different matrices** (`{va.matrix}` vs `{vb.matrix}`): the decisions "
+                f"**Different matrices** (`{va.matrix_name}` vs `{vb.matrix_name}`): the decisions "
                 "answer different questions.",
                 "",
             ]
@@ -221,7 +154,7 @@ def render_comparison(a: ComparedStage, b: ComparedStage) -> str:
             _row("", label_a, label_b),
             "|---|---|---|",
             _row("stage", f"`{va.stage}`", f"`{vb.stage}`"),
-            _row("matrix", f"`{va.matrix}`", f"`{vb.matrix}`"),
+            _row("matrix", f"`{va.matrix_name or ''}`", f"`{vb.matrix_name or ''}`"),
             _row("decision", f"`{va.decision}`", f"`{vb.decision}`"),
             _row("why", va.decision_reason or "—", vb.decision_reason or "—"),
             _row("stability", _stability(a), _stability(b)),
@@ -234,11 +167,12 @@ def render_comparison(a: ComparedStage, b: ComparedStage) -> str:
             "",
         ]
     )
-    configs = list(dict.fromkeys([*va.configs, *vb.configs]))
+    configs_a, configs_b = va.configs or {}, vb.configs or {}
+    configs = list(dict.fromkeys([*configs_a, *configs_b]))
     lines.extend(["## Per-criterion status", "", _row("configuration", "criterion", "A", "B")])
     lines.append("|---|---|---|---|")
     for name in configs:
-        ca, cb = va.configs.get(name), vb.configs.get(name)
+        ca, cb = configs_a.get(name), configs_b.get(name)
         lines.append(
             _row(
                 f"`{name}`",
@@ -247,10 +181,11 @@ def render_comparison(a: ComparedStage, b: ComparedStage) -> str:
                 _STATUS.get(cb.verdict, cb.verdict) if cb else "not judged",
             )
         )
-        keys = list(dict.fromkeys([*(ca.criteria if ca else {}), *(cb.criteria if cb else {})]))
+        criteria_a = (ca.criteria if ca else None) or {}
+        criteria_b = (cb.criteria if cb else None) or {}
+        keys = list(dict.fromkeys([*criteria_a, *criteria_b]))
         for key in keys:
-            sa = ca.criteria.get(key) if ca else None
-            sb = cb.criteria.get(key) if cb else None
+            sa, sb = criteria_a.get(key), criteria_b.get(key)
             mark = "" if (sa and sb and sa.status == sb.status) else " ≠"
             lines.append(
                 _row(

@@ -21,7 +21,7 @@ from spillover_harness.evaluate.schema import MemoryCheck
 from spillover_harness.matrix import Matrix
 from spillover_harness.memory_check import headroom_text
 from spillover_harness.records import RunRecord
-from spillover_harness.studies.concurrency import LANE_FILE, MemoryLane
+from spillover_harness.results_dir import LANE_FILE, MemoryLane
 
 __all__ = ["ConfigMemory", "memory_section", "memory_warnings", "summarize_memory"]
 

@@ -1,4 +1,16 @@
-"""The results directory of a stage: one writer at a time, and what made its records.
+"""The results directory of a stage: one writer at a time, what made its records, and
+the one door to its files.
+
+StageDir
+    Every module that opens a stage directory goes through `StageDir(path)`: it names
+    the files (stage.json, runs.jsonl, verdict.json, memory-lane.json, report.md) and
+    writes and reads each through its model, the same code both ways: `StageFile`
+    (stage.json), `evaluate.schema.Verdict` written and `VerdictHeader` read (a view
+    derived from Verdict's fields by `written_view`, never a copy of them),
+    `MemoryLane` (memory-lane.json). A file is read bounded and only when it is a
+    regular file (a FIFO is refused, never waited on); one that is not what the
+    harness writes (not JSON, a key twice, an unknown field, a wrong type) is a
+    `ReadBackError` (a ResultsDirError: exit 2) naming the file and what is wrong.
 
 One writer
     A process that writes a results directory holds an exclusive `flock` on
@@ -33,27 +45,48 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
+import operator
 import os
 import re
 import shlex
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_json
-from spillover_operator.regular_file import open_regular, read_regular
+from spillover_operator.regular_file import TooLarge, open_regular, read_regular
 
+from spillover_harness.atomic_file import atomic_write_bytes
+from spillover_harness.evaluate.schema import Verdict
 from spillover_harness.matrix import Matrix, MatrixError, MemorySettings, parse_matrix
 from spillover_harness.records import now_rfc3339
 
 RECORDS_FILE = "runs.jsonl"
 STAGE_FILE = "stage.json"
+VERDICT_FILE = "verdict.json"
+REPORT_FILE = "report.md"
+MAX_VERDICT_BYTES = 64 * 1024 * 1024  # a verdict.json is far smaller; refuse anything huge
 LOCK_FILE = ".spillover-harness.lock"
 STAGE_FILE_SCHEMA = 1
 DEFAULT_MATRIX_SOURCE = "<default>"  # stage.json's `matrix_source` for the packaged matrix
@@ -339,41 +372,12 @@ def stage_identity(
     }
 
 
-def read_stage_file(out_dir: Path) -> dict[str, Any] | None:
-    """The directory's stage.json, None when there is none; ResultsDirError when unreadable."""
-    path = out_dir / STAGE_FILE
-    if not path.exists():
-        return None
-    try:
-        # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
-        data = load_json(read_regular(path, MAX_TEXT_CHARS).decode("utf-8"), str(path))
-    except StrictLoadError as exc:
-        raise ResultsDirError(
-            f"{exc}; stage.json is written by `spillover-harness run`: restore it, or run the "
-            "stage into a new --out"
-        ) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsDirError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(data, dict):
-        raise ResultsDirError(f"{path}: not a JSON object")
-    return data
-
-
-def simulated_platform(stage_file: Mapping[str, Any] | None) -> bool:
-    """Whether a cluster stage ran on a simulated platform (a profile with
-    `simulated_platform: true`, e.g. `local`: real pods, the simulator as mcp-host):
-    its verdict is the simulator's, like stage sim's."""
-    driver = (stage_file or {}).get("driver")
-    return isinstance(driver, Mapping) and driver.get("simulated_platform") is True
-
-
-def stored_matrix(stage_file: Mapping[str, Any], *, source: str) -> Matrix | None:
+def stored_matrix(stage_file: StageFile, *, source: str) -> Matrix | None:
     """The matrix a stage.json holds (None for a stage.json written before it did)."""
-    data = stage_file.get("matrix")
-    if data is None:
+    if stage_file.matrix is None:
         return None
     try:
-        return parse_matrix(data, source=f"{source} (the stored matrix)")
+        return parse_matrix(stage_file.matrix, source=f"{source} (the stored matrix)")
     except MatrixError as exc:
         raise ResultsDirError(str(exc)) from None
 
@@ -428,7 +432,9 @@ class StageSetup:
         """The command that continues this stage in `out_dir`."""
         return self.resume_command or _continue_command(
             out_dir,
-            {"stage": self.stage, "matrix_source": self.matrix_source, "driver": self.driver},
+            StageFile.model_validate(
+                {"stage": self.stage, "matrix_source": self.matrix_source, "driver": self.driver}
+            ),
         )
 
 
@@ -450,7 +456,7 @@ def prepare_results_dir(out_dir: Path, setup: StageSetup, *, resume: bool) -> No
             f"  To start a new one:       pass another --out directory, or move {out_dir} aside"
         )
     try:
-        previous = read_stage_file(out_dir)
+        previous = StageDir(out_dir).read_stage()
     except ResultsDirError as exc:
         raise ResultsDirError(
             f"{exc}; cannot tell which matrix made {records_path}. Pass another --out directory."
@@ -465,17 +471,18 @@ def prepare_results_dir(out_dir: Path, setup: StageSetup, *, resume: bool) -> No
         if changes:
             raise ResultsDirError(_refusal(out_dir, previous, changes))
         return
-    _write_json_atomic(
-        stage_path,
-        {
-            "schema": STAGE_FILE_SCHEMA,
-            **setup.identity(),
-            "matrix": setup.matrix.model_dump(mode="json"),
-            "matrix_source": setup.matrix_source,
-            "resume_command": setup.continue_command(out_dir),
-            "created_at": now_rfc3339(),
-            "provenance": (setup.provenance or Provenance()).to_json(),
-        },
+    StageDir(out_dir).write_stage(
+        StageFile.model_validate(
+            {
+                "schema": STAGE_FILE_SCHEMA,
+                **setup.identity(),
+                "matrix": setup.matrix.model_dump(mode="json"),
+                "matrix_source": setup.matrix_source,
+                "resume_command": setup.continue_command(out_dir),
+                "created_at": now_rfc3339(),
+                "provenance": (setup.provenance or Provenance()).to_json(),
+            }
+        )
     )
 
 
@@ -483,8 +490,8 @@ def with_stage_extension(matrix: Matrix, out_dir: Path) -> Matrix:
     """`matrix` with the repetitions its stage in `out_dir` added (`run --until-stable`,
     kept in the matrix stored in stage.json): the same stage, planned as it now is. The
     matrix as given when there is no such stage, or it ran another matrix."""
-    stage_file = read_stage_file(out_dir) if out_dir.is_dir() else None
-    if stage_file is None or stage_file.get("matrix_hash") != matrix_hash(matrix):
+    stage_file = StageDir(out_dir).read_stage() if out_dir.is_dir() else None
+    if stage_file is None or stage_file.matrix_hash != matrix_hash(matrix):
         return matrix
     stored = stored_matrix(stage_file, source=str(out_dir / STAGE_FILE))
     if stored is None or not stored.extension:
@@ -497,20 +504,507 @@ def extend_stage(out_dir: Path, matrix: Matrix, round_record: Mapping[str, Any])
     those runs starts, so that the records checks accept them and refuse any beyond),
     and append `round_record` (why and what) to its `adaptive.rounds`. The caller
     holds the directory."""
-    stage_file = read_stage_file(out_dir)
+    directory = StageDir(out_dir)
+    stage_file = directory.read_stage()
     if stage_file is None:
-        raise ResultsDirError(f"{out_dir / STAGE_FILE}: missing; cannot extend the stage")
-    stored = stage_file.get("matrix")
-    if not isinstance(stored, dict):
-        raise ResultsDirError(f"{out_dir / STAGE_FILE}: holds no matrix; cannot extend it")
-    stored["extension"] = dict(matrix.extension)
-    adaptive = stage_file.get("adaptive")
-    if not isinstance(adaptive, dict):
-        adaptive = {"rounds": []}
-    rounds = adaptive.get("rounds")
-    adaptive["rounds"] = [*(rounds if isinstance(rounds, list) else []), dict(round_record)]
-    stage_file["adaptive"] = adaptive
-    _write_json_atomic(out_dir / STAGE_FILE, stage_file)
+        raise ResultsDirError(f"{directory.stage_file}: missing; cannot extend the stage")
+    if stage_file.matrix is None:
+        raise ResultsDirError(f"{directory.stage_file}: holds no matrix; cannot extend it")
+    stored = {**stage_file.matrix, "extension": dict(matrix.extension)}
+    rounds = [*stage_file.rounds, AdaptiveRound.model_validate(dict(round_record))]
+    directory.write_stage(
+        stage_file.model_copy(
+            update={"matrix": stored, "adaptive": StageAdaptive(rounds=tuple(rounds))}
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the files of a stage directory, as models (one door: StageDir)
+
+
+class ReadBackError(ResultsDirError):
+    """A file of a results directory that cannot be used. `path` is the file, `cause` a
+    short name of what went wrong (`FileNotFoundError`, `JSONDecodeError`, `invalid`),
+    `detail` the rest for people."""
+
+    def __init__(self, path: Path, cause: str, detail: str) -> None:
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.cause = cause
+        self.detail = detail
+
+
+class ResultFileMissing(ReadBackError):
+    """The file does not exist (the stage did not run, or another directory)."""
+
+
+class ResultFileUnreadable(ReadBackError):
+    """The file exists but cannot be read (a FIFO, too large, not UTF-8) or is not JSON."""
+
+
+class ResultFileInvalid(ReadBackError):
+    """The file is JSON but not what the stage writes there."""
+
+
+class _FileModel(BaseModel):
+    # What the harness writes, and nothing else: an unknown key is an edited file.
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class StageDriver(_FileModel):
+    """`stage.json`'s `driver`: where the stage ran. Each driver says what identifies it
+    (`StageOptions.driver_identity`), so keys beyond these are kept and compared on
+    `--resume`, never refused."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    kind: StrictStr | None = None
+    profile: StrictStr | None = None
+    mcp_host_version: StrictStr | None = None
+    simulated_platform: StrictBool = False
+    # The simulator's fault switches the stage ran with (`run --stage sim --fault`).
+    faults: tuple[StrictStr, ...] = ()
+    study: StrictStr | None = None  # sweep | sensitivity: the study that ran the stage
+
+    @field_validator("faults", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: Any) -> Any:
+        return () if value is None else value
+
+    def identity(self) -> dict[str, Any]:
+        """The keys as stored (what `--resume` compares)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class AdaptiveRound(_FileModel):
+    """One round `run --until-stable` added (`extend_stage`)."""
+
+    stability: float | None = None
+    decision: StrictStr | None = None
+    cells: dict[StrictStr, int] = {}
+    why: StrictStr = ""
+    until_stable: float | None = None
+    cap: int | None = None
+
+
+class StageAdaptive(_FileModel):
+    """`stage.json`'s `adaptive`: the rounds `run --until-stable` added, in order."""
+
+    rounds: tuple[AdaptiveRound, ...] = ()
+
+
+class Stage1Gate(_FileModel):
+    """`provenance.stage1_gate` of a dev stage: how the Stage 1 gate let it start."""
+
+    status: StrictStr  # "accepted" | "overridden"
+    flag: StrictStr | None = None  # the flag that overrode it
+    reason: StrictStr | None = None  # --override-stage1's REASON
+    stage1_results: StrictStr | None = None
+    stage1_decision: StrictStr | None = None
+
+
+class StageProvenance(_FileModel):
+    """`stage.json`'s `provenance` (`Provenance.to_json`): what made the stage."""
+
+    harness_version: StrictStr | None = None
+    harness_commit: StrictStr | None = None
+    # stage sim: {"model": {...}, "memory": {...}}, the simulator's values in effect
+    simulator_parameters: dict[StrictStr, dict[StrictStr, int | float | bool | str]] | None = None
+    profile: StrictStr | None = None  # cluster stages: --profile as given
+    stage1_gate: Stage1Gate | None = None
+
+
+class StageFile(_FileModel):
+    """`stage.json`, written by `prepare_results_dir` and `extend_stage` and read by
+    everything else (see the module doc). Every field has a default: a stage.json of an
+    earlier version lacks the newer ones. `matrix` is kept as stored (`stored_matrix`
+    parses it)."""
+
+    schema_version: int | None = Field(default=None, alias="schema")
+    stage: StrictStr | None = None
+    matrix_name: StrictStr | None = None
+    matrix_hash: StrictStr | None = None
+    driver: StageDriver = StageDriver()
+    matrix: dict[StrictStr, Any] | None = None
+    matrix_source: StrictStr | None = None
+    resume_command: StrictStr | None = None
+    created_at: StrictStr | None = None
+    # None: a stage.json written before provenance was recorded
+    provenance: StageProvenance | None = None
+    adaptive: StageAdaptive | None = None
+
+    @field_validator("driver", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @property
+    def rounds(self) -> tuple[AdaptiveRound, ...]:
+        """The rounds `run --until-stable` added, in order (empty: none)."""
+        return self.adaptive.rounds if self.adaptive is not None else ()
+
+    @property
+    def simulated_platform(self) -> bool:
+        """A cluster stage on a simulated platform (a profile with `simulated_platform:
+        true`, e.g. `local`: real pods, the simulator as mcp-host): its verdict is the
+        simulator's, like stage sim's."""
+        return self.driver.simulated_platform
+
+    def to_json(self) -> dict[str, Any]:
+        """The object as stage.json holds it: the keys it was made or read with."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+# verdict.json: written from `evaluate.schema.Verdict`; read back as a view of it.
+
+_HEADER_FIELDS = (
+    "decision",
+    "decided",
+    "decision_reason",
+    "decision_values",
+    "incomplete",
+    "stage",
+    "matrix_name",
+    "baseline",
+    "config_env",
+    "stability",
+    "configs",
+    "cells",
+)
+
+
+def _written_names(model: type[BaseModel]) -> set[str]:
+    return {
+        info.serialization_alias or name
+        for name, info in model.model_fields.items()
+        if not info.exclude
+    }
+
+
+def _view_type(annotation: Any, views: dict[type[BaseModel], type[BaseModel]]) -> Any:
+    """`annotation` with every schema model replaced by its written view, every exact
+    number (a `Fraction`, written as an int or a float) by a JSON number, and each
+    scalar strict: `"true"` or 1 for a boolean is not what the evaluator writes."""
+    if annotation is Fraction:
+        return Annotated[int, Strict()] | Annotated[float, Strict()]
+    if annotation in (bool, str, int, float):
+        return Annotated[annotation, Strict()]
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _view_type(get_args(annotation)[0], views)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return written_view(annotation, views=views)
+    if origin is None:
+        return annotation
+    args = tuple(_view_type(a, views) for a in get_args(annotation))
+    if origin in (Union, UnionType):
+        return functools.reduce(operator.or_, args)
+    if origin is Literal:
+        return annotation
+    return origin[args]
+
+
+def written_view(
+    model: type[BaseModel],
+    *,
+    only: Sequence[str] | None = None,
+    required: Sequence[str] = (),
+    views: dict[type[BaseModel], type[BaseModel]] | None = None,
+) -> type[BaseModel]:
+    """A read model of what `model.to_json()` writes, derived from `model`'s fields (never
+    a copy of them): the fields it writes (`exclude=True` ones are not in the file),
+    under the names it writes them as, schema models nested in it viewed the same way.
+    Every field but `required` ones may be absent or null (a file of an earlier version
+    lacks the newer ones); `only` keeps those fields (the rest of the file is skipped),
+    and a key `model` never writes is refused."""
+    views = {} if views is None else views
+    if only is None and model in views:
+        return views[model]
+    written = _written_names(model)
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if info.exclude or (only is not None and name not in only):
+            continue
+        annotation = _view_type(info.annotation, views)
+        alias = info.serialization_alias or name
+        if name in required:
+            fields[name] = (annotation, Field(validation_alias=alias))
+        elif info.is_required():
+            fields[name] = (annotation | None, Field(default=None, validation_alias=alias))
+        else:
+            default = info.get_default(call_default_factory=True)
+            fields[name] = (annotation, Field(default=default, validation_alias=alias))
+
+    def _refuse_unknown(cls: type[BaseModel], value: Any) -> Any:
+        if isinstance(value, Mapping):
+            unknown = sorted(str(k) for k in value if k not in written)
+            if unknown:
+                raise ValueError(
+                    f"{', '.join(unknown)}: not a field of {model.__name__} (the harness "
+                    "never writes it)"
+                )
+        return value
+
+    validators: dict[str, Any] = {
+        "_refuse_unknown": model_validator(mode="before")(_refuse_unknown)
+    }
+    view: type[BaseModel] = create_model(
+        f"{model.__name__}View" if only is None else f"{model.__name__}Header",
+        __config__=ConfigDict(frozen=True, extra="ignore"),
+        __doc__=f"What `{model.__name__}.to_json()` writes, read back (`written_view`).",
+        __validators__=validators,
+        **fields,
+    )
+    if only is None:
+        views[model] = view
+    return view
+
+
+# The header of verdict.json: what listings, `report --compare`, `apply-decision` and
+# the Stage 1 gate read. A view of `Verdict` (its fields, its types): only `decision`
+# is required, so a verdict.json of an earlier version still reads.
+VerdictHeader: Any = written_view(Verdict, only=_HEADER_FIELDS, required=("decision",))
+
+
+def _problems(exc: ValidationError) -> str:
+    """The validation errors as one line: `decision: Input should be a valid string`."""
+    parts = []
+    for error in exc.errors()[:8]:
+        where = ".".join(str(p) for p in error["loc"]) or "(the file)"
+        parts.append(f"{where}: {error['msg']}")
+    more = len(exc.errors()) - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class StageDir:
+    """A stage's results directory (`--out`): the one door to the files in it. Each
+    file is written and read here, through its model: stage.json (`StageFile`),
+    verdict.json (`Verdict` written, `VerdictHeader` read), memory-lane.json
+    (`MemoryLane`). A file that cannot be used is a ReadBackError naming it and what
+    is wrong (a FIFO, too large, not JSON, a key twice, an unknown field, a wrong
+    type): never a KeyError or a wrong type passed on."""
+
+    path: Path
+
+    @property
+    def stage_file(self) -> Path:
+        return self.path / STAGE_FILE
+
+    @property
+    def records_file(self) -> Path:
+        return self.path / RECORDS_FILE
+
+    @property
+    def verdict_file(self) -> Path:
+        return self.path / VERDICT_FILE
+
+    @property
+    def lane_file(self) -> Path:
+        return self.path / LANE_FILE
+
+    @property
+    def report_file(self) -> Path:
+        return self.path / REPORT_FILE
+
+    def _read_object(self, path: Path, limit: int) -> dict[str, Any]:
+        try:
+            # duplicate keys, NaN/Infinity, huge integers and deep nesting refused
+            data = load_json(read_regular(path, limit).decode("utf-8"), str(path))
+        except FileNotFoundError:
+            raise ResultFileMissing(path, "FileNotFoundError", "no such file") from None
+        except StrictLoadError as exc:
+            detail = str(exc).removeprefix(f"{path}: ")
+            raise ResultFileUnreadable(path, "JSONDecodeError", detail) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ResultFileUnreadable(path, type(exc).__name__, str(exc)) from None
+        if not isinstance(data, dict):
+            raise ResultFileInvalid(path, "invalid", f"a JSON {type(data).__name__}, not an object")
+        return data
+
+    # stage.json
+
+    def read_stage(self) -> StageFile | None:
+        """The stage.json, None when there is none; ResultFileUnreadable or
+        ResultFileInvalid (both ResultsDirError) when it cannot be used."""
+        path = self.stage_file
+        if not path.exists() and not path.is_symlink():
+            return None
+        try:
+            data = self._read_object(path, MAX_TEXT_CHARS)
+        except ResultFileMissing:
+            return None
+        except ReadBackError as exc:
+            raise type(exc)(
+                path,
+                exc.cause,
+                f"{exc.detail}; stage.json is written by `spillover-harness run`: restore "
+                "it, or run the stage into a new --out",
+            ) from None
+        try:
+            return StageFile.model_validate(data)
+        except ValidationError as exc:
+            raise ResultFileInvalid(
+                path,
+                "invalid",
+                f"not a stage.json as the harness writes it ({_problems(exc)}); restore "
+                "it, or run the stage into a new --out",
+            ) from None
+
+    def write_stage(self, stage: StageFile) -> None:
+        """Write stage.json atomically (the caller holds the directory)."""
+        _write_json_atomic(self.stage_file, stage.to_json())
+
+    # verdict.json
+
+    def write_verdict(self, verdict: Verdict) -> Path:
+        """Write verdict.json (`Verdict.to_json()`) atomically."""
+        text = json.dumps(verdict.to_json(), indent=2, ensure_ascii=False) + "\n"
+        atomic_write_bytes(self.verdict_file, text.encode("utf-8"))
+        return self.verdict_file
+
+    def read_verdict_header(self) -> Any:
+        """verdict.json's header (`VerdictHeader`); ResultFileMissing, ResultFileUnreadable
+        or ResultFileInvalid (`detail`: `no \\`decision\\`` when it has none)."""
+        path = self.verdict_file
+        data = self._read_object(path, MAX_VERDICT_BYTES)
+        try:
+            return VerdictHeader.model_validate(data)
+        except ValidationError as exc:
+            bad_decision = any(
+                e["loc"] == ("decision",) and e["type"] == "missing" for e in exc.errors()
+            )
+            detail = "no `decision`" if bad_decision else _problems(exc)
+            raise ResultFileInvalid(path, "invalid", detail) from None
+
+    # memory-lane.json
+
+    def write_lane(self, lane: MemoryLane) -> Path:
+        text = json.dumps(lane.to_json(), indent=2) + "\n"
+        atomic_write_bytes(self.lane_file, text.encode("utf-8"))
+        return self.lane_file
+
+    def read_lane(self) -> MemoryLane | None:
+        """The lane written next to the records; None when there is none. Raises
+        LaneFileError naming what is wrong with a file that is there but is not a lane
+        (not a regular file, too large, not JSON, a key twice, not the form
+        `write_lane` writes): the report shows it in place of the lane."""
+        path = self.lane_file
+        if not path.exists():
+            return None
+        try:
+            text = read_regular(path, LANE_MAX_BYTES).decode("utf-8")
+        except TooLarge:
+            raise LaneFileError(f"more than a lane's {LANE_MAX_BYTES:,} bytes") from None
+        except OSError as exc:
+            raise LaneFileError(f"cannot be read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise LaneFileError("not UTF-8 text") from None
+        try:
+            data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+        except LaneFileError:
+            raise
+        except json.JSONDecodeError as exc:
+            raise LaneFileError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+        except (ValueError, RecursionError):
+            raise LaneFileError("not JSON (a number or nesting it cannot hold)") from None
+        try:
+            return MemoryLane.from_json(data)
+        except ValueError as exc:
+            raise LaneFileError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------
+# memory-lane.json
+
+LANE_FILE = "memory-lane.json"
+LANE_MAX_BYTES = 1_000_000
+UNLIMITED = 1 << 62
+_POINT_KEYS = {"config", "executions", "peak_bytes", "limit_bytes"}
+
+
+class LaneFileError(ValueError):
+    """memory-lane.json exists but cannot be read as a lane: the message says what is
+    wrong with it, for the report (which shows it instead of the lane)."""
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys: a second `points` (or a point's second
+    # `peak_bytes`) would silently replace the first, and an OOM warning with it.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise LaneFileError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class LanePoint:
+    """One configuration with `executions` at once: the working set's peak (what it
+    would reach; past `limit_bytes` the mcp-host is OOM-killed). `peak_source`, on a
+    cluster stage: where the measured peak came from, at what step
+    (`kubelet-summary@1s`, `prometheus@30s`); None on the simulator (modelled)."""
+
+    config: str
+    executions: int
+    peak_bytes: int
+    limit_bytes: int
+    peak_source: str | None = None
+
+    @property
+    def oom(self) -> bool:
+        return self.peak_bytes > self.limit_bytes
+
+
+@dataclass(frozen=True)
+class MemoryLane:
+    recipe: str
+    input: str
+    points: tuple[LanePoint, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "input": self.input,
+            "points": [
+                {k: v for k, v in asdict(p).items() if k != "peak_source" or v is not None}
+                for p in self.points
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> MemoryLane:
+        """Raises ValueError for anything but what `to_json` writes."""
+        if not isinstance(data, dict) or set(data) != {"recipe", "input", "points"}:
+            raise ValueError("not a memory lane: expected recipe, input and points")
+        if not isinstance(data["points"], list):
+            raise ValueError("a lane's points must be a list")
+        points: list[LanePoint] = []
+        for p in data["points"]:
+            if not isinstance(p, dict) or set(p) - {"peak_source"} != _POINT_KEYS:
+                raise ValueError(
+                    "a lane point needs config, executions, peak_bytes, limit_bytes "
+                    "(and may have peak_source)"
+                )
+            numbers = [p["executions"], p["peak_bytes"], p["limit_bytes"]]
+            if not isinstance(p["config"], str) or not all(
+                type(n) is int and 0 <= n <= UNLIMITED for n in numbers
+            ):
+                raise ValueError("a lane point's figures must be non-negative integers")
+            source = p.get("peak_source")
+            if source is not None and not (isinstance(source, str) and 0 < len(source) <= 64):
+                raise ValueError("a lane point's peak_source must be a short string or null")
+            point = LanePoint(
+                p["config"], p["executions"], p["peak_bytes"], p["limit_bytes"], source
+            )
+            if any((q.config, q.executions) == (point.config, point.executions) for q in points):
+                raise ValueError(f"the point {point.config} x{point.executions} is listed twice")
+            points.append(point)
+        if not isinstance(data["recipe"], str) or not isinstance(data["input"], str):
+            raise ValueError("a lane's recipe and input must be strings")
+        return cls(data["recipe"], data["input"], tuple(points))
 
 
 # ---------------------------------------------------------------------------------------
@@ -578,16 +1072,13 @@ def _diff(path: str, old: Any, new: Any, out: list[str]) -> None:
     out.append(f"{path}: {_show(old)} -> {_show(new)}")
 
 
-def describe_changes(
-    previous: Mapping[str, Any], setup: StageSetup, *, source: str
-) -> list[Change]:
+def describe_changes(previous: StageFile, setup: StageSetup, *, source: str) -> list[Change]:
     """What differs between the stage that made a directory and the one starting now."""
     mine = setup.identity()
     changes: list[Change] = []
-    if previous.get("stage") != mine["stage"]:
-        changes.append(Change("stage", f"stage: {previous.get('stage')} -> {mine['stage']}"))
-    stored_driver = previous.get("driver")
-    old_driver: dict[str, Any] = stored_driver if isinstance(stored_driver, dict) else {}
+    if previous.stage != mine["stage"]:
+        changes.append(Change("stage", f"stage: {previous.stage} -> {mine['stage']}"))
+    old_driver = previous.driver.identity()
     new_driver: dict[str, Any] = mine["driver"]
     for key in [*old_driver, *(k for k in new_driver if k not in old_driver)]:
         a, b = old_driver.get(key), new_driver.get(key)
@@ -600,7 +1091,7 @@ def describe_changes(
         else:
             label = _DRIVER_LABELS.get(key, f"driver {key}")
             changes.append(Change("driver", f"{label}: {_show(a)} -> {_show(b)}"))
-    if previous.get("matrix_hash") != mine["matrix_hash"]:
+    if previous.matrix_hash != mine["matrix_hash"]:
         old_matrix = stored_matrix(previous, source=source)
         lines: list[str] = []
         if old_matrix is not None:
@@ -611,8 +1102,8 @@ def describe_changes(
             changes.append(
                 Change(
                     "matrix",
-                    f"matrix: '{previous.get('matrix_name')}' "
-                    f"({str(previous.get('matrix_hash'))[:19]}…) -> '{mine['matrix_name']}' "
+                    f"matrix: '{previous.matrix_name}' "
+                    f"({str(previous.matrix_hash)[:19]}…) -> '{mine['matrix_name']}' "
                     f"({mine['matrix_hash'][:19]}…) (this stage.json does not hold the matrix, "
                     f"so the changed fields cannot be listed)",
                 )
@@ -636,7 +1127,7 @@ _WHAT = {
 }
 
 
-def _refusal(out_dir: Path, previous: Mapping[str, Any], changes: Sequence[Change]) -> str:
+def _refusal(out_dir: Path, previous: StageFile, changes: Sequence[Change]) -> str:
     kinds = list(dict.fromkeys(c.kind for c in changes))
     what = " and ".join(_WHAT[k] for k in kinds)
     lines = [
@@ -653,19 +1144,16 @@ def _refusal(out_dir: Path, previous: Mapping[str, Any], changes: Sequence[Chang
     return "\n".join(lines)
 
 
-def _continue_command(out_dir: Path, previous: Mapping[str, Any]) -> str:
-    stored = previous.get("resume_command")
-    if isinstance(stored, str) and stored:
-        return stored
+def _continue_command(out_dir: Path, previous: StageFile) -> str:
+    if previous.resume_command:
+        return previous.resume_command
     # A stage.json of an earlier version: rebuild what it allows (never a literal
     # `--matrix <default>`: the packaged matrix needs no --matrix).
-    argv = ["spillover-harness", "run", "--stage", str(previous.get("stage"))]
-    source = previous.get("matrix_source")
-    if isinstance(source, str) and source and source != DEFAULT_MATRIX_SOURCE:
+    argv = ["spillover-harness", "run", "--stage", str(previous.stage)]
+    source = previous.matrix_source
+    if source and source != DEFAULT_MATRIX_SOURCE:
         argv += ["--matrix", source]
-    driver = previous.get("driver")
-    faults = driver.get("faults") if isinstance(driver, dict) else None
-    for fault in faults if isinstance(faults, list) else []:
-        argv += ["--fault", str(fault)]
+    for fault in previous.driver.faults:
+        argv += ["--fault", fault]
     argv += ["--out", str(out_dir), "--resume"]
     return shlex.join(argv)

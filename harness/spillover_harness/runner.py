@@ -78,8 +78,8 @@ from spillover_harness.records import (
 )
 from spillover_harness.results_dir import (
     DEFAULT_MATRIX_SOURCE,
-    RECORDS_FILE,
     Provenance,
+    StageDir,
     StageSetup,
     hold_results_dir,
     prepare_results_dir,
@@ -353,7 +353,7 @@ def _run_held(
     plan = plan_jobs(matrix, stage, out_dir)
     planned_keys = {job_key(j) for j in plan}
 
-    log = RecordLog(out_dir / RECORDS_FILE)
+    log = RecordLog(StageDir(out_dir).records_file)
     try:
         existing = log.open()
     except RecordError as exc:

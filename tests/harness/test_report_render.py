@@ -448,7 +448,7 @@ def test_no_quality_warning_when_every_configuration_is_as_good_as_off() -> None
 
 
 def test_a_cluster_report_labels_nothing_modelled_and_names_its_profile() -> None:
-    from spillover_harness.readback import StageProvenance
+    from spillover_harness.results_dir import StageProvenance
 
     records = dataset(stage="minikube")
     provenance = StageProvenance(
@@ -484,7 +484,7 @@ def test_a_cluster_report_labels_nothing_modelled_and_names_its_profile() -> Non
 def test_a_dev_report_shows_how_the_stage1_gate_let_it_start(
     gate: dict[str, str], shown: str
 ) -> None:
-    from spillover_harness.readback import StageProvenance
+    from spillover_harness.results_dir import StageProvenance
 
     records = dataset(stage="dev")
     provenance = StageProvenance.model_validate(

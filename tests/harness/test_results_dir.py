@@ -19,12 +19,12 @@ from spillover_harness.results_dir import (
     Provenance,
     ResultsDirError,
     ResultsDirLocked,
+    StageDir,
     StageSetup,
     harness_commit,
     harness_version,
     hold_results_dir,
     prepare_results_dir,
-    read_stage_file,
 )
 
 HOLDER = textwrap.dedent(
@@ -157,9 +157,9 @@ def test_a_new_stage_json_holds_provenance_and_a_resume_keeps_it(tmp_path: Path)
         provenance=Provenance(profile="profiles/dev.yaml", stage1_gate=gate, commit=None),
     )
     prepare_results_dir(out, setup, resume=False)
-    stage = read_stage_file(out)
+    stage = StageDir(out).read_stage()
     assert stage is not None
-    assert stage["provenance"] == {
+    assert stage.to_json()["provenance"] == {
         "harness_version": harness_version(),
         "harness_commit": None,
         "simulator_parameters": None,
@@ -175,16 +175,16 @@ def test_a_new_stage_json_holds_provenance_and_a_resume_keeps_it(tmp_path: Path)
         resume_command=None,
     )
     prepare_results_dir(out, later, resume=True)
-    assert read_stage_file(out) == stage
+    assert StageDir(out).read_stage() == stage
     bare = tmp_path / "bare"
     bare.mkdir()
     prepare_results_dir(bare, later, resume=False)
-    bare_stage = read_stage_file(bare)
+    bare_stage = StageDir(bare).read_stage()
     assert bare_stage is not None
-    assert set(bare_stage["provenance"]) == {
+    assert set(bare_stage.to_json()["provenance"]) == {
         "harness_version",
         "harness_commit",
         "simulator_parameters",
         "profile",
     }
-    assert bare_stage["provenance"]["profile"] is None
+    assert bare_stage.provenance is not None and bare_stage.provenance.profile is None

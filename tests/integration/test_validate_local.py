@@ -20,7 +20,7 @@ from controlplane.localcluster import LocalCluster
 from repo_paths import REPO_ROOT
 from spillover_harness.matrix import load_matrix
 from spillover_harness.records import read_records
-from spillover_harness.studies.concurrency import read_lane
+from spillover_harness.results_dir import StageDir
 from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import BAD_INPUT
 
@@ -159,7 +159,7 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
 
     # The concurrency lane ran for real: a point per configuration and N, each a peak the
     # kubelet measured under the pods' limit, and the report shows it.
-    lane = read_lane(out)
+    lane = StageDir(out).read_lane()
     assert lane is not None, "no memory-lane.json:\n" + run.stderr[-3000:]
     assert (lane.recipe, lane.input) == matrix.memory_lane_cell()
     assert sorted((p.config, p.executions) for p in lane.points) == sorted(

@@ -26,14 +26,12 @@ from spillover_operator.domain.model import BUDGET, ENABLED, ENV_FIELDS, THRESHO
 from spillover_operator.domain.strict_load import shorten
 
 from spillover_harness.matrix import DECISION_OFF, Matrix
-from spillover_harness.readback import (
-    VERDICT_FILE,
+from spillover_harness.results_dir import (
     ReadBackError,
     ResultFileInvalid,
     ResultFileMissing,
     ResultFileUnreadable,
-    read_stage,
-    read_verdict,
+    StageDir,
 )
 
 __all__ = [
@@ -89,9 +87,10 @@ def read_decision(
     results: Path, *, allow_incomplete: bool = False, allow_simulated: bool = False
 ) -> StageDecision:
     """The decision of the stage in `results` (its verdict.json), or DecisionRefused."""
-    path = results / VERDICT_FILE
+    directory = StageDir(results)
+    path = directory.verdict_file
     try:
-        verdict = read_verdict(results)
+        verdict = directory.read_verdict_header()
     except ResultFileMissing:
         raise DecisionRefused(
             "unreadable",
@@ -107,11 +106,11 @@ def read_decision(
             "unreadable",
             f"{path}: not a verdict ({exc.detail}), not what the harness writes; nothing "
             f"is applied. Write it again from its records: spillover-harness report --records "
-            f"{results / 'runs.jsonl'} --out {results}",
+            f"{directory.records_file} --out {results}",
         ) from None
-    decision = verdict.decision
+    decision: str = verdict.decision
     try:
-        stage_file = read_stage(results)
+        stage_file = directory.read_stage()
     except ReadBackError as exc:
         raise DecisionRefused("unreadable", str(exc)) from None
     faults = stage_file.driver.faults if stage_file is not None else ()
@@ -129,7 +128,8 @@ def read_decision(
     if incomplete is not None and not (allow_incomplete and incomplete.judged):
         raise DecisionRefused(
             "incomplete",
-            f"{path}: the stage is incomplete ({incomplete.missing} runs missing); nothing is "
+            f"{path}: the stage is incomplete ({incomplete.missing or 'some'} runs missing); "
+            "nothing is "
             "applied. Finish it with `spillover-harness run ... --resume`"
             + (
                 "; a stage judged anyway (--allow-incomplete) can be applied with "
@@ -144,7 +144,7 @@ def read_decision(
             f"{path}: the decision is {decision!r}, not a decision; nothing is applied. "
             "Run the runs the report lists, then evaluate again",
         )
-    stage = verdict.stage
+    stage: str | None = verdict.stage
     stage_says = stage_file.stage if stage_file is not None else None
     if "sim" in (stage, stage_says) and not allow_simulated:
         raise DecisionRefused(
@@ -156,10 +156,10 @@ def read_decision(
     if stage_says is not None and stage != stage_says:
         raise DecisionRefused(
             "unreadable",
-            f"{path}: the verdict names stage {stage!r}, but {results / 'stage.json'} says the "
+            f"{path}: the verdict names stage {stage!r}, but {directory.stage_file} says the "
             f"directory holds stage {stage_says!r}: the verdict was edited or comes from "
             f"another directory; write it again (spillover-harness report --records "
-            f"{results / 'runs.jsonl'} --out {results})",
+            f"{directory.records_file} --out {results})",
         )
     if stage_file is not None and stage_file.simulated_platform and not allow_simulated:
         raise DecisionRefused(
@@ -170,7 +170,7 @@ def read_decision(
             "pass --allow-simulated to apply it knowingly",
         )
     simulated = stage == "sim" or (stage_file is not None and stage_file.simulated_platform)
-    return StageDecision(decision, stage, verdict.matrix, path, simulated)
+    return StageDecision(decision, stage, verdict.matrix_name or "", path, simulated)
 
 
 def check_against_records(

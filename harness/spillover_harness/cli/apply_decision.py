@@ -27,7 +27,7 @@ from spillover_harness.cli.outcome import incomplete, judge
 from spillover_harness.input_file import shown
 from spillover_harness.matrix import Matrix
 from spillover_harness.records import faults_noted
-from spillover_harness.results_dir import RECORDS_FILE
+from spillover_harness.results_dir import StageDir
 
 CODES = (
     exit_codes.OK,
@@ -162,7 +162,7 @@ def _records_beside(results: Path) -> Path:
     """The records the verdict was judged from (runs.jsonl beside it). A verdict
     without them (a report written into another directory, a verdict.json copied or
     edited) cannot be checked against them, so it is refused, not applied unchecked."""
-    records = results / RECORDS_FILE
+    records = StageDir(results).records_file
     if not records.exists():  # a dangling link too
         raise BadInput(
             f"{shown(records)}: no such file: apply-decision applies a verdict only beside "
@@ -177,12 +177,13 @@ def _decision_matrix(results: Path, name: str) -> Matrix:
     """The matrix that made the stage (stored in stage.json): its chain says which
     decisions exist and its configurations which budget goes with one. Without a
     stored matrix, the packaged one when the verdict names it; else refused."""
-    from spillover_harness.results_dir import ResultsDirError, read_stage_file, stored_matrix
+    from spillover_harness.results_dir import ResultsDirError, StageDir, stored_matrix
 
+    directory = StageDir(results)
     try:
-        stage_file = read_stage_file(results)
+        stage_file = directory.read_stage()
         stored = (
-            stored_matrix(stage_file, source=str(results / "stage.json"))
+            stored_matrix(stage_file, source=str(directory.stage_file))
             if stage_file is not None
             else None
         )

@@ -19,7 +19,7 @@ from spillover_harness.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_
 from spillover_harness.records import RecordError, RunRecord, read_numbered_records
 
 if TYPE_CHECKING:
-    from spillover_harness.readback import StageSummary
+    from spillover_harness.results_dir import StageFile
 
 
 class BadInput(Exception):
@@ -277,7 +277,7 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     `matrix` (`records_check`: configurations, cells, repetitions, run ids, two
     different records of one run, one stage) and against the stage.json beside them."""
     from spillover_harness.records_check import check_against_matrix, check_against_stage_file
-    from spillover_harness.results_dir import ResultsDirError, read_stage_file
+    from spillover_harness.results_dir import ResultsDirError
 
     if path.is_dir():
         raise BadInput(f"{shown(path)}: is a directory; pass its runs.jsonl")
@@ -289,9 +289,9 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
         raise BadInput(f"{shown(path)}: cannot read the records file: {exc}") from None
     records = [record for _, record in numbered]
     check_records_match_matrix(records, matrix)
+    stage_file = stage_beside(path)
     try:
         check_against_matrix(numbered, matrix, path)
-        stage_file = read_stage_file(path.parent)
         if stage_file is not None:
             check_against_stage_file(numbered, stage_file, path)
     except (RecordError, ResultsDirError) as exc:
@@ -299,21 +299,22 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     return records
 
 
-def stage_beside(records: Path) -> StageSummary | None:
-    """The stage.json beside a records file (None when there is none), read as the
-    report needs it: its faults and whether the platform was simulated. A report that
-    cannot tell must not be written (it would drop the faults note or the disclaimer),
-    so a stage.json that cannot be read as a stage is refused here."""
-    from spillover_harness.readback import ReadBackError, read_stage
+def stage_beside(records: Path) -> StageFile | None:
+    """The stage.json beside a records file (None when there is none): the matrix that
+    made the records, the stage, its faults and whether the platform was simulated. A
+    verdict or report that cannot tell must not be written (it would judge the wrong
+    matrix, or drop the faults note or the disclaimer), so a stage.json that cannot be
+    read as a stage is refused here, for every command that reads records."""
+    from spillover_harness.results_dir import ReadBackError, StageDir
 
     try:
-        return read_stage(records.parent)
+        return StageDir(records.parent).read_stage()
     except ReadBackError as exc:
         raise BadInput(
             f"{shown(exc.path)}: cannot read the stage beside the records ({cut(exc.detail)}), "
-            "so the report could not say whether faults were injected or the platform was "
-            "simulated; restore the stage.json the stage wrote, or run the stage again into a "
-            "new directory"
+            "so which matrix made them, and whether faults were injected or the platform was "
+            "simulated, cannot be told; restore the stage.json the stage wrote, or run the "
+            "stage again into a new directory"
         ) from None
 
 
@@ -346,17 +347,16 @@ def expected_matrix(records: Path, matrix_arg: Path | None) -> Matrix:
     stage.json next to the records file (the matrix that made them), else the default."""
     from spillover_harness.results_dir import (
         ResultsDirError,
+        StageDir,
         matrix_hash,
-        read_stage_file,
         stored_matrix,
     )
 
+    stage_path = StageDir(records.parent).stage_file
+    stage_file = stage_beside(records)
     try:
-        stage_file = read_stage_file(records.parent)
         stored = (
-            stored_matrix(stage_file, source=str(records.parent / "stage.json"))
-            if stage_file is not None
-            else None
+            stored_matrix(stage_file, source=str(stage_path)) if stage_file is not None else None
         )
     except ResultsDirError as exc:
         if matrix_arg is None:
@@ -370,7 +370,7 @@ def expected_matrix(records: Path, matrix_arg: Path | None) -> Matrix:
     if stored is not None and matrix_hash(stored) != matrix_hash(matrix):
         err(
             f"note: judging with --matrix {matrix_arg}, not the matrix that made the records "
-            f"(stored in {records.parent / 'stage.json'})"
+            f"(stored in {stage_path})"
         )
     elif stored is not None and stored.extension:
         # The same matrix: the stage's added repetitions (run --until-stable) belong to it.

@@ -20,7 +20,7 @@ from spillover_harness.records import RunRecord
 
 if TYPE_CHECKING:
     from spillover_harness.evaluate import Verdict
-    from spillover_harness.readback import StageSummary
+    from spillover_harness.results_dir import StageFile
 
 
 def judge(
@@ -40,10 +40,10 @@ def judge(
     if records_dir is None:
         return verdict
     from spillover_harness.memory_check import check_memory
-    from spillover_harness.studies.concurrency import LaneFileError, read_lane
+    from spillover_harness.results_dir import LaneFileError, StageDir
 
     try:
-        lane, problem = read_lane(records_dir), None
+        lane, problem = StageDir(records_dir).read_lane(), None
     except LaneFileError as exc:
         lane, problem = None, str(exc)
     memory = check_memory(records, matrix, verdict.stage, lane, problem)
@@ -119,7 +119,7 @@ def write_report(
     out_dir: Path,
     *,
     records_path: Path,
-    stage: StageSummary | None,
+    stage: StageFile | None,
     stage_notes: Sequence[str] = (),
     rerun: str,
 ) -> Path:

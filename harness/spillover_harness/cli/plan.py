@@ -166,24 +166,24 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
     from statistics import mean, median, pstdev
 
     from spillover_harness.planning.false_fail import Assumptions
-    from spillover_harness.results_dir import ResultsDirError, matrix_hash, read_stage_file
+    from spillover_harness.results_dir import ResultsDirError, StageDir, matrix_hash
 
     if not directory.is_dir():
         raise BadInput(f"--from {directory}: not a results directory (run --out DIR writes one)")
     try:
-        stage_file = read_stage_file(directory)
+        stage_file = StageDir(directory).read_stage()
     except ResultsDirError as exc:
         raise BadInput(f"--from {directory}: {exc}") from None
     if stage_file is None:
         raise BadInput(f"--from {directory}: no stage.json: not the results of `run`")
-    if stage_file.get("matrix_hash") != matrix_hash(matrix):
+    if stage_file.matrix_hash != matrix_hash(matrix):
         raise BadInput(
-            f"--from {directory}: its stage ran matrix {stage_file.get('matrix_name')!r}, "
+            f"--from {directory}: its stage ran matrix {stage_file.matrix_name!r}, "
             f"another matrix than the one planned ({matrix.name!r}, or the same name with "
             "other contents): rates of other cells or configurations do not carry over. "
             "Plan with that stage's matrix (--matrix), or give rates (--success-rate ...)"
         )
-    records = load_records(directory / "runs.jsonl", matrix)
+    records = load_records(StageDir(directory).records_file, matrix)
     base = matrix.acceptance.baseline
     first = matrix.decision.chain[0].config
     success: dict[tuple[str, str], float] = {}

@@ -72,10 +72,10 @@ def add_parser(sub: Any) -> None:
 def _refuse_another_stages_dir(out: Path, records: Path) -> None:
     """A directory holding a stage (its stage.json) keeps the verdict of its own
     records: a report of other records written there would replace it."""
-    from spillover_harness.results_dir import STAGE_FILE
+    from spillover_harness.results_dir import STAGE_FILE, StageDir
 
     try:
-        holds_stage = (out / STAGE_FILE).exists()
+        holds_stage = StageDir(out).stage_file.exists()
         same = holds_stage and out.resolve() == records.parent.resolve()
     except OSError as exc:
         raise BadInput(f"{shown(out)}: cannot use it as --out: {exc.strerror or exc}") from None
@@ -89,8 +89,8 @@ def _refuse_another_stages_dir(out: Path, records: Path) -> None:
 
 def cmd_compare(a: Path, b: Path) -> int:
     """`report --compare A B`: the two stages side by side, on stdout."""
-    from spillover_harness.readback import ReadBackError
     from spillover_harness.report_compare import read_compared, render_comparison
+    from spillover_harness.results_dir import ReadBackError
 
     sides = []
     for directory in (a, b):

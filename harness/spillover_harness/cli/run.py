@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from spillover_harness.cli.common import (
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
 from spillover_harness.matrix import REPETITIONS_MAX, Matrix
-from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD, SimFaults
+from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD
 
 STAGES = ("sim", "minikube", "dev")
 CLUSTER = ("minikube", "dev")
@@ -51,17 +51,6 @@ FAULTS = {
     "(consistency fails)",
     "first-party": "feed the first-party spillover counters too (consistency fails)",
 }
-
-
-def sim_faults(names: Sequence[str]) -> SimFaults:
-    """The simulator's fault switches for the --fault names given."""
-    return SimFaults(
-        write_spill_to_disk="spill-to-disk" in names,
-        log_tool_results="log-results" in names,
-        ignore_env="ignore-env" in names,
-        default_threshold=DRIFTED_DEFAULT_THRESHOLD if "default-threshold" in names else None,
-        feed_first_party="first-party" in names,
-    )
 
 
 CODES = (
@@ -348,48 +337,38 @@ def _matrix_source(args: argparse.Namespace) -> str:
 
 
 def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
-    from spillover_harness.drivers.sim import SimDriver
-    from spillover_harness.fixtures import build_fixtures
-    from spillover_harness.results_dir import Provenance
-    from spillover_harness.runner import StageOptions, StopRequest, run_stage, stop_on_signals
+    from spillover_harness.runner import StopRequest, stop_on_signals
+    from spillover_harness.sim_stage import SimStageSpec, sim_stage
 
     faults: list[str] = args.fault
-    driver = SimDriver(
-        faults=sim_faults(faults),
-        fixtures=build_fixtures(matrix.seed),
-        model=matrix.simulator_model(),
-        memory=matrix.simulator_memory(),
+    stage = sim_stage(
+        matrix,
+        SimStageSpec(
+            faults=faults,
+            matrix_source=_matrix_source(args),
+            resume=args.resume,
+            concurrency=args.concurrency,
+            progress=not args.no_progress,
+            resume_hint=resume_cmd,
+        ),
     )
     if faults:
         err(
             f"faults injected into the simulator: {', '.join(faults)} (a test of the checks: "
             "its verdict is never applied)"
         )
-    options = StageOptions(
-        resume=args.resume,
-        concurrency=args.concurrency,
-        progress=not args.no_progress,
-        driver_identity={"kind": "sim", "faults": faults},
-        matrix_source=_matrix_source(args),
-        resume_hint=resume_cmd,
-        provenance=Provenance(simulator_parameters=driver.parameters()),
-    )
     stop = StopRequest()
     with stop_on_signals(stop):
-        result = run_stage(matrix, args.stage, driver, args.out, options, cancel=stop)
+        result = stage.run(matrix, args.out, cancel=stop)
 
         def again(extended: Matrix) -> Any:
-            return run_stage(
-                extended, args.stage, driver, args.out, options, cancel=stop, resume=True
-            )
+            return stage.run(extended, args.out, cancel=stop, resume=True)
 
         matrix, result = _until_stable(args, matrix, result, again)
-    if matrix.runs_lane(args.stage) and not result.interrupted:
-        from spillover_harness.studies.concurrency import run_lane, write_lane
-
-        lane = run_lane(matrix, driver.fixtures)
+    if not result.interrupted:
+        lane = stage.write_lane(matrix, args.out)
         if lane is not None:
-            err(f"concurrency lane: {write_lane(lane, args.out)}")
+            err(f"concurrency lane: {lane}")
     return _finish(args, matrix, result, stop, resume_cmd)
 
 

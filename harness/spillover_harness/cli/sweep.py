@@ -90,7 +90,7 @@ def resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import RECORDS_FILE, hold_results_dir
+    from spillover_harness.results_dir import StageDir, hold_results_dir
     from spillover_harness.runner import StopRequest, stop_on_signals
     from spillover_harness.studies.sweep import check_points, judge_sweep, run_sweep, sweep_matrix
     from spillover_harness.studies.sweep_report import write_sweep_report
@@ -126,7 +126,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 matrix,
                 args.out,
                 command=args.invoked,
-                stage=stage_beside(args.out / RECORDS_FILE),
+                stage=stage_beside(StageDir(args.out).records_file),
             )
         except KeyboardInterrupt:
             raise Interrupted(

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from spillover_operator.client import Connection
@@ -47,18 +48,16 @@ from spillover_harness.drivers.cluster import ClusterDriver
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.matrix import Matrix
 from spillover_harness.profile import Profile
-from spillover_harness.readback import (
+from spillover_harness.records import McpHostMemory, RunRecord, read_records
+from spillover_harness.results_dir import (
+    Provenance,
     ResultFileInvalid,
     ResultFileMissing,
     ResultFileUnreadable,
-    VerdictSummary,
-    read_stage,
-    read_verdict,
+    StageDir,
+    VerdictHeader,
 )
-from spillover_harness.records import McpHostMemory, RunRecord, read_records
-from spillover_harness.results_dir import STAGE_FILE, Provenance
 from spillover_harness.runner import StageOptions, StageResult, run_stage
-from spillover_harness.studies.concurrency import write_lane
 
 DEFAULT_STAGE1_DIR = Path("results/minikube")
 
@@ -78,21 +77,22 @@ def mcp_host_version(profile: Profile, cluster: Connection) -> str:
     return read_version(profile, cluster)
 
 
-def stage1_decided(verdict: VerdictSummary | Mapping[str, object], matrix: Matrix) -> bool:
+def stage1_decided(verdict: Any, matrix: Matrix) -> bool:
     """Whether a Stage 1 verdict reached a decision (it is not `inconclusive`).
 
     The one place the gate judges a decision: verdict.json's `decided`, written by
     the evaluator. A verdict.json from before that field falls back to the matrix's
     chain (a step's default or the fallback), never a fixed list of values. A mapping
     is read as verdict.json would be (one without a string `decision` decides nothing).
+    `verdict`: a `VerdictHeader` (`StageDir.read_verdict_header`) or such a mapping.
     """
-    if not isinstance(verdict, VerdictSummary):
+    if isinstance(verdict, Mapping):
         try:
-            verdict = VerdictSummary.model_validate(verdict)
+            verdict = VerdictHeader.model_validate(verdict)
         except ValidationError:
             return False
     if verdict.decided is not None:
-        return verdict.decided
+        return bool(verdict.decided)
     reachable = {step.default for step in matrix.decision.chain} | {matrix.decision.fallback}
     return verdict.decision in reachable
 
@@ -132,13 +132,14 @@ def stage1_decision(results: Path, version: str, matrix: Matrix) -> str:
     """The decision of the Stage 1 verdict in `results`, when it is one Stage 2 may
     follow (a minikube stage on a real platform, this mcp-host version, a decision
     reached); Stage1GateError otherwise."""
-    stage_path = results / STAGE_FILE
+    directory = StageDir(results)
+    stage_path = directory.stage_file
     fix = STAGE1_FIX
     try:
-        stage = read_stage(results)
+        stage = directory.read_stage()
         if stage is None:
             raise ResultFileMissing(stage_path, "FileNotFoundError", "no such file")
-        verdict = read_verdict(results)
+        verdict = directory.read_verdict_header()
     except (ResultFileMissing, ResultFileUnreadable) as exc:
         raise Stage1GateError(f"no Stage 1 results in {results} ({exc.cause}); {fix}") from None
     except ResultFileInvalid as exc:
@@ -159,7 +160,7 @@ def stage1_decision(results: Path, version: str, matrix: Matrix) -> str:
             f"Stage 1 in {results} validated mcp-host {theirs!r}, the dev cluster runs "
             f"{version!r}; {fix}"
         )
-    decision = verdict.decision
+    decision: str = verdict.decision
     if not stage1_decided(verdict, matrix):
         raise Stage1GateError(
             f"Stage 1 in {results} has no accepted verdict (decision {decision!r}); {fix}"
@@ -301,7 +302,8 @@ def run_cluster(
                 )
                 notes += memory_lane.notes
                 if memory_lane.lane is not None:
-                    log(f"concurrency lane: {write_lane(memory_lane.lane, options.out_dir)}")
+                    written = StageDir(options.out_dir).write_lane(memory_lane.lane)
+                    log(f"concurrency lane: {written}")
     finally:
         driver.close()
         starter.close()

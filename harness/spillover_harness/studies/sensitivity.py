@@ -252,27 +252,18 @@ def run_point(
     cancel: threading.Event,
 ) -> SensitivityPoint | None:
     """Run (or continue) one point's stage and judge it; None when interrupted."""
-    from spillover_harness.drivers.sim import SimDriver
-    from spillover_harness.fixtures import build_fixtures
-    from spillover_harness.results_dir import Provenance
-    from spillover_harness.runner import StageOptions, run_stage
+    from spillover_harness.sim_stage import SimStageSpec, sim_stage
 
-    driver = SimDriver(
-        fixtures=build_fixtures(matrix.seed),
-        model=matrix.simulator_model(),
-        memory=matrix.simulator_memory(),
-    )
-    options = StageOptions(
-        provenance=Provenance(simulator_parameters=driver.parameters()),
+    spec = SimStageSpec(
+        study="sensitivity",
+        matrix_source=f"sensitivity of {matrix.name}: {name}={value:g}",
         resume=resume,
         concurrency=concurrency,
         progress=False,
         quiet=True,
-        driver_identity={"kind": "sim", "faults": [], "study": "sensitivity"},
-        matrix_source=f"sensitivity of {matrix.name}: {name}={value:g}",
         resume_hint=resume_hint,
     )
-    result = run_stage(matrix, "sim", driver, out_dir, options, cancel=cancel)
+    result = sim_stage(matrix, spec).run(matrix, out_dir, cancel=cancel)
     if result.interrupted:
         return None
     verdict = evaluate(result.records, matrix, stage="sim")

@@ -285,26 +285,17 @@ def run_sweep(
     cancel: threading.Event,
 ) -> tuple[list[RunRecord], bool, int]:
     """Run (or continue) the sweep's stage on the simulator: (records, interrupted, planned)."""
-    from spillover_harness.drivers.sim import SimDriver
-    from spillover_harness.fixtures import build_fixtures
-    from spillover_harness.results_dir import Provenance
-    from spillover_harness.runner import StageOptions, run_stage
+    from spillover_harness.sim_stage import SimStageSpec, sim_stage
 
-    driver = SimDriver(
-        fixtures=build_fixtures(matrix.seed),
-        model=matrix.simulator_model(),
-        memory=matrix.simulator_memory(),
-    )
-    options = StageOptions(
-        provenance=Provenance(simulator_parameters=driver.parameters()),
+    spec = SimStageSpec(
+        study="sweep",
+        matrix_source=f"sweep of {matrix.name.removesuffix('-sweep')}",
         resume=resume,
         concurrency=concurrency,
         progress=progress,
-        driver_identity={"kind": "sim", "faults": [], "study": "sweep"},
-        matrix_source=f"sweep of {matrix.name.removesuffix('-sweep')}",
         resume_hint=resume_hint,
     )
-    result = run_stage(matrix, "sim", driver, out_dir, options, cancel=cancel)
+    result = sim_stage(matrix, spec).run(matrix, out_dir, cancel=cancel)
     return result.records, result.interrupted, result.planned
 
 

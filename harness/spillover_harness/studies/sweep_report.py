@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import CRITERIA, Verdict
 from spillover_harness.matrix import Matrix
-from spillover_harness.readback import StageSummary
 from spillover_harness.records import RunRecord
 from spillover_harness.report import SIM_DISCLAIMER
+from spillover_harness.results_dir import StageFile
 from spillover_harness.studies.sweep import (
     ResultSizes,
     SweepPoint,
@@ -223,7 +223,7 @@ def write_sweep_report(
     out_dir: Path,
     *,
     command: str,
-    stage: StageSummary | None,
+    stage: StageFile | None,
 ) -> SweepPaths:
     from spillover_harness.report import write_report
 

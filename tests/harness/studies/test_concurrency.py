@@ -9,14 +9,13 @@ import pytest
 import yaml
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.matrix import MatrixError, load_matrix, parse_matrix
+from spillover_harness.results_dir import StageDir
 from spillover_harness.studies.concurrency import (
     LANE_FILE,
     LaneFileError,
     LanePoint,
     MemoryLane,
-    read_lane,
     run_lane,
-    write_lane,
 )
 
 MEMORY_MATRIX = (
@@ -48,13 +47,13 @@ def test_the_peak_grows_with_n_and_passes_the_limit() -> None:
 
 def test_the_lane_file_round_trips_and_a_bad_one_says_what_is_wrong(tmp_path: Path) -> None:
     lane = MemoryLane("code-review", "budget", (LanePoint("128KiB", 2, 10, 20),))
-    write_lane(lane, tmp_path)
-    assert read_lane(tmp_path) == lane
+    StageDir(tmp_path).write_lane(lane)
+    assert StageDir(tmp_path).read_lane() == lane
     (tmp_path / LANE_FILE).write_text(json.dumps({"recipe": 1}))
     with pytest.raises(LaneFileError, match="expected recipe, input and points"):
-        read_lane(tmp_path)
+        StageDir(tmp_path).read_lane()
     (tmp_path / LANE_FILE).unlink()
-    assert read_lane(tmp_path) is None  # no lane ran: nothing to say
+    assert StageDir(tmp_path).read_lane() is None  # no lane ran: nothing to say
     with pytest.raises(ValueError):
         MemoryLane.from_json({**lane.to_json(), "points": [{"config": "x"}]})
 
@@ -77,8 +76,8 @@ def test_a_cluster_lane_point_keeps_where_its_peak_came_from(tmp_path: Path) -> 
             LanePoint("off", 1, 9, 20),
         ),
     )
-    write_lane(lane, tmp_path)
-    assert read_lane(tmp_path) == lane
+    StageDir(tmp_path).write_lane(lane)
+    assert StageDir(tmp_path).read_lane() == lane
     written = json.loads((tmp_path / LANE_FILE).read_text(encoding="utf-8"))
     assert [p.get("peak_source", "-") for p in written["points"]] == [
         "kubelet-summary@1s",
