@@ -451,6 +451,29 @@ def test_conflict_hands_over_at_once_when_the_owner_is_retargeted(cluster: Clust
     assert THRESHOLD_VAR not in env
 
 
+def store_under_looser_crd(
+    cluster: Cluster, crd: dict[str, Any], loose: dict[str, Any], spec: dict[str, Any], what: str
+) -> None:
+    """Store policy `spillover` with `spec` the way an invalid one really gets stored:
+    while a looser version of the same CRD is installed (waiting until the API server
+    accepts it), then put the real CRD back (stored objects are not re-validated)."""
+
+    def create() -> bool:
+        try:
+            cluster.create_policy("spillover", spec)
+        except ApiException as exc:
+            if exc.status == 422:  # the looser schema is not in effect yet
+                return False
+            raise
+        return True
+
+    try:
+        install_crd(cluster.api, loose)
+        wait_for(f"the looser CRD to accept {what}", create, timeout=60)
+    finally:
+        install_crd(cluster.api, crd)
+
+
 def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, Any]) -> None:
     """An invalid spec cannot be created through the real CRD (the API server rejects
     it), so reproduce how one really gets stored: a policy written while an older,
@@ -463,23 +486,13 @@ def test_invalid_spec_from_an_older_looser_crd(cluster: Cluster, crd: dict[str, 
     props = loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     threshold = props["spec"]["properties"]["thresholdBytes"]
     threshold.pop("minimum")
-
-    def create() -> bool:
-        try:
-            cluster.create_policy(
-                "spillover", {"enabled": True, "thresholdBytes": 100, "target": {"deployment": WRC}}
-            )
-        except ApiException as exc:
-            if exc.status == 422:  # the looser schema is not in effect yet
-                return False
-            raise
-        return True
-
-    try:
-        install_crd(cluster.api, loose)
-        wait_for("the looser CRD to accept thresholdBytes=100", create, timeout=60)
-    finally:
-        install_crd(cluster.api, crd)
+    store_under_looser_crd(
+        cluster,
+        crd,
+        loose,
+        {"enabled": True, "thresholdBytes": 100, "target": {"deployment": WRC}},
+        "thresholdBytes=100",
+    )
     # The real CRD is back: the same value is rejected again, naming the field.
     rejection: list[str] = []
 
@@ -525,21 +538,9 @@ def test_a_policy_without_enabled_from_an_older_crd_is_refused_not_turned_on(
     loose = copy.deepcopy(crd)
     spec_schema = loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec_schema["required"] = [f for f in spec_schema["required"] if f != "enabled"]
-
-    def create() -> bool:
-        try:
-            cluster.create_policy("spillover", {"target": {"deployment": WRC}})
-        except ApiException as exc:
-            if exc.status == 422:  # the looser schema is not in effect yet
-                return False
-            raise
-        return True
-
-    try:
-        install_crd(cluster.api, loose)
-        wait_for("the looser CRD to accept a policy without enabled", create, timeout=60)
-    finally:
-        install_crd(cluster.api, crd)
+    store_under_looser_crd(
+        cluster, crd, loose, {"target": {"deployment": WRC}}, "a policy without enabled"
+    )
     assert "enabled" not in cluster.policy("spillover")["spec"]
 
     cluster.start_operator()
