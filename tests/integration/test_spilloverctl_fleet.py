@@ -136,6 +136,18 @@ def ctl(kubeconfig: Path, *argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def killed_while_waiting(proc: subprocess.Popen[str], out: str, err: str) -> dict[str, list[str]]:
+    """Assert a fleet kill interrupted during its wait: exit 130 without a traceback,
+    and every cluster of CONTEXTS has its row say changed, wait interrupted. The table."""
+    assert proc.returncode == exit_codes.INTERRUPTED, out + err
+    assert "Traceback" not in err
+    table = rows(out)
+    for name in CONTEXTS:
+        assert table[name][0] == "130", table[name]
+        assert table[name][1].startswith("changed, wait interrupted"), table[name]
+    return table
+
+
 def rows(stdout: str) -> dict[str, list[str]]:
     """The table: context -> [exit, outcome and detail]."""
     lines = stdout.splitlines()
@@ -275,12 +287,8 @@ def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet, tmp_path
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == exit_codes.INTERRUPTED, out + err
-    assert "Traceback" not in err
-    table = rows(out)
+    table = killed_while_waiting(proc, out, err)
     for name in CONTEXTS:
-        assert table[name][0] == "130"
-        assert table[name][1].startswith("changed, wait interrupted"), table[name]
         assert read_policy(fleet.apis[name], IDLE)["spec"]["enabled"] is False, name
     assert table[SLOW][0] == "130"
     assert table[SLOW][1].startswith("not started"), table[SLOW]
@@ -441,12 +449,8 @@ def test_ctrl_c_with_writes_in_flight_finishes_each_write(fleet: Fleet, tmp_path
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == exit_codes.INTERRUPTED, out + err
-    assert "Traceback" not in err
-    table = rows(out)
+    killed_while_waiting(proc, out, err)
     for name in CONTEXTS:
-        assert table[name][0] == "130", table[name]
-        assert table[name][1].startswith("changed, wait interrupted"), table[name]
         policy = read_policy(fleet.apis[name], IDLE)
         assert policy["spec"]["enabled"] is False, name
         change = last_change(policy)
