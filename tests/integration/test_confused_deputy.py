@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from admission_helpers import configmap_param_informer_kept
 from controlplane.localcluster import LocalCluster
 from k8s_helpers import (
     condition,
@@ -93,15 +92,6 @@ STRATEGIC = "application/strategic-merge-patch+json"
 
 
 # ---------------------------------------------------------------- objects and users
-
-
-@pytest.fixture(scope="module", autouse=True)
-def param_informer(admin: client.ApiClient) -> Iterator[None]:
-    """The tests below install and remove policies reading a ConfigMap one after the
-    other: keep the API server's parameter informer alive between them
-    (admission_helpers.configmap_param_informer_kept says why)."""
-    with configmap_param_informer_kept(admin):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -574,10 +564,9 @@ def write_refusal(
 def writes_policy_refusal(
     apps: client.AppsV1Api, namespace: str, kind: str, name: str
 ) -> ApiException | None:
-    """The refusal of a dry-run restart by the admission policy spillover-operator-writes
-    evaluated on the ConfigMap; None otherwise: RBAC's refusal (the authorizer may still
-    be learning a binding) or the policy's before it has the ConfigMap (its informer
-    may not have it yet: "no params found")."""
+    """The refusal of a dry-run restart by the admission policy spillover-operator-writes;
+    None otherwise: an admitted restart (the policy may not be loaded yet) or RBAC's
+    refusal (the authorizer may still be learning a binding)."""
     exc = write_refusal(apps, namespace, kind, name)
     said = "" if exc is None else str(exc.body)
     return exc if WRITES_VAP in said and "the spillover operator may not change" in said else None
@@ -588,8 +577,8 @@ def test_admission_stops_an_operator_with_refresh_opted_in_told_to_allow_payment
 ) -> None:
     """Refresh opted in, its Role lets the operator patch every Deployment of the
     namespace (RBAC cannot take the ConfigMap's list); the operator's allow-list wrongly
-    widened too: the admission policy spillover-operator-writes, reading the same
-    ConfigMap, refuses its patch of payments-api (ApplyFailed naming the policy), and
+    widened too: the admission policy spillover-operator-writes, holding the same
+    ConfigMap's list, refuses its patch of payments-api (ApplyFailed naming the policy), and
     payments-api is untouched."""
     before = deputy.create_deployment(victim_body())
     installed = [install_admission(deputy, WRITES_VAP, opted_in)]
@@ -721,12 +710,12 @@ def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_l
 def install_admission(
     deputy: Deputy, name: str = VAP, source: list[dict[str, Any]] | None = None
 ) -> tuple[str, str]:
-    """The ConfigMap (once), ValidatingAdmissionPolicy `name` and its binding of the
-    shipped build (or of `source`, another build). The two admission objects are
-    cluster-scoped and the control plane is shared by every test's namespace, so they
-    get this namespace's name, the binding matches only this namespace and reads the
-    ConfigMap from it, and the operator's identity is its ServiceAccount in this
-    namespace (the tests' operator runs there); their rules are the build's."""
+    """ValidatingAdmissionPolicy `name` and its binding of the shipped build (or of
+    `source`, another build; the allow-list is written into the policy). The two
+    admission objects are cluster-scoped and the control plane is shared by every
+    test's namespace, so they get this namespace's name, the binding matches only this
+    namespace, and the operator's identity is its ServiceAccount in this namespace (the
+    tests' operator runs there); their rules are the build's."""
     ns = deputy.namespace
     docs = source if source is not None else deputy.shipped
     vap = copy.deepcopy(find(docs, "ValidatingAdmissionPolicy", name))
@@ -737,16 +726,6 @@ def install_admission(
         match["expression"] = match["expression"].replace(
             SHIPPED_OPERATOR, f"system:serviceaccount:{ns}:spillover-operator"
         )
-    if "paramRef" in binding["spec"]:
-        cm = copy.deepcopy(find(docs, "ConfigMap", VAP))
-        cm["metadata"]["namespace"] = ns
-        binding["spec"]["paramRef"]["namespace"] = ns
-        core = client.CoreV1Api(deputy.admin)
-        try:
-            core.create_namespaced_config_map(ns, model(client.V1ConfigMap, cm))
-        except ApiException as exc:
-            if exc.status != 409:  # installed with another policy of the same build
-                raise
     binding["spec"]["matchResources"] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     }
@@ -888,7 +867,8 @@ def test_admission_refuses_recipe_selectors_and_refresh_modes_alice_was_not_give
             "allowed recipe pod selector; allowed: app.kubernetes.io/name=mcp-host. Put the "
             "labels of an allowed selector in spec.recipePods.selector.matchLabels (more labels "
             "and matchExpressions may narrow it), or ask the platform team to add the selector "
-            "to data.recipeSelectors of ConfigMap spillover-system/spillover-allowed-targets."
+            "to data.recipeSelectors of ConfigMap spillover-system/spillover-allowed-targets "
+            "in their overlay and re-apply it."
         )
         for selector in (
             {"matchLabels": {"app": PAYMENTS_DB}},
@@ -920,8 +900,8 @@ def test_admission_refuses_recipe_selectors_and_refresh_modes_alice_was_not_give
                 f"spec.recipePods.refresh: {mode} is not allowed in this cluster; allowed: "
                 "Never. Set spec.recipePods.refresh to an allowed mode, or ask the platform "
                 "team to add it to data.recipeRefresh of ConfigMap "
-                "spillover-system/spillover-allowed-targets (and to include "
-                "manifests/components/recipe-pods-refresh)."
+                "spillover-system/spillover-allowed-targets in their overlay (and to include "
+                "manifests/components/recipe-pods-refresh) and re-apply it."
             )
         # A stored policy cannot be widened by a patch either.
         deputy.create_policy(alice, "spillover", WRC)

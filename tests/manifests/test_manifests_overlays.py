@@ -1,6 +1,7 @@
 """Each shipped overlay renders (`kubectl kustomize`) into a consistent confused-deputy
 defence: the Role may patch only the allowed Deployment, the operator allows only it,
-and the admission policy reads the same list. No cluster needed; kubectl is."""
+and the admission policy holds the same list, written in at build time. No cluster
+needed; kubectl is."""
 
 from __future__ import annotations
 
@@ -28,6 +29,20 @@ def _deployment_rules(role: dict[str, Any]) -> list[dict[str, Any]]:
         if {"apps", "*"} & set(r.get("apiGroups", []))
         and {"deployments", "*"} & set(r.get("resources", []))
     ]
+
+
+def built_in_lists(vap: dict[str, Any]) -> dict[str, str]:
+    """The lists written into the policy spillover-allowed-targets at build time:
+    variable -> its expression's leading CEL string (checked to be one: a value with a
+    quote or backslash would change the expression, not the list)."""
+    lists = {}
+    for variable in vap["spec"]["variables"]:
+        if variable["name"] in ("allowed", "allowedSelectors", "allowedRefresh"):
+            expression = variable["expression"]
+            value = expression.split("'")[1]
+            assert "\\" not in value and expression.startswith(f"'{value}'.split("), expression
+            lists[variable["name"]] = value
+    return lists
 
 
 def check_build(docs: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -58,17 +73,17 @@ def check_build(docs: list[dict[str, Any]]) -> tuple[str, ...]:
     binding = find(docs, "ValidatingAdmissionPolicyBinding", ALLOWED_CM)
     assert vap["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert vap["spec"]["failurePolicy"] == "Fail"
-    assert vap["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
     rule = vap["spec"]["matchConstraints"]["resourceRules"][0]
     assert rule["apiGroups"] == ["spillover.clerum.io"]
     assert rule["resources"] == ["spilloverpolicies"]
     assert set(rule["operations"]) == {"CREATE", "UPDATE"}
-    assert binding["spec"]["policyName"] == vap["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == ["Deny"]
-    assert binding["spec"]["paramRef"] == {
-        "name": cm["metadata"]["name"],
-        "namespace": cm["metadata"]["namespace"],
-        "parameterNotFoundAction": "Deny",
+    # The lists are the ConfigMap's, written in when the overlay is built (no paramRef:
+    # test_no_shipped_policy_reads_a_parameter says why).
+    assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+    assert built_in_lists(vap) == {
+        "allowed": cm["data"]["deployments"],
+        "allowedSelectors": cm["data"]["recipeSelectors"],
+        "allowedRefresh": cm["data"]["recipeRefresh"],
     }
     return names
 
@@ -96,6 +111,68 @@ def test_the_name_set_in_one_place_reaches_rbac_operator_and_admission(tmp_path:
     docs = build(overlay)
     assert check_build(docs) == ("wrc-prod",)
     assert DEFAULT_TARGET not in str(find(docs, "Role", "spillover-operator"))
+
+
+def test_the_recipe_lists_set_in_the_overlay_reach_the_targets_policy(tmp_path: Path) -> None:
+    """The recipe selectors and refresh modes a policy may ask for: set in the overlay's
+    literals, written into the admission policy (which reads no ConfigMap live)."""
+    dev = (MANIFESTS / "overlays" / "dev" / "kustomization.yaml").read_text()
+    anchor = f"      - deployments={DEFAULT_TARGET}\n"
+    assert dev.count(anchor) == 1
+    overlay = tmp_path / "mine"
+    overlay.mkdir()
+    literals = (
+        "      - recipeSelectors=app.kubernetes.io/name=mcp-host,recipe=r1; team=ml\n"
+        "      - recipeRefresh=OnKillSwitch,Always\n"
+    )
+    text = dev.replace(anchor, anchor + literals)
+    text = text.replace("../../", f"{os.path.relpath(MANIFESTS, overlay)}/")
+    (overlay / "kustomization.yaml").write_text(text)
+    docs = build(overlay)
+    check_build(docs)
+    assert built_in_lists(find(docs, "ValidatingAdmissionPolicy", ALLOWED_CM)) == {
+        "allowed": DEFAULT_TARGET,
+        "allowedSelectors": "app.kubernetes.io/name=mcp-host,recipe=r1; team=ml",
+        "allowedRefresh": "OnKillSwitch,Always",
+    }
+
+
+def shipped_builds(tmp_path: Path) -> dict[str, list[dict[str, Any]]]:
+    """base, every overlay, and the dev overlay with every component included."""
+    builds = {"base": build(MANIFESTS / "base")}
+    for name in overlay_names():
+        builds[name] = build(MANIFESTS / "overlays" / name)
+    dev = (MANIFESTS / "overlays" / "dev" / "kustomization.yaml").read_text()
+    component = "  - ../../components/allowed-targets\n"
+    assert dev.count(component) == 1
+    overlay = tmp_path / "every-component"
+    overlay.mkdir()
+    components = sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir())
+    extra = "".join(f"  - ../../components/{c}\n" for c in components if c != "allowed-targets")
+    text = dev.replace(component, component + extra)
+    text = text.replace("../../", f"{os.path.relpath(MANIFESTS, overlay)}/")
+    (overlay / "kustomization.yaml").write_text(text)
+    builds["dev+components"] = build(overlay)
+    return builds
+
+
+def test_no_shipped_policy_reads_a_parameter(tmp_path: Path) -> None:
+    """No admission policy of any build takes a parameter (paramKind, paramRef): the
+    API server (kube-apiserver v1.36) stops its informer for a core-type paramKind such
+    as ConfigMap once no binding uses it for about a second (`make undeploy` then
+    `make deploy`) and never restarts it, after which the policy refuses every matched
+    write ("no params found for policy binding with `Deny` parameterNotFoundAction") or
+    checks an outdated copy, until the API server restarts: kubernetes/kubernetes#130887
+    (fix PR #141015; its backport #142150 is not merged). For spillover-allowed-targets
+    that refuses `spilloverctl kill`. Lists go into the policies at build time instead."""
+    for build_name, docs in shipped_builds(tmp_path).items():
+        policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+        bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+        assert policies and bindings, build_name
+        for vap in policies:
+            assert "paramKind" not in vap["spec"], (build_name, vap["metadata"]["name"])
+        for binding in bindings:
+            assert "paramRef" not in binding["spec"], (build_name, binding["metadata"]["name"])
 
 
 def test_a_missing_kubectl_fails_naming_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
