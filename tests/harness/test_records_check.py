@@ -198,11 +198,14 @@ def test_the_stage_files_extension_admits_its_repetitions_and_no_more() -> None:
     check accepts them in that cell, refuses one beyond them, and refuses an added-looking
     repetition in a cell the stage never extended."""
     from spillover_harness.records_check import check_against_stage_file
+    from spillover_harness.results_dir import StageFile
 
-    stage_file = {
-        "stage": "sim",
-        "matrix": {"repetitions": {"sim": 5}, "extension": {"code-review/small": 10}},
-    }
+    stage_file = StageFile.model_validate(
+        {
+            "stage": "sim",
+            "matrix": {"repetitions": {"sim": 5}, "extension": {"code-review/small": 10}},
+        }
+    )
     path = Path("results/sim/runs.jsonl")
     added = [(1, rec("off", "code-review", "small", repetition=10))]
     check_against_stage_file(added, stage_file, path)  # nothing raised
