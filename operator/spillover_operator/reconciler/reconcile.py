@@ -66,7 +66,12 @@ from spillover_operator.domain.model import (
     REASON_TARGET_NOT_SUPPORTED,
     REASON_UNKNOWN,
 )
-from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
+from spillover_operator.domain.policy import (
+    InvalidSpecError,
+    PolicySpec,
+    parse_policy_spec,
+    target_of,
+)
 from spillover_operator.domain.recipe_pods import refresh_wanted, selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.domain.rollout import rollout_state
@@ -199,11 +204,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _valid(policy: Mapping[str, Any]) -> bool:
-    try:
-        parse_spec(policy.get("spec") or {})
-    except InvalidSpecError:
-        return False
-    return True
+    return isinstance(parse_policy_spec(policy), PolicySpec)
 
 
 def competing_policies(
@@ -628,9 +629,8 @@ def _applicable(
     policy = reader.policy(name)
     if policy is None or _meta(policy).get("deletionTimestamp"):
         return None
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError:
+    spec = parse_policy_spec(policy)
+    if isinstance(spec, InvalidSpecError):
         return None
     if settings.target_refusal(spec.deployment) is not None:
         return None
@@ -661,11 +661,10 @@ def _reconcile_once(
     if policy is None or _meta(policy).get("deletionTimestamp"):
         return ReconcileResult(Outcome.GONE, f"policy {namespace}/{name} is gone or being deleted")
 
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError as exc:
+    spec = parse_policy_spec(policy)
+    if isinstance(spec, InvalidSpecError):
         message = (
-            "; ".join(exc.problems) + ". Fix the policy; nothing was changed on the Deployment."
+            "; ".join(spec.problems) + ". Fix the policy; nothing was changed on the Deployment."
         )
         write_status(cluster, policy, failed_status(policy, REASON_INVALID_SPEC, message))
         return ReconcileResult(Outcome.INVALID_SPEC, message)
@@ -833,19 +832,19 @@ def _record(
 def finalize_policy(
     cluster: Connection,
     policy: Mapping[str, Any],
+    spec: PolicySpec | InvalidSpecError,
     reader: Reader | None,
     settings: OperatorSettings,
 ) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
-    Deployment, or whose Deployment another policy takes over, changes nothing."""
+    Deployment, or whose Deployment another policy takes over, changes nothing.
+    `spec` is `policy`'s, parsed once by the caller (`parse_policy_spec`)."""
     meta = _meta(policy)
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError:
+    if isinstance(spec, InvalidSpecError):
         return ReconcileResult(Outcome.RETAINED, "invalid spec: the Deployment was never changed")
     if spec.on_delete == "Retain":
         return ReconcileResult(
@@ -912,9 +911,8 @@ def policies_selecting(
     for policy in policies:
         if _meta(policy).get("deletionTimestamp"):
             continue
-        try:
-            spec = parse_spec(policy.get("spec") or {})
-        except InvalidSpecError:
+        spec = parse_policy_spec(policy)
+        if isinstance(spec, InvalidSpecError):
             continue
         if selector_matches(spec.recipe_pods.selector, labels):
             names.append(str(_meta(policy).get("name")))
