@@ -18,10 +18,9 @@ from typing import Any
 import kopf
 
 from spillover_operator import exit_codes
-from spillover_operator.domain import liveness
 from spillover_operator.domain import settings as settings_module
 from spillover_operator.domain.constants import GROUP, PLURAL, VERSION
-from spillover_operator.handlers import election, policies, runtime, views
+from spillover_operator.handlers import election, liveness, policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 

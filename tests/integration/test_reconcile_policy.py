@@ -30,6 +30,7 @@ from spillover_operator.domain.constants import (
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
+from spillover_operator.domain.policy import parse_policy_spec
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.settings import from_environ
 from spillover_operator.reconciler.reconcile import (
@@ -190,7 +191,8 @@ def test_finalize_with_remove_takes_the_variables_back(
         == Outcome.APPLIED
     )
 
-    result = finalize_policy(cluster, read_policy(admin, namespace), None, SETTINGS)
+    deleted = read_policy(admin, namespace)
+    result = finalize_policy(cluster, deleted, parse_policy_spec(deleted), None, SETTINGS)
     assert result.outcome == Outcome.REMOVED
     env = env_map(read_deployment(admin, namespace, "wrc"), "controller")
     assert not set(SPILLOVER_VARS) & set(env)

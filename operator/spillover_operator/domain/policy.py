@@ -364,6 +364,16 @@ def parse_policy_document(doc: Any, *, source: str) -> tuple[dict[str, Any], Pol
     return metadata, spec
 
 
+def parse_policy_spec(policy: Mapping[str, Any]) -> PolicySpec | InvalidSpecError:
+    """The typed spec of a stored policy object, or its refusal as a value: a caller
+    that reports an invalid policy (the reconciler, the kopf handlers) branches on the
+    type instead of catching, and passes the typed spec down rather than parse again."""
+    try:
+        return parse_spec(policy.get("spec") or {})
+    except InvalidSpecError as exc:
+        return exc
+
+
 def spec_to_json(spec: PolicySpec) -> dict[str, Any]:
     """The camelCase spec body of a SpilloverPolicy (unset fields omitted)."""
     body: dict[str, Any] = {}

@@ -18,16 +18,17 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spillover_operator.domain import allowlist, leadership, liveness
+from spillover_operator.domain import allowlist, leadership
 from spillover_operator.domain.allowlist import AllowList, AllowListError, RefreshAllowList
 from spillover_operator.domain.recipe_pods import Owner
 
 RESYNC_VAR = "SPILLOVER_RESYNC_SECONDS"
 METRICS_PORT_VAR = "SPILLOVER_METRICS_PORT"
-LIVENESS_PORT_VAR = liveness.PORT_VAR
+LIVENESS_PORT_VAR = "SPILLOVER_LIVENESS_PORT"
 LEADER_ID_VAR = leadership.ID_VAR
 DEFAULT_RESYNC_SECONDS = 300.0
 DEFAULT_METRICS_PORT = 9090
+DEFAULT_LIVENESS_PORT = 8081  # /livez (handlers/liveness.py)
 
 
 class SettingsError(ValueError):
@@ -43,7 +44,7 @@ class OperatorSettings:
     refresh: RefreshAllowList = allowlist.NO_REFRESH
     resync_seconds: float = DEFAULT_RESYNC_SECONDS
     metrics_port: int = DEFAULT_METRICS_PORT
-    liveness_port: int = liveness.DEFAULT_PORT
+    liveness_port: int = DEFAULT_LIVENESS_PORT
     leader_id: str | None = None  # None: the host name (a pod's name)
 
     def target_refusal(self, deployment: str) -> str | None:
@@ -89,6 +90,6 @@ def from_environ(environ: Mapping[str, str]) -> OperatorSettings:
         refresh=refresh,
         resync_seconds=resync_seconds(environ),
         metrics_port=int(_number(environ, METRICS_PORT_VAR, DEFAULT_METRICS_PORT, minimum=0)),
-        liveness_port=int(_number(environ, LIVENESS_PORT_VAR, liveness.DEFAULT_PORT, minimum=0)),
+        liveness_port=int(_number(environ, LIVENESS_PORT_VAR, DEFAULT_LIVENESS_PORT, minimum=0)),
         leader_id=environ.get(LEADER_ID_VAR, "").strip() or None,
     )

@@ -20,10 +20,10 @@ from typing import Any
 import kopf
 
 from spillover_operator.client import Connection, check_reachable, connect, renew_lease
-from spillover_operator.domain import heartbeat, leadership, liveness
+from spillover_operator.domain import heartbeat, leadership
 from spillover_operator.domain.constants import FIELD_MANAGER, FINALIZER, GROUP
 from spillover_operator.domain.settings import OperatorSettings
-from spillover_operator.handlers import election
+from spillover_operator.handlers import election, liveness
 from spillover_operator.handlers.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class OperatorRuntime:
     # What has a look again scheduled (`later_once`): (namespace, Deployment), or a key
     # of the caller's such as (namespace, Deployment, "pods").
     rechecks: set[tuple[str, ...]] = field(default_factory=set)
-    # The event loop's ticks, for /livez (`spillover_operator.domain.liveness`).
+    # The event loop's ticks, for /livez (`spillover_operator.handlers.liveness`).
     liveness: liveness.Liveness = field(default_factory=liveness.Liveness)
     pass_threads: concurrent.futures.ThreadPoolExecutor = field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(

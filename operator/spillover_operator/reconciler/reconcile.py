@@ -1,8 +1,10 @@
 """Reconciling a SpilloverPolicy onto its target Deployment.
 
 `reconcile_policy` and `finalize_policy` read and write through the client library
-(`spillover_operator.client`); what they decide is in pure functions next to them
-(`ownership_refusal`, `settle`, `failed_status`) that tests call without a cluster.
+(`spillover_operator.client`); what they decide is in functions next to them that
+write nothing and that tests call without a cluster: `decide` (may the policy read act
+on its Deployment: `Gone`, `Refused` or `Proceed`; every refusal is reported in one
+place, `_report_refusal`), `ownership_refusal`, `settle`, `failed_status`.
 Every write happens only when something differs, so a resync or an operator restart
 never changes the Deployment (no rollout) nor rewrites an unchanged status.
 """
@@ -66,7 +68,12 @@ from spillover_operator.domain.model import (
     REASON_TARGET_NOT_SUPPORTED,
     REASON_UNKNOWN,
 )
-from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
+from spillover_operator.domain.policy import (
+    InvalidSpecError,
+    PolicySpec,
+    parse_policy_spec,
+    target_of,
+)
 from spillover_operator.domain.recipe_pods import refresh_wanted, selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.domain.rollout import rollout_state
@@ -199,11 +206,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _valid(policy: Mapping[str, Any]) -> bool:
-    try:
-        parse_spec(policy.get("spec") or {})
-    except InvalidSpecError:
-        return False
-    return True
+    return isinstance(parse_policy_spec(policy), PolicySpec)
 
 
 def competing_policies(
@@ -625,19 +628,91 @@ def _applicable(
 ) -> tuple[PolicySpec, dict[str, Any]] | None:
     """(spec, target Deployment) of a policy that may change its Deployment now; None
     when it is gone, invalid, not allowed, not the owner, or its target is missing."""
-    policy = reader.policy(name)
+    decision = decide(
+        namespace, name, reader.policy(name), settings, reader.policies_targeting, reader.deployment
+    )
+    return (decision.spec, decision.deployment) if isinstance(decision, Proceed) else None
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The policy is gone or being deleted: nothing to do, nothing to write."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The policy cannot be applied: its status says why (Ready and Applied False),
+    and nothing is changed on the Deployment. `spec` is None for an invalid spec (no
+    status.target then); `warn`: also a Warning Event on the policy once written."""
+
+    outcome: Outcome
+    reason: str
+    message: str
+    spec: PolicySpec | None = None
+    warn: bool = False
+
+
+@dataclass(frozen=True)
+class Proceed:
+    """The policy may change its Deployment: plan on `deployment` from `spec`."""
+
+    policy: dict[str, Any]
+    spec: PolicySpec
+    deployment: dict[str, Any]
+
+
+Decision = Gone | Refused | Proceed
+
+
+def decide(
+    namespace: str,
+    name: str,
+    policy: dict[str, Any] | None,
+    settings: OperatorSettings,
+    policies_targeting: Callable[[str], list[dict[str, Any]]],
+    deployment_named: Callable[[str], dict[str, Any] | None],
+) -> Decision:
+    """Whether the policy read may act on its Deployment, and if not, what its status
+    says. Writes nothing: the callers (`_reconcile_once` reports, `apply_change` stays
+    quiet) act on the decision. The readers are called only as far as needed: a target
+    not allowed is refused before the Deployment is read."""
     if policy is None or _meta(policy).get("deletionTimestamp"):
-        return None
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError:
-        return None
-    if settings.target_refusal(spec.deployment) is not None:
-        return None
-    if ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment)):
-        return None
-    deployment = reader.deployment(spec.deployment)
-    return None if deployment is None else (spec, deployment)
+        return Gone(f"policy {namespace}/{name} is gone or being deleted")
+    spec = parse_policy_spec(policy)
+    if isinstance(spec, InvalidSpecError):
+        message = (
+            "; ".join(spec.problems) + ". Fix the policy; nothing was changed on the Deployment."
+        )
+        return Refused(Outcome.INVALID_SPEC, REASON_INVALID_SPEC, message)
+    not_allowed = settings.target_refusal(spec.deployment)
+    if not_allowed is not None:
+        return Refused(
+            Outcome.TARGET_NOT_ALLOWED, REASON_TARGET_NOT_ALLOWED, not_allowed, spec, warn=True
+        )
+    refused = ownership_refusal(namespace, name, spec, policies_targeting(spec.deployment))
+    if refused is not None:
+        return Refused(Outcome.CONFLICT, REASON_CONFLICT, refused, spec)
+    deployment = deployment_named(spec.deployment)
+    if deployment is None:
+        message = (
+            f"Deployment {namespace}/{spec.deployment} not found; the policy is applied "
+            "as soon as it appears"
+        )
+        return Refused(Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, message, spec)
+    return Proceed(policy, spec, deployment)
+
+
+def _report_refusal(
+    cluster: Connection, policy: Mapping[str, Any], refused: Refused
+) -> ReconcileResult:
+    """Write a refusal to the policy's status (and its Warning Event, if it has one)."""
+    extra = {} if refused.spec is None else {"target": target_status(refused.spec)}
+    failed = failed_status(policy, refused.reason, refused.message, **extra)
+    if write_status(cluster, policy, failed) and refused.warn:
+        _record(cluster, _policy_ref(policy), "Warning", refused.reason, refused.message)
+    return ReconcileResult(refused.outcome, refused.message, refused.spec)
 
 
 class _Confirm(Exception):
@@ -658,44 +733,16 @@ def _reconcile_once(
     on the Deployment (a Deployment status event, a resync, a restart) the status patch
     carries only what changed (the rollout part), or nothing."""
     policy = reader.policy(name)
-    if policy is None or _meta(policy).get("deletionTimestamp"):
-        return ReconcileResult(Outcome.GONE, f"policy {namespace}/{name} is gone or being deleted")
-
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError as exc:
-        message = (
-            "; ".join(exc.problems) + ". Fix the policy; nothing was changed on the Deployment."
-        )
-        write_status(cluster, policy, failed_status(policy, REASON_INVALID_SPEC, message))
-        return ReconcileResult(Outcome.INVALID_SPEC, message)
-
+    decision = decide(
+        namespace, name, policy, settings, reader.policies_targeting, reader.deployment
+    )
+    if isinstance(decision, Gone):
+        return ReconcileResult(Outcome.GONE, decision.message)
+    if isinstance(decision, Refused):
+        assert policy is not None  # a refusal is of a policy read
+        return _report_refusal(cluster, policy, decision)
+    policy, spec, deployment = decision.policy, decision.spec, decision.deployment
     target = target_status(spec)
-
-    not_allowed = settings.target_refusal(spec.deployment)
-    if not_allowed is not None:  # before anything reads or patches the Deployment
-        failed = failed_status(policy, REASON_TARGET_NOT_ALLOWED, not_allowed, target=target)
-        if write_status(cluster, policy, failed):
-            _record(cluster, _policy_ref(policy), "Warning", REASON_TARGET_NOT_ALLOWED, not_allowed)
-        return ReconcileResult(Outcome.TARGET_NOT_ALLOWED, not_allowed, spec)
-
-    refused = ownership_refusal(namespace, name, spec, reader.policies_targeting(spec.deployment))
-    if refused is not None:
-        write_status(
-            cluster, policy, failed_status(policy, REASON_CONFLICT, refused, target=target)
-        )
-        return ReconcileResult(Outcome.CONFLICT, refused, spec)
-
-    deployment = reader.deployment(spec.deployment)
-    if deployment is None:
-        message = (
-            f"Deployment {namespace}/{spec.deployment} not found; the policy is applied "
-            "as soon as it appears"
-        )
-        write_status(
-            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
-        )
-        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
 
     if refresh_wanted(spec.recipe_pods, spec.enabled, bool(refresh_request(policy))):
         # A refresh step restarts workloads from what the policy's status says was
@@ -728,19 +775,18 @@ def _reconcile_once(
             if after is not None and plan.patch is not None:
                 reader.remember_deployment(after)
     except UnmanageableTargetError as exc:
-        message = f"{exc}. Nothing was changed."
-        write_status(
-            cluster,
-            policy,
-            failed_status(policy, REASON_TARGET_NOT_SUPPORTED, message, target=target),
+        unsupported = Refused(
+            Outcome.TARGET_NOT_SUPPORTED,
+            REASON_TARGET_NOT_SUPPORTED,
+            f"{exc}. Nothing was changed.",
+            spec,
         )
-        return ReconcileResult(Outcome.TARGET_NOT_SUPPORTED, message, spec)
+        return _report_refusal(cluster, policy, unsupported)
     except TargetError as exc:
-        message = f"{exc}. Nothing was changed."
-        write_status(
-            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
+        not_found = Refused(
+            Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, f"{exc}. Nothing was changed.", spec
         )
-        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
+        return _report_refusal(cluster, policy, not_found)
     except ApplyFailedError as exc:
         write_status(
             cluster, policy, failed_status(policy, REASON_APPLY_FAILED, str(exc), target=target)
@@ -752,10 +798,8 @@ def _reconcile_once(
             f"Deployment {namespace}/{spec.deployment} disappeared while being updated; the "
             "policy is applied when it appears again"
         )
-        write_status(
-            cluster, policy, failed_status(policy, REASON_TARGET_NOT_FOUND, message, target=target)
-        )
-        return ReconcileResult(Outcome.TARGET_NOT_FOUND, message, spec)
+        gone = Refused(Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, message, spec)
+        return _report_refusal(cluster, policy, gone)
 
     now = now_rfc3339()
     # lastAppliedTime in milliseconds: the recipe pods' convergence is counted once per
@@ -833,19 +877,19 @@ def _record(
 def finalize_policy(
     cluster: Connection,
     policy: Mapping[str, Any],
+    spec: PolicySpec | InvalidSpecError,
     reader: Reader | None,
     settings: OperatorSettings,
 ) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
-    Deployment, or whose Deployment another policy takes over, changes nothing."""
+    Deployment, or whose Deployment another policy takes over, changes nothing.
+    `spec` is `policy`'s, parsed once by the caller (`parse_policy_spec`)."""
     meta = _meta(policy)
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
     cluster = cluster.in_namespace(namespace)
     reader = reader or ApiReader(cluster)
-    try:
-        spec = parse_spec(policy.get("spec") or {})
-    except InvalidSpecError:
+    if isinstance(spec, InvalidSpecError):
         return ReconcileResult(Outcome.RETAINED, "invalid spec: the Deployment was never changed")
     if spec.on_delete == "Retain":
         return ReconcileResult(
@@ -912,9 +956,8 @@ def policies_selecting(
     for policy in policies:
         if _meta(policy).get("deletionTimestamp"):
             continue
-        try:
-            spec = parse_spec(policy.get("spec") or {})
-        except InvalidSpecError:
+        spec = parse_policy_spec(policy)
+        if isinstance(spec, InvalidSpecError):
             continue
         if selector_matches(spec.recipe_pods.selector, labels):
             names.append(str(_meta(policy).get("name")))

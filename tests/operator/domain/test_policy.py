@@ -10,6 +10,7 @@ from spillover_operator.domain.policy import (
     InvalidSpecError,
     PolicySpec,
     parse_policy_document,
+    parse_policy_spec,
     parse_spec,
     spec_to_json,
 )
@@ -273,3 +274,22 @@ def test_spec_to_json_round_trips() -> None:
     assert parse_spec(body) == spec
     full = PolicySpec(True, 4096, 2097152, "wrc", "main", "Retain")
     assert parse_spec(spec_to_json(full)) == full
+
+
+def test_parse_policy_spec_gives_the_typed_spec_or_the_refusal_as_a_value() -> None:
+    valid = parse_policy_spec({"spec": {"target": TARGET, "enabled": True}})
+    assert isinstance(valid, PolicySpec) and valid.deployment == TARGET["deployment"]
+    bad = {"target": TARGET, "enabled": "yes"}
+    refused = parse_policy_spec({"spec": bad})
+    assert isinstance(refused, InvalidSpecError)
+    assert refused.problems == parse_spec_problems(bad)
+    assert isinstance(parse_policy_spec({}), InvalidSpecError)  # no spec: no target
+
+
+def parse_spec_problems(spec: dict[str, object]) -> list[str]:
+    """The problems `parse_spec` raises for `spec` (what the value form must carry)."""
+    try:
+        parse_spec(spec)
+    except InvalidSpecError as exc:
+        return exc.problems
+    raise AssertionError(f"{spec!r} parsed")

@@ -8,13 +8,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
 from spillover_operator.domain.constants import ENABLED_VAR, PASSTHROUGH_VAR
 from spillover_operator.domain.envplan import EnvChange, plan_apply
 from spillover_operator.domain.policy import PolicySpec, parse_spec
 from spillover_operator.domain.resolved_env import no_config_maps
+from spillover_operator.domain.settings import from_environ
 from spillover_operator.reconciler.reconcile import (
+    Gone,
     Outcome,
+    Proceed,
+    Refused,
     competing_policies,
+    decide,
     describe_changes,
     failed_status,
     ownership_refusal,
@@ -365,3 +371,64 @@ def test_a_change_made_ahead_is_judged_on_the_newest_copy_of_the_same_spec() -> 
     assert newer_status(answered, dep(3, 3)) is answered  # another spec since: not this
     assert newer_status(answered, dep(2, 2, uid="other")) is answered  # recreated
     assert newer_status(dep(2, 2), dep(2, 1)) == dep(2, 2)  # never an older status
+
+
+# ---- decide: what a reconcile does with the policy read, on plain data ---------------
+
+ALLOW_WRC = from_environ({ALLOWED_TARGETS_VAR: "wrc"})
+WRC = {"metadata": {"name": "wrc", "namespace": "ns"}, "spec": {}}
+
+
+def _no_read(what: str) -> Any:
+    def read(name: str) -> Any:
+        raise AssertionError(f"decide read {what} {name!r} and should not have")
+
+    return read
+
+
+def test_decide_gone_for_a_missing_or_deleting_policy() -> None:
+    assert isinstance(
+        decide("ns", "p", None, ALLOW_WRC, _no_read("policies"), _no_read("dep")), Gone
+    )
+    deleting = _policy("p", "2026-01-01T00:00:00Z", deleting=True)
+    decision = decide("ns", "p", deleting, ALLOW_WRC, _no_read("policies"), _no_read("dep"))
+    assert decision == Gone("policy ns/p is gone or being deleted")
+
+
+def test_decide_refuses_an_invalid_spec_with_every_problem_and_no_target() -> None:
+    policy = _policy("p", "2026-01-01T00:00:00Z")
+    policy["spec"]["thresholdBytes"] = 1
+    decision = decide("ns", "p", policy, ALLOW_WRC, _no_read("policies"), _no_read("dep"))
+    assert isinstance(decision, Refused)
+    assert (decision.outcome, decision.reason, decision.spec) == (
+        Outcome.INVALID_SPEC,
+        "InvalidSpec",
+        None,
+    )
+    assert "spec.thresholdBytes" in decision.message
+    assert decision.message.endswith(". Fix the policy; nothing was changed on the Deployment.")
+
+
+def test_decide_refuses_a_target_not_allowed_before_reading_anything() -> None:
+    policy = _policy("p", "2026-01-01T00:00:00Z", target="other")
+    decision = decide("ns", "p", policy, ALLOW_WRC, _no_read("policies"), _no_read("dep"))
+    assert isinstance(decision, Refused)
+    assert decision.outcome == Outcome.TARGET_NOT_ALLOWED and decision.warn
+    assert decision.spec is not None and decision.spec.deployment == "other"
+
+
+def test_decide_refuses_the_younger_of_two_policies_and_a_missing_deployment() -> None:
+    older, younger = _policy("a", "2026-01-01T00:00:00Z"), _policy("b", "2026-01-02T00:00:00Z")
+    conflict = decide("ns", "b", younger, ALLOW_WRC, lambda _: [older, younger], _no_read("dep"))
+    assert isinstance(conflict, Refused) and conflict.outcome == Outcome.CONFLICT
+    assert "policy 'a' (older) already manages Deployment ns/wrc" in conflict.message
+    missing = decide("ns", "a", older, ALLOW_WRC, lambda _: [older, younger], lambda _: None)
+    assert isinstance(missing, Refused) and missing.outcome == Outcome.TARGET_NOT_FOUND
+    assert missing.message.startswith("Deployment ns/wrc not found")
+
+
+def test_decide_proceeds_with_the_parsed_spec_and_the_deployment_read() -> None:
+    policy = _policy("a", "2026-01-01T00:00:00Z")
+    decision = decide("ns", "a", policy, ALLOW_WRC, lambda _: [policy], {"wrc": WRC}.get)
+    assert isinstance(decision, Proceed)
+    assert decision.spec == parse_spec(policy["spec"]) and decision.deployment is WRC

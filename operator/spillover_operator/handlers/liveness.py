@@ -11,6 +11,8 @@ Two probes, two questions (manifests/base/deployment.yaml):
 
 The answer comes from a thread of its own, so a wedged loop gets a clear 500 rather
 than a time-out (a stopped process still times out, which the kubelet counts alike).
+It is the operator process's own HTTP server, so it lives with the kopf wiring; its
+port is a setting (`OperatorSettings.liveness_port`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from spillover_operator.domain.settings import LIVENESS_PORT_VAR
+
 log = logging.getLogger(__name__)
 
-PORT_VAR = "SPILLOVER_LIVENESS_PORT"
-DEFAULT_PORT = 8081
 PATH = "/livez"
 TICK_SECONDS = 1.0
 # Three missed probes of 10 s restart a wedged operator within about a minute; a loop
@@ -61,7 +63,7 @@ class Liveness:
 def serve(liveness: Liveness, port: int, host: str = "0.0.0.0") -> http.server.HTTPServer | None:
     """Answer GET /livez on `port` from a daemon thread (0: not at all)."""
     if port <= 0:
-        log.info("liveness endpoint disabled (%s=%d)", PORT_VAR, port)
+        log.info("liveness endpoint disabled (%s=%d)", LIVENESS_PORT_VAR, port)
         return None
 
     class Handler(http.server.BaseHTTPRequestHandler):

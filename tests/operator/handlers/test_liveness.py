@@ -1,12 +1,12 @@
 """Liveness answers whether the operator's loop makes progress, never whether the API
-server answers (spillover_operator.domain.liveness)."""
+server answers (spillover_operator.handlers.liveness)."""
 
 from __future__ import annotations
 
 import urllib.error
 import urllib.request
 
-from spillover_operator.domain.liveness import PATH, Liveness, serve
+from spillover_operator.handlers.liveness import PATH, Liveness, serve
 
 
 class FakeClock:
