@@ -126,7 +126,7 @@ apply-decision: $(STAMP) ## Set the SpilloverPolicy to the decision of $(RESULTS
 
 .PHONY: bench
 bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
-	$(PYTHON) -m spillover_harness.bench
+	$(PYTHON) -m spillover_harness.bench.bench
 
 .PHONY: bench-cluster
 bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage's overhead per run (reduced matrix, local control plane, simulator, 30 s scrapes)

@@ -34,7 +34,7 @@ from k8s_helpers import is_ready, wait_for  # noqa: E402
 from matrix_builders import cluster_matrix  # noqa: E402
 from platform_env import platform_env  # noqa: E402
 from spillover_harness.cli import main  # noqa: E402
-from spillover_harness.records import read_records  # noqa: E402
+from spillover_harness.results.records import read_records  # noqa: E402
 
 SCRAPE_INTERVAL_S = float(os.environ.get("BENCH_CLUSTER_SCRAPE_S", "30"))
 REPS = int(os.environ.get("BENCH_CLUSTER_REPS", "2"))

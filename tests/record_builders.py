@@ -3,7 +3,7 @@
 Each test module says what a good run of its own looks like (`GoodRun`); building
 the record and laying out a whole dataset over the default matrix is done here once.
 
-Records carry the run_id the runner gives (`runner.run_id_for`). In a dataset the
+Records carry the run_id the runner gives (`records.run_id_for`). In a dataset the
 runs of each (configuration, recipe, input) are repetitions 1, 2, ... as the runner
 numbers them, so runs of the same cell and repetition pair across configurations
 (they share a seed); a lone `make_record` gets a repetition no other record has.
@@ -15,9 +15,8 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
-from spillover_harness.matrix import load_matrix
-from spillover_harness.records import RunKey, RunRecord
-from spillover_harness.runner import run_id_for
+from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.records import RunKey, RunRecord, run_id_for
 
 MATRIX = load_matrix(None)
 CELLS = [(r.name, i.name, i.size_class) for r, i in MATRIX.cells()]

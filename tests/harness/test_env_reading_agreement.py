@@ -9,7 +9,7 @@ import pytest
 from env_readings import READINGS, Row
 from spillover_harness.cluster.configs import ConfigApplyError, expected_env, policy_fields
 from spillover_harness.cluster.recipe_pods import effective
-from spillover_harness.matrix import Configuration, effective_threshold, env_value_problem
+from spillover_harness.plan.matrix import Configuration, effective_threshold, env_value_problem
 from spillover_harness.sim.config import parse_spillover_env
 from spillover_operator.domain.model import (
     BUDGET_VAR,

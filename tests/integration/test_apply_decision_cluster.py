@@ -27,7 +27,7 @@ from kubernetes import client
 from matrix_builders import small_matrix
 from record_builders import CELLS, make_dataset, make_record, plain_record
 from spillover_harness.cli import main
-from spillover_harness.records import RunRecord
+from spillover_harness.results.records import RunRecord
 from spillover_operator import exit_codes
 from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 

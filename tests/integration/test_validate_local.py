@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from controlplane.localcluster import LocalCluster
 from repo_paths import REPO_ROOT
-from spillover_harness.matrix import load_matrix
-from spillover_harness.records import read_records
-from spillover_harness.results_dir import StageDir
+from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.records import read_records
+from spillover_harness.results.results_dir import StageDir
 from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import BAD_INPUT
 
@@ -53,7 +53,7 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
 ) -> None:
     assert not _listening(PROMETHEUS_PORT), f"127.0.0.1:{PROMETHEUS_PORT} is taken: stop it"
     results = tmp_path / "results"
-    default = resources.files("spillover_harness.matrices") / "spillover-default.yaml"
+    default = resources.files("spillover_harness.plan.matrices") / "spillover-default.yaml"
     matrix_file = tmp_path / "matrix.yaml"
     text = default.read_text(encoding="utf-8")
     assert DEFAULT_MEMORY in text  # the default matrix's lane, on its cluster stages

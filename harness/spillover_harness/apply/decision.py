@@ -25,8 +25,8 @@ from typing import Any
 from spillover_operator.domain.model import BUDGET, ENABLED, ENV_FIELDS, THRESHOLD
 from spillover_operator.domain.strict_load import shorten
 
-from spillover_harness.matrix import DECISION_OFF, Matrix
-from spillover_harness.results_dir import (
+from spillover_harness.plan.matrix import DECISION_OFF, Matrix
+from spillover_harness.results.results_dir import (
     ReadBackError,
     ResultFileInvalid,
     ResultFileMissing,

@@ -28,9 +28,9 @@ from spillover_harness.cli import (
     sweep,
 )
 from spillover_harness.cli.common import FORMATTER, BadInput, Interrupted, Parser, epilog, err
-from spillover_harness.matrix import MatrixError
-from spillover_harness.records import RecordError
-from spillover_harness.results_dir import ResultsDirError, ResultsDirLocked
+from spillover_harness.plan.matrix import MatrixError
+from spillover_harness.results.records import RecordError
+from spillover_harness.results.results_dir import ResultsDirError, ResultsDirLocked
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,9 +25,9 @@ from spillover_harness.cli.common import (
 )
 from spillover_harness.cli.outcome import incomplete, judge
 from spillover_harness.input_file import shown
-from spillover_harness.matrix import Matrix
-from spillover_harness.records import faults_noted
-from spillover_harness.results_dir import StageDir
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.records import faults_noted
+from spillover_harness.results.results_dir import StageDir
 
 CODES = (
     exit_codes.OK,
@@ -177,7 +177,7 @@ def _decision_matrix(results: Path, name: str) -> Matrix:
     """The matrix that made the stage (stored in stage.json): its chain says which
     decisions exist and its configurations which budget goes with one. Without a
     stored matrix, the packaged one when the verdict names it; else refused."""
-    from spillover_harness.results_dir import ResultsDirError, StageDir, stored_matrix
+    from spillover_harness.results.results_dir import ResultsDirError, StageDir, stored_matrix
 
     directory = StageDir(results)
     try:

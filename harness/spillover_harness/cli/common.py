@@ -15,11 +15,11 @@ from spillover_operator import exit_codes
 from spillover_operator.domain.strict_load import SHORT, cut, shorten
 
 from spillover_harness.input_file import shown
-from spillover_harness.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_matrix
-from spillover_harness.records import RecordError, RunRecord, read_numbered_records
+from spillover_harness.plan.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_matrix
+from spillover_harness.results.records import RecordError, RunRecord, read_numbered_records
 
 if TYPE_CHECKING:
-    from spillover_harness.results_dir import StageFile
+    from spillover_harness.results.results_dir import StageFile
 
 
 class BadInput(Exception):
@@ -276,8 +276,11 @@ def load_records(path: Path, matrix: Matrix) -> list[RunRecord]:
     """The records of `path`, checked as a whole before anything counts them: against
     `matrix` (`records_check`: configurations, cells, repetitions, run ids, two
     different records of one run, one stage) and against the stage.json beside them."""
-    from spillover_harness.records_check import check_against_matrix, check_against_stage_file
-    from spillover_harness.results_dir import ResultsDirError
+    from spillover_harness.results.records_check import (
+        check_against_matrix,
+        check_against_stage_file,
+    )
+    from spillover_harness.results.results_dir import ResultsDirError
 
     if path.is_dir():
         raise BadInput(f"{shown(path)}: is a directory; pass its runs.jsonl")
@@ -305,7 +308,7 @@ def stage_beside(records: Path) -> StageFile | None:
     verdict or report that cannot tell must not be written (it would judge the wrong
     matrix, or drop the faults note or the disclaimer), so a stage.json that cannot be
     read as a stage is refused here, for every command that reads records."""
-    from spillover_harness.results_dir import ReadBackError, StageDir
+    from spillover_harness.results.results_dir import ReadBackError, StageDir
 
     try:
         return StageDir(records.parent).read_stage()
@@ -345,7 +348,7 @@ def check_records_match_matrix(records: Sequence[RunRecord], matrix: Matrix) -> 
 def expected_matrix(records: Path, matrix_arg: Path | None) -> Matrix:
     """The matrix the records are judged against: `--matrix`, else the one stored in the
     stage.json next to the records file (the matrix that made them), else the default."""
-    from spillover_harness.results_dir import (
+    from spillover_harness.results.results_dir import (
         ResultsDirError,
         StageDir,
         matrix_hash,

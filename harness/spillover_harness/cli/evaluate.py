@@ -72,7 +72,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.format == "json":
             body = json.dumps(verdict.to_json(), indent=2, sort_keys=False) + "\n"
         else:
-            from spillover_harness.report import render_markdown
+            from spillover_harness.report.report import render_markdown
 
             body = render_markdown(
                 verdict,

@@ -8,7 +8,7 @@ from typing import Any
 from spillover_operator import exit_codes
 
 from spillover_harness.cli.common import FORMATTER, BadInput, bounded_int, dir_path, epilog
-from spillover_harness.matrix import SEED_MAX
+from spillover_harness.plan.matrix import SEED_MAX
 
 CODES = (exit_codes.OK, exit_codes.INTERNAL, exit_codes.BAD_INPUT, exit_codes.INTERRUPTED)
 

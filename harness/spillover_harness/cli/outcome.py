@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from spillover_operator import exit_codes
 
 from spillover_harness.cli.common import BadInput, Interrupted
-from spillover_harness.matrix import Matrix
-from spillover_harness.records import RunRecord
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.records import RunRecord
 
 if TYPE_CHECKING:
     from spillover_harness.evaluate import Verdict
-    from spillover_harness.results_dir import StageFile
+    from spillover_harness.results.results_dir import StageFile
 
 
 def judge(
@@ -39,8 +39,8 @@ def judge(
     verdict = evaluate(records, matrix, allow_incomplete=allow_incomplete)
     if records_dir is None:
         return verdict
-    from spillover_harness.memory_check import check_memory
-    from spillover_harness.results_dir import LaneFileError, StageDir
+    from spillover_harness.report.memory_check import check_memory
+    from spillover_harness.results.results_dir import LaneFileError, StageDir
 
     try:
         lane, problem = StageDir(records_dir).read_lane(), None
@@ -129,7 +129,7 @@ def write_report(
     anything is written; `rerun` is the command that writes it again, named when
     writing fails or is interrupted (the records are never touched here).
     """
-    from spillover_harness.report import write_report as write
+    from spillover_harness.report.report import write_report as write
 
     try:
         paths = write(
@@ -163,7 +163,7 @@ def print_outcome(
 ) -> int:
     """Print the outcome on stdout (`lines` first, the memory check, then the decision
     and the report) and return its exit code."""
-    from spillover_harness.report import matrix_scope
+    from spillover_harness.report.report import matrix_scope
 
     for line in lines:
         print(line)
@@ -191,7 +191,7 @@ def _mib(value: int | None) -> str:
 def memory_lines(verdict: Verdict) -> list[str]:
     """`memory (measured, against off): 128KiB peak 171.0 MiB = 1.07 x off, ...`: one
     line per configuration of the verdict's memory check (none without one)."""
-    from spillover_harness.memory_check import headroom_text
+    from spillover_harness.report.memory_check import headroom_text
 
     check = verdict.memory
     if check is None:

@@ -21,9 +21,9 @@ from spillover_harness.cli.common import (
     load_records,
     whole_number,
 )
-from spillover_harness.matrix import Matrix
+from spillover_harness.plan.matrix import Matrix
 from spillover_harness.planning.false_fail import MAX_REPETITIONS
-from spillover_harness.records import STAGES
+from spillover_harness.results.records import STAGES
 
 CODES = (exit_codes.OK, exit_codes.INTERNAL, exit_codes.BAD_INPUT, exit_codes.INTERRUPTED)
 
@@ -166,7 +166,7 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
     from statistics import mean, median, pstdev
 
     from spillover_harness.planning.false_fail import Assumptions
-    from spillover_harness.results_dir import ResultsDirError, StageDir, matrix_hash
+    from spillover_harness.results.results_dir import ResultsDirError, StageDir, matrix_hash
 
     if not directory.is_dir():
         raise BadInput(f"--from {directory}: not a results directory (run --out DIR writes one)")

@@ -72,7 +72,7 @@ def add_parser(sub: Any) -> None:
 def _refuse_another_stages_dir(out: Path, records: Path) -> None:
     """A directory holding a stage (its stage.json) keeps the verdict of its own
     records: a report of other records written there would replace it."""
-    from spillover_harness.results_dir import STAGE_FILE, StageDir
+    from spillover_harness.results.results_dir import STAGE_FILE, StageDir
 
     try:
         holds_stage = StageDir(out).stage_file.exists()
@@ -89,8 +89,8 @@ def _refuse_another_stages_dir(out: Path, records: Path) -> None:
 
 def cmd_compare(a: Path, b: Path) -> int:
     """`report --compare A B`: the two stages side by side, on stdout."""
-    from spillover_harness.report_compare import read_compared, render_comparison
-    from spillover_harness.results_dir import ReadBackError
+    from spillover_harness.report.compare import read_compared, render_comparison
+    from spillover_harness.results.results_dir import ReadBackError
 
     sides = []
     for directory in (a, b):
@@ -108,7 +108,7 @@ def cmd_compare(a: Path, b: Path) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import hold_results_dir
+    from spillover_harness.results.results_dir import hold_results_dir
 
     if args.compare is not None:
         extra = [

@@ -32,7 +32,7 @@ from spillover_harness.cli.common import (
     whole_number,
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
-from spillover_harness.matrix import REPETITIONS_MAX, Matrix
+from spillover_harness.plan.matrix import REPETITIONS_MAX, Matrix
 from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD
 
 STAGES = ("sim", "minikube", "dev")
@@ -298,7 +298,7 @@ def _share(text: str) -> float:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import hold_results_dir, with_stage_extension
+    from spillover_harness.results.results_dir import hold_results_dir, with_stage_extension
 
     args.fault = sorted(set(args.fault))
     check_options_apply(args)
@@ -331,14 +331,14 @@ def _load_profile(name: str) -> Any:
 
 
 def _matrix_source(args: argparse.Namespace) -> str:
-    from spillover_harness.results_dir import DEFAULT_MATRIX_SOURCE
+    from spillover_harness.results.results_dir import DEFAULT_MATRIX_SOURCE
 
     return str(args.matrix) if args.matrix else DEFAULT_MATRIX_SOURCE
 
 
 def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
-    from spillover_harness.runner import StopRequest, stop_on_signals
-    from spillover_harness.sim_stage import SimStageSpec, sim_stage
+    from spillover_harness.run.runner import StopRequest, stop_on_signals
+    from spillover_harness.stages.sim_stage import SimStageSpec, sim_stage
 
     faults: list[str] = args.fault
     stage = sim_stage(
@@ -374,13 +374,14 @@ def _run_sim(args: argparse.Namespace, matrix: Matrix, resume_cmd: str) -> int:
 
 def _run_cluster(args: argparse.Namespace, matrix: Matrix, profile: Any, resume_cmd: str) -> int:
     from spillover_harness.cluster.kubeconn import ClusterStageError, Target
-    from spillover_harness.cluster.stage import (
+    from spillover_harness.drivers.base import StageAbort
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.run.runner import StopRequest, stop_on_signals
+    from spillover_harness.stages.cluster_stage import (
         ClusterStageOptions,
         PreflightFailed,
         run_cluster,
     )
-    from spillover_harness.fixtures import build_fixtures
-    from spillover_harness.runner import StageAbort, StopRequest, stop_on_signals
 
     stop = StopRequest()
     try:
@@ -431,7 +432,7 @@ def _until_stable(
     """--until-stable: while the decision is unstable, record the next round in
     stage.json, then run it (`again`, the same stage resumed with the extended matrix)."""
     from spillover_harness.planning.adaptive import Round, extended, next_round
-    from spillover_harness.results_dir import extend_stage
+    from spillover_harness.results.results_dir import extend_stage
 
     if args.until_stable is None:
         return matrix, result

@@ -23,7 +23,7 @@ from spillover_harness.cli.common import (
     load_matrix_arg,
     study_resume_argv,
 )
-from spillover_harness.sim.model import PARAMETERS
+from spillover_harness.plan.sim_model import PARAMETERS
 
 CODES = STUDY_CODES
 
@@ -133,8 +133,8 @@ def resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import hold_results_dir
-    from spillover_harness.runner import StopRequest, stop_on_signals
+    from spillover_harness.results.results_dir import hold_results_dir
+    from spillover_harness.run.runner import StopRequest, stop_on_signals
     from spillover_harness.studies.sensitivity import (
         REFERENCE,
         SensitivityPoint,

@@ -90,8 +90,8 @@ def resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from spillover_harness.results_dir import StageDir, hold_results_dir
-    from spillover_harness.runner import StopRequest, stop_on_signals
+    from spillover_harness.results.results_dir import StageDir, hold_results_dir
+    from spillover_harness.run.runner import StopRequest, stop_on_signals
     from spillover_harness.studies.sweep import check_points, judge_sweep, run_sweep, sweep_matrix
     from spillover_harness.studies.sweep_report import write_sweep_report
 

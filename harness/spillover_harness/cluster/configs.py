@@ -39,7 +39,7 @@ from spillover_operator.domain.model import ENV_FIELDS
 from spillover_operator.observed import WaitProgress, env_in_effect, wait_until_settled
 
 from spillover_harness.cluster.kubeconn import ClusterStageError
-from spillover_harness.matrix import Configuration
+from spillover_harness.plan.matrix import Configuration
 from spillover_harness.profile import Profile
 
 # The spec fields a configuration sets: one per variable (the policy model owns the mapping).

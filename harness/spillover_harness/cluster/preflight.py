@@ -45,7 +45,7 @@ from spillover_harness.cluster.observe import exec_sh, name_of, pick_pod, runnin
 from spillover_harness.cluster.starters import HttpStarter, StartError
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
-from spillover_harness.matrix import Matrix
+from spillover_harness.plan.matrix import Matrix
 from spillover_harness.profile import HttpRun, Profile
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from spillover_harness.matrix import Configuration, InputSpec
-from spillover_harness.records import RunRecord
+from spillover_harness.plan.matrix import Configuration, InputSpec
+from spillover_harness.results.records import RunRecord
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,10 @@ class Driver(Protocol):
     """
 
     def run(self, job: RunJob, cancel: threading.Event) -> RunRecord: ...
+
+
+class StageAbort(Exception):
+    """Raised by a driver when the stage must stop before spending more runs (e.g. a
+    cluster configuration could not be applied or verified). The run that raised it is
+    not recorded (it never ran); no new run starts; `run_stage` re-raises it once the
+    running ones have stopped. The records already written stay (resume later)."""

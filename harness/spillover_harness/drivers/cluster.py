@@ -61,11 +61,10 @@ from spillover_harness.collectors.memory import (
     restarts_between,
 )
 from spillover_harness.collectors.prometheus import PrometheusCollector
-from spillover_harness.drivers.base import RunJob
+from spillover_harness.drivers.base import RunJob, StageAbort
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.profile import JsonPath, Profile, render_template
-from spillover_harness.records import McpHostPod, RunRecord, not_before, now_rfc3339
-from spillover_harness.runner import StageAbort
+from spillover_harness.results.records import McpHostPod, RunRecord, not_before, now_rfc3339
 
 MAX_NOTES_PER_CHECK = 5
 POLL_FAILURES_ALLOWED = 5

@@ -39,7 +39,9 @@ from spillover_harness.checks import find_spill_entries, judge_output, scan_logs
 from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import Fixture, FixtureSet, fixtures_for
-from spillover_harness.records import (
+from spillover_harness.plan.memory_model import MemoryModel
+from spillover_harness.plan.sim_model import SimModel
+from spillover_harness.results.records import (
     FAULTS_NOTE,
     McpHostMemory,
     RunRecord,
@@ -47,9 +49,7 @@ from spillover_harness.records import (
     now_rfc3339,
 )
 from spillover_harness.sim.handoff import HandoffSettings
-from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.metrics import SpilloverMetrics
-from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
 
 __all__ = ["SimDriver", "SimFaults"]
@@ -195,7 +195,7 @@ class SimDriver:
             limit_bytes=self.memory.limit_bytes,
             restarts=killed,
             oom_kills=killed,
-            # the model frees what an execution holds when it ends (sim/memory.py): the
+            # the model frees what an execution holds when it ends (plan/memory_model.py): the
             # leak figure is 0 by construction, a modelled figure like the others
             start_bytes=self.memory.baseline_bytes,
             end_bytes=self.memory.baseline_bytes,

@@ -1,7 +1,7 @@
 """The evaluator: run records + matrix -> the verdict of docs/reference.md §3-4.
 
 `evaluate` (in `core`) is the entry point; the verdict is one pydantic schema
-(`schema`, whose `to_json()` is verdict.json); each acceptance criterion is
+(`results.verdict`, whose `to_json()` is verdict.json); each acceptance criterion is
 its own module behind one interface (`walker.Criterion`), walked cell by
 cell by `walker.CellCriterion`. The median is `stats.median`, the one the
 whole harness uses.
@@ -14,7 +14,8 @@ from spillover_harness.evaluate.core import evaluate
 from spillover_harness.evaluate.criteria import ALL_CRITERIA, CRITERION_TITLES
 from spillover_harness.evaluate.decide import decision_values
 from spillover_harness.evaluate.input_tokens import token_limit
-from spillover_harness.evaluate.schema import (
+from spillover_harness.evaluate.walker import Criterion, combine
+from spillover_harness.results.verdict import (
     CRITERIA,
     DECISION_INCONCLUSIVE,
     FAIL,
@@ -32,7 +33,6 @@ from spillover_harness.evaluate.schema import (
     TokenRatio,
     Verdict,
 )
-from spillover_harness.evaluate.walker import Criterion, combine
 from spillover_harness.stats import median
 
 __all__ = [

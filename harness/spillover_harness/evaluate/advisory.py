@@ -38,7 +38,7 @@ import numpy as np
 
 from spillover_harness import stats
 from spillover_harness.evaluate.context import CellData, Context
-from spillover_harness.evaluate.schema import Advisory, Method, TokenRatio
+from spillover_harness.results.verdict import Advisory, Method, TokenRatio
 from spillover_harness.stats import FloatArray
 
 # A CI across the limit is a "close call" only when the point ratio lies within this

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spillover_harness.evaluate.context import CellData
-from spillover_harness.evaluate.schema import CellSummary
+from spillover_harness.results.verdict import CellSummary
 from spillover_harness.stats import median_float
 
 

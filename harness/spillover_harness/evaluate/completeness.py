@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spillover_harness.evaluate.context import Context, RunSlot
-from spillover_harness.evaluate.schema import CRITERIA, Incomplete, IncompleteCell, RunsNeeded
-from spillover_harness.matrix import Matrix
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.verdict import CRITERIA, Incomplete, IncompleteCell, RunsNeeded
 
 
 def check_complete(

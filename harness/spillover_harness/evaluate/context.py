@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from spillover_harness.matrix import Matrix, Rule
-from spillover_harness.records import RunRecord
+from spillover_harness.plan.matrix import Matrix, Rule
+from spillover_harness.results.records import RunRecord
 
 Key = tuple[str, str, str]  # configuration, recipe, input
 RunSlot = tuple[str, str, str, int]  # configuration, recipe, input, repetition

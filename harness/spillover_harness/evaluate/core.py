@@ -50,7 +50,11 @@ from spillover_harness.evaluate.completeness import (
 )
 from spillover_harness.evaluate.context import Context, group
 from spillover_harness.evaluate.decide import Decision, decide, decision_values, judge_config
-from spillover_harness.evaluate.schema import (
+from spillover_harness.evaluate.stability import RESAMPLES as STABILITY_RESAMPLES
+from spillover_harness.evaluate.stability import stability
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.records import STAGES, RunRecord
+from spillover_harness.results.verdict import (
     DECISION_INCONCLUSIVE,
     Advisory,
     ConfigVerdict,
@@ -58,10 +62,6 @@ from spillover_harness.evaluate.schema import (
     Stability,
     Verdict,
 )
-from spillover_harness.evaluate.stability import RESAMPLES as STABILITY_RESAMPLES
-from spillover_harness.evaluate.stability import stability
-from spillover_harness.matrix import Matrix
-from spillover_harness.records import STAGES, RunRecord
 
 
 def _stage_of(records: Sequence[RunRecord], stage: str | None) -> str | None:

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 from spillover_harness.evaluate.context import Context, Key
 from spillover_harness.evaluate.criteria import ALL_CRITERIA
-from spillover_harness.evaluate.schema import (
+from spillover_harness.evaluate.walker import combine
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.verdict import (
     DECISION_INCONCLUSIVE,
     FAIL,
     INCONCLUSIVE,
@@ -23,8 +25,6 @@ from spillover_harness.evaluate.schema import (
     ConfigVerdict,
     RunsNeeded,
 )
-from spillover_harness.evaluate.walker import combine
-from spillover_harness.matrix import Matrix
 
 
 def decision_values(matrix: Matrix) -> tuple[str, ...]:

@@ -22,8 +22,8 @@ from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, median_higher_p
 from spillover_harness.evaluate.render import CellText, number
 from spillover_harness.evaluate.rules import tokens_non_inferior
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, by_rule, fmt
+from spillover_harness.results.verdict import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.stats import median
 
 

@@ -20,8 +20,8 @@ from fractions import Fraction
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, count_higher_p, exact_interval
 from spillover_harness.evaluate.render import CellText
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, rerun
+from spillover_harness.results.verdict import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 
 
 class IterationLimit(CellCriterion):

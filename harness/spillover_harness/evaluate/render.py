@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-from spillover_harness.evaluate.schema import CellEvidence
+from spillover_harness.results.verdict import CellEvidence
 
 __all__ = [
     "CellText",

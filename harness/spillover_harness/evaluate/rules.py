@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from spillover_harness import stats
 from spillover_harness.evaluate.advisory import min_runs_for
-from spillover_harness.matrix import Rule
+from spillover_harness.plan.matrix import Rule
 
 FloatArray = npt.NDArray[np.float64]
 TOKEN_RESAMPLES = 2000

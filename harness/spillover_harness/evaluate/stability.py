@@ -31,7 +31,8 @@ import numpy.typing as npt
 
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.rules import rate_non_inferior
-from spillover_harness.evaluate.schema import (
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.verdict import (
     DECISION_INCONCLUSIVE,
     FAIL,
     INCONCLUSIVE,
@@ -41,7 +42,6 @@ from spillover_harness.evaluate.schema import (
     Stability,
     Status,
 )
-from spillover_harness.matrix import Matrix
 from spillover_harness.stats import bootstrap_medians
 
 RESAMPLES = 1000

@@ -12,7 +12,6 @@ from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, rate_noise
 from spillover_harness.evaluate.render import CellText, ratio
 from spillover_harness.evaluate.rules import difference_lower
-from spillover_harness.evaluate.schema import FAIL, PASS, CellEvidence
 from spillover_harness.evaluate.walker import (
     CellCriterion,
     Figures,
@@ -21,7 +20,8 @@ from spillover_harness.evaluate.walker import (
     by_rule,
     rate,
 )
-from spillover_harness.matrix import Rule
+from spillover_harness.plan.matrix import Rule
+from spillover_harness.results.verdict import FAIL, PASS, CellEvidence
 
 
 def rate_reading(

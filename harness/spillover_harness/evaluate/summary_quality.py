@@ -13,9 +13,9 @@ from fractions import Fraction
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise, rate_noise
 from spillover_harness.evaluate.render import CellText, ratio
-from spillover_harness.evaluate.schema import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 from spillover_harness.evaluate.success_rate import rate_reading
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit, by_rule, rate
+from spillover_harness.results.verdict import FAIL, INCONCLUSIVE, PASS, CellEvidence, RunsNeeded
 
 
 class SummaryQuality(CellCriterion):

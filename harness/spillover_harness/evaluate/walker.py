@@ -27,7 +27,7 @@ from typing import ClassVar, Protocol
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.noise import Noise
 from spillover_harness.evaluate.render import CellText, CriterionView, default_cell_text
-from spillover_harness.evaluate.schema import (
+from spillover_harness.results.verdict import (
     FAIL,
     INCONCLUSIVE,
     PASS,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spillover_harness.evaluate.schema import Verdict
 from spillover_harness.evaluate.stability import percent
-from spillover_harness.matrix import Matrix
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.verdict import Verdict
 
 # A flipping cell counts when its status differs in at least this share of the resamples
 # that decide otherwise (Stability.flipping_cells' `share`).

@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats
 
 from spillover_harness.evaluate.rules import rate_non_inferior
-from spillover_harness.matrix import Matrix, Rule
+from spillover_harness.plan.matrix import Matrix, Rule
 
 MAX_REPETITIONS = 1000  # what `plan` searches and accepts, per cell
 TOKEN_DRAWS = 20_000

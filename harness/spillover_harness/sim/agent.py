@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillover_harness.fixtures import CODE_REVIEW, SUMMARIZE
-from spillover_harness.sim.model import SimModel
+from spillover_harness.plan.sim_model import SimModel
 from spillover_harness.sim.store import READ_TOOL
 
 
 # How much the agent reads at once, its windows and how often it reads lazily are the
-# parameters of `sim/model.py` (today's values are its defaults).
+# parameters of `plan/sim_model.py` (today's values are its defaults).
 @dataclass(frozen=True)
 class ToolCall:
     id: str

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillover_harness.fixtures import Fixture
+from spillover_harness.plan.memory_model import MemoryModel
+from spillover_harness.plan.sim_model import SimModel
 from spillover_harness.sim.agent import ToolCall, Turn, make_agent
 from spillover_harness.sim.logs import SimClock, StepLog
-from spillover_harness.sim.memory import MemoryModel
-from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import Prompt, dumps, tokens
 from spillover_harness.sim.resultstore import ResultStore
 from spillover_harness.sim.steprun import StepLimits, StepRun
@@ -238,7 +238,7 @@ class StepLoop:
     # -- memory ----------------------------------------------------------------------
 
     def _held(self) -> int:
-        """What this execution holds now beyond the mcp-host's baseline (sim/memory.py)."""
+        """What this execution holds now beyond the mcp-host's baseline (plan/memory_model.py)."""
         offered = self.tools_with_read if self.store.read_tool_offered else self.tools_plain
         stored = int(getattr(self.store, "held_bytes", 0))
         return self.controls.memory.held(self.prompt.size(offered), stored)

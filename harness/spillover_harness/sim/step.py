@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from spillover_harness.fixtures import CODE_REVIEW, Fixture
+from spillover_harness.plan.memory_model import MemoryModel
+from spillover_harness.plan.sim_model import SimModel
 from spillover_harness.sim.config import ConfigWarning, SpilloverConfig, parse_spillover_env
 from spillover_harness.sim.handoff import HandoffSettings, HandoffStore
 from spillover_harness.sim.logs import SimClock, StepLog
 from spillover_harness.sim.loop import LoopControls, StepLoop
-from spillover_harness.sim.memory import MemoryModel
 from spillover_harness.sim.metrics import SpilloverMetrics
-from spillover_harness.sim.model import SimModel
 from spillover_harness.sim.prompt import BYTES_PER_TOKEN, MODEL, dumps, tokens
 from spillover_harness.sim.resultstore import ResultStore
 from spillover_harness.sim.steprun import (
@@ -107,9 +107,9 @@ def run_step(
     iteration cap and context window are the caller's to put into `limits`
     (`StepLimits.from_model`). With `handoff`, tool results go through the handoff
     cache (docs/simulator.md §8) instead of the spillover store. `memory` is the
-    mcp-host's memory model (sim/memory.py): past its limit the run is OOM-killed. `pace` > 0 makes
-    the call really take `pace` x its simulated time (for the HTTP server, so that a
-    run can be watched while it runs).
+    mcp-host's memory model (plan/memory_model.py): past its limit the run is OOM-killed.
+    `pace` > 0 makes the call really take `pace` x its simulated time (for the HTTP
+    server, so that a run can be watched while it runs).
     """
     step_id = STEP_IDS.get(fixture.recipe, fixture.recipe)
     execution_id = execution_id_for(run_id)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spillover_harness.plan.sim_model import SimModel
 from spillover_harness.sim.config import SpilloverConfig
 from spillover_harness.sim.logs import StepLog
-from spillover_harness.sim.model import SimModel
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -78,7 +78,7 @@ class StepRun:
     persisted: int = 0
     reads: int = 0
     budget_fallbacks: int = 0
-    # the mcp-host's memory (sim/memory.py): what this execution held over simulated
+    # the mcp-host's memory (plan/memory_model.py): what this execution held over simulated
     # time, its working set's peak (the limit when it was OOM-killed), and whether it was
     memory_trace: list[tuple[float, int]] = field(default_factory=list)
     peak_bytes: int = 0

@@ -1,4 +1,4 @@
-"""How much the simulated decision depends on the simulator's model (sim/model.py).
+"""How much the simulated decision depends on the simulator's model (plan/sim_model.py).
 
 The matrix is run once with its own model (the reference) and once per tested value
 of each parameter, one parameter changed at a time (on top of the matrix's
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spillover_harness.evaluate import Verdict, evaluate
-from spillover_harness.evaluate.schema import CellEvidence, CriterionResult
-from spillover_harness.matrix import Matrix
-from spillover_harness.sim.model import PARAMETERS, ModelParameter, parameter
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.plan.sim_model import PARAMETERS, ModelParameter, parameter
+from spillover_harness.results.verdict import CellEvidence, CriterionResult
 
 __all__ = [
     "Margin",
@@ -252,7 +252,7 @@ def run_point(
     cancel: threading.Event,
 ) -> SensitivityPoint | None:
     """Run (or continue) one point's stage and judge it; None when interrupted."""
-    from spillover_harness.sim_stage import SimStageSpec, sim_stage
+    from spillover_harness.stages.sim_stage import SimStageSpec, sim_stage
 
     spec = SimStageSpec(
         study="sensitivity",

@@ -13,8 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from spillover_harness.atomic_file import atomic_write_bytes
-from spillover_harness.matrix import Matrix
-from spillover_harness.report import SIM_DISCLAIMER
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.report.report import SIM_DISCLAIMER
 from spillover_harness.studies.sensitivity import (
     Margin,
     ParameterStudy,

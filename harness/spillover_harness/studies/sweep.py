@@ -21,14 +21,14 @@ from pathlib import Path
 from spillover_operator.domain.model import BUDGET_VAR, THRESHOLD_VAR
 
 from spillover_harness.evaluate import CRITERIA, Verdict, evaluate
-from spillover_harness.matrix import (
+from spillover_harness.plan.matrix import (
     Configuration,
     Decision,
     DecisionStep,
     Matrix,
     env_value_problem,
 )
-from spillover_harness.records import RunRecord
+from spillover_harness.results.records import RunRecord
 
 __all__ = [
     "SweepPoint",
@@ -285,7 +285,7 @@ def run_sweep(
     cancel: threading.Event,
 ) -> tuple[list[RunRecord], bool, int]:
     """Run (or continue) the sweep's stage on the simulator: (records, interrupted, planned)."""
-    from spillover_harness.sim_stage import SimStageSpec, sim_stage
+    from spillover_harness.stages.sim_stage import SimStageSpec, sim_stage
 
     spec = SimStageSpec(
         study="sweep",

@@ -16,10 +16,10 @@ from matplotlib.figure import Figure
 
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import CRITERIA, Verdict
-from spillover_harness.matrix import Matrix
-from spillover_harness.records import RunRecord
-from spillover_harness.report import SIM_DISCLAIMER
-from spillover_harness.results_dir import StageFile
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.report.report import SIM_DISCLAIMER
+from spillover_harness.results.records import RunRecord
+from spillover_harness.results.results_dir import StageFile
 from spillover_harness.studies.sweep import (
     ResultSizes,
     SweepPoint,
@@ -225,7 +225,7 @@ def write_sweep_report(
     command: str,
     stage: StageFile | None,
 ) -> SweepPaths:
-    from spillover_harness.report import write_report
+    from spillover_harness.report.report import write_report
 
     paths = SweepPaths(out_dir)
     # the sweep's own stage (sim, never faulted): its disclaimer comes from the stage;

@@ -16,7 +16,7 @@ from spillover_harness.apply.decision import (
     spec_patch,
 )
 from spillover_harness.cli import main
-from spillover_harness.matrix import load_matrix
+from spillover_harness.plan.matrix import load_matrix
 from spillover_operator.exit_codes import BAD_INPUT, INCOMPLETE, INCONCLUSIVE
 
 
@@ -44,7 +44,7 @@ def test_decisions_map_to_spec_patches() -> None:
 
 def test_the_deciding_configurations_budget_is_applied(tmp_path: Path) -> None:
     text = (
-        Path(__file__).parents[3] / "harness/spillover_harness/matrices/spillover-default.yaml"
+        Path(__file__).parents[3] / "harness/spillover_harness/plan/matrices/spillover-default.yaml"
     ).read_text(encoding="utf-8")
     text = text.replace(
         'CLERUM_WORKFLOW_TOOL_SPILLOVER_THRESHOLD: "32768"',

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.cli import main
-from spillover_harness.matrix import load_matrix
-from spillover_harness.records import RunKey, RunRecord
-from spillover_harness.runner import run_id_for
+from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.records import RunKey, RunRecord, run_id_for
 from spillover_operator.exit_codes import OK
 
 # Only code-review/small: on the simulator no tool result of that input reaches
@@ -41,7 +40,7 @@ decision:
 
 # The default matrix with 32KiB replaced by 64KiB, the last step of the chain.
 DEFAULT = (
-    resources.files("spillover_harness.matrices")
+    resources.files("spillover_harness.plan.matrices")
     .joinpath("spillover-default.yaml")
     .read_text(encoding="utf-8")
 )

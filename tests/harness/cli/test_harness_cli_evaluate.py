@@ -17,7 +17,7 @@ CRITERIA = {"success_rate", "iteration_limit", "input_tokens", "summary_quality"
 
 def small_matrix(directory: Path, *, reps: int = 2) -> Path:
     text = (
-        resources.files("spillover_harness.matrices")
+        resources.files("spillover_harness.plan.matrices")
         .joinpath("spillover-default.yaml")
         .read_text(encoding="utf-8")
     )

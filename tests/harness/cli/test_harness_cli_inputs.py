@@ -18,8 +18,7 @@ import pytest
 from harness_cli import Run, lines_of, run_sim_stage, write_lines
 from matrix_builders import small_matrix
 from repo_paths import REPO_ROOT
-from spillover_harness.records import RunKey
-from spillover_harness.runner import run_id_for
+from spillover_harness.results.records import RunKey, run_id_for
 from spillover_operator.exit_codes import BAD_INPUT, OK
 
 MATRIX_TEXT = small_matrix("inputs", input_name="small")

@@ -17,9 +17,9 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from spillover_harness.matrix import load_matrix
-from spillover_harness.records import read_records
-from spillover_harness.runner import job_key, plan_jobs
+from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.records import read_records
+from spillover_harness.run.runner import job_key, plan_jobs
 from spillover_operator.exit_codes import INCONCLUSIVE, LOCKED, OK
 
 EXE = str(Path(sys.executable).parent / "spillover-harness")
@@ -27,7 +27,7 @@ EXE = str(Path(sys.executable).parent / "spillover-harness")
 
 def small_matrix(directory: Path) -> Path:
     text = (
-        resources.files("spillover_harness.matrices")
+        resources.files("spillover_harness.plan.matrices")
         .joinpath("spillover-default.yaml")
         .read_text(encoding="utf-8")
     )

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from spillover_harness import evaluate as evaluate_module
-from spillover_harness import report as report_module
 from spillover_harness.cli import main
 from spillover_harness.cli.app import build_parser
 from spillover_harness.cli.run import RUN_OPTIONS, resume_command
+from spillover_harness.report import report as report_module
 from spillover_operator.exit_codes import BAD_INPUT, INTERRUPTED, OK
 
 EXE = str(Path(sys.executable).parent / "spillover-harness")

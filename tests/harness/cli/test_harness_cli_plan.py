@@ -110,7 +110,7 @@ def test_from_another_matrix_or_a_non_stage_is_refused(cli: Run, tmp_path: Path)
     code, _, err = cli(["plan", "--from", str(tmp_path)])
     assert code == exit_codes.BAD_INPUT and "no stage.json" in err
     out = tmp_path / "memory"
-    matrix = "harness/spillover_harness/matrices/memory-budget.yaml"
+    matrix = "harness/spillover_harness/plan/matrices/memory-budget.yaml"
     code, _, err = cli(["run", "--stage", "sim", "--matrix", matrix, "--out", str(out)])
     assert code == exit_codes.OK, err
     code, stdout, err = cli(["plan", "--from", str(out)])

@@ -17,9 +17,9 @@ import pytest
 from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.evaluate.render import number
-from spillover_harness.records import read_records
-from spillover_harness.sim.memory import MemoryModel
-from spillover_harness.sim.model import SimModel
+from spillover_harness.plan.memory_model import MemoryModel
+from spillover_harness.plan.sim_model import SimModel
+from spillover_harness.results.records import read_records
 from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 REPO = Path(__file__).resolve().parents[3]
@@ -136,7 +136,8 @@ def test_the_memory_demo_is_not_headlined_as_the_shipped_default(cli: Run, tmp_p
     first line and the printed outcome say so."""
     matrix = tmp_path / "memory-budget.yaml"
     shutil.copyfile(
-        str(resources.files("spillover_harness.matrices").joinpath("memory-budget.yaml")), matrix
+        str(resources.files("spillover_harness.plan.matrices").joinpath("memory-budget.yaml")),
+        matrix,
     )
     out = tmp_path / "memory"
     code, stdout, err = cli(["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out),
@@ -156,7 +157,7 @@ def test_the_memory_demo_is_not_headlined_as_the_shipped_default(cli: Run, tmp_p
 
 def test_the_shipped_matrix_keeps_its_plain_headline(cli: Run, tmp_path: Path) -> None:
     text = (
-        resources.files("spillover_harness.matrices")
+        resources.files("spillover_harness.plan.matrices")
         .joinpath("spillover-default.yaml")
         .read_text(encoding="utf-8")
     ).replace("  sim: 5\n", "  sim: 1\n")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from harness_cli import Run
 from record_builders import make_record
-from spillover_harness.records import McpHostMemory
+from spillover_harness.results.records import McpHostMemory
 
 MIB = 1024 * 1024
 LIMIT = 2048 * MIB

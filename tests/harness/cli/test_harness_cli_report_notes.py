@@ -20,9 +20,8 @@ import pytest
 from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
-from spillover_harness.records import RunKey
-from spillover_harness.report import SIMULATED_PLATFORM_DISCLAIMER
-from spillover_harness.runner import run_id_for
+from spillover_harness.report.report import SIMULATED_PLATFORM_DISCLAIMER
+from spillover_harness.results.records import RunKey, run_id_for
 from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 FAULT = "ignore-env"

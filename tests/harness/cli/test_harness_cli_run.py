@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.cli import main
-from spillover_harness.matrix import load_matrix
-from spillover_harness.records import read_records
-from spillover_harness.runner import job_key, plan_jobs
+from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.records import read_records
+from spillover_harness.run.runner import job_key, plan_jobs
 from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
 DECISIONS = {"131072", "32768", "false", "inconclusive"}
@@ -22,7 +22,7 @@ CRITERIA = {"success_rate", "iteration_limit", "input_tokens", "summary_quality"
 def small_matrix(directory: Path, *, reps: int = 2, seed: int | None = None) -> Path:
     """The packaged default matrix with `sim: reps` (and optionally another seed)."""
     text = (
-        resources.files("spillover_harness.matrices")
+        resources.files("spillover_harness.plan.matrices")
         .joinpath("spillover-default.yaml")
         .read_text(encoding="utf-8")
     )
@@ -232,7 +232,9 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     the full 16 MiB budget, a concurrency lane): report.md shows each configuration's
     peak against its limit, the results kept inline because the budget was full, the
     lane, and the warnings."""
-    matrix = Path(str(resources.files("spillover_harness.matrices").joinpath("memory-budget.yaml")))
+    matrix = Path(
+        str(resources.files("spillover_harness.plan.matrices").joinpath("memory-budget.yaml"))
+    )
     out = tmp_path / "sim"
     code, _, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
     # off never completes code-review/budget: criterion 3 holds 128KiB against off's runs

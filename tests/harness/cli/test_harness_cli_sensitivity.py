@@ -11,7 +11,7 @@ import pytest
 from harness_cli import Run
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
-from spillover_harness.records import read_records
+from spillover_harness.results.records import read_records
 from spillover_operator.exit_codes import BAD_INPUT, OK
 
 MATRIX = small_matrix("sensitivity-small", input_name="large")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from spillover_harness.cli import main
-from spillover_harness.records import read_records
+from spillover_harness.results.records import read_records
 from spillover_operator.exit_codes import BAD_INPUT, OK
 
 MATRIX = """\

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from harness_cli import Run
-from spillover_harness.matrix import load_matrix
-from spillover_harness.records import read_records
-from spillover_harness.runner import job_key, plan_jobs
+from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.records import read_records
+from spillover_harness.run.runner import job_key, plan_jobs
 from spillover_operator import exit_codes
 
 EXE = str(Path(sys.executable).parent / "spillover-harness")
@@ -67,12 +67,14 @@ def test_runs_are_added_only_where_the_decision_hinges(cli: Run, tmp_path: Path)
     assert "stability: " in stdout
 
     # evaluate and report accept the added repetitions, with and without --matrix
-    for extra in ([], ["--matrix", "harness/spillover_harness/matrices/spillover-default.yaml"]):
+    for extra in (
+        [],
+        ["--matrix", "harness/spillover_harness/plan/matrices/spillover-default.yaml"],
+    ):
         code, _, stderr = cli(["evaluate", "--records", str(out / "runs.jsonl"), *extra])
         assert code == exit_codes.OK, stderr
     # and refuse one beyond them
-    from spillover_harness.records import RunKey
-    from spillover_harness.runner import run_id_for
+    from spillover_harness.results.records import RunKey, run_id_for
 
     last = records[-1]
     key = RunKey("sim", last.config, last.recipe, last.input, 99)

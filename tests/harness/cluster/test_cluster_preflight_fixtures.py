@@ -7,9 +7,9 @@ from pathlib import Path
 
 from spillover_harness.cluster.preflight import matrix_fixtures
 from spillover_harness.fixtures import build_fixtures
-from spillover_harness.matrix import load_matrix
+from spillover_harness.plan.matrix import load_matrix
 
-MATRICES = Path(__file__).resolve().parents[3] / "harness/spillover_harness/matrices"
+MATRICES = Path(__file__).resolve().parents[3] / "harness/spillover_harness/plan/matrices"
 
 
 def test_the_memory_matrix_needs_the_16_mib_input_and_the_default_does_not() -> None:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from spillover_harness.cluster.starters import StartError, object_name
-from spillover_harness.runner import RunKey, run_id_for
+from spillover_harness.results.records import RunKey, run_id_for
 
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.sim import SimDriver, SimFaults
 from spillover_harness.fixtures import FixtureSet, build_fixtures
-from spillover_harness.matrix import Configuration, InputSpec
-from spillover_harness.records import OPTIONAL_FIELDS, RunRecord
+from spillover_harness.plan.matrix import Configuration, InputSpec
+from spillover_harness.results.records import OPTIONAL_FIELDS, RunRecord
 from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 424242
@@ -141,9 +141,9 @@ def test_default_fixtures_come_from_the_fixture_seed(tmp_path: Path) -> None:
 
 
 def test_a_run_records_its_memory_and_its_budget_fallbacks(tmp_path: Path) -> None:
-    """The sim's mcp-host memory (sim/memory.py) and the results kept inline because
+    """The sim's mcp-host memory (plan/memory_model.py) and the results kept inline because
     the budget was full, on the `budget` input at the smallest budget."""
-    from spillover_harness.sim.memory import MemoryModel
+    from spillover_harness.plan.memory_model import MemoryModel
     from spillover_operator.domain.model import BUDGET_VAR
 
     small = Configuration(name="1MiB", env={BUDGET_VAR: "1048576"})

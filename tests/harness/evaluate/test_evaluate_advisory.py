@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from record_builders import MATRIX, CellKey, Spec, make_dataset, make_record
 from spillover_harness.evaluate import TokenRatio, Verdict, evaluate
-from spillover_harness.records import RunRecord
-from spillover_harness.report import render_markdown
+from spillover_harness.report.report import render_markdown
+from spillover_harness.results.records import RunRecord
 
 # The seed decides most of a run's size: six repetitions far apart (six: the fewest that
 # a 95% interval of a median can be had from).

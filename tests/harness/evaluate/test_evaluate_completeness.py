@@ -12,9 +12,9 @@ from record_builders import MATRIX, Spec, make_dataset, make_record
 from spillover_harness.drivers.sim import SimDriver
 from spillover_harness.evaluate import CRITERIA, evaluate
 from spillover_harness.fixtures import build_fixtures
-from spillover_harness.matrix import Matrix
-from spillover_harness.records import RunRecord
-from spillover_harness.runner import plan_jobs, run_stage
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.records import RunRecord
+from spillover_harness.run.runner import plan_jobs, run_stage
 
 
 def _good_run(config: str) -> Spec:

@@ -7,8 +7,8 @@ from typing import Any
 
 from record_builders import MATRIX, make_dataset, make_record
 from spillover_harness.evaluate import evaluate
-from spillover_harness.records import RunRecord
-from spillover_harness.report import render_markdown
+from spillover_harness.report.report import render_markdown
+from spillover_harness.results.records import RunRecord
 
 
 def _good(config: str) -> dict[str, Any]:

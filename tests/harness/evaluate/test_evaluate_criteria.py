@@ -14,8 +14,8 @@ from spillover_harness.evaluate import (
     evaluate,
     median,
 )
-from spillover_harness.matrix import Matrix
-from spillover_harness.records import RunRecord
+from spillover_harness.plan.matrix import Matrix
+from spillover_harness.results.records import RunRecord
 
 
 def _good_run(config: str) -> Spec:

@@ -9,7 +9,7 @@ import pytest
 from record_builders import CELLS, MATRIX, CellKey, Spec, make_dataset, make_record
 from spillover_harness import evaluate as evaluate_module
 from spillover_harness.evaluate import CRITERIA, Verdict, evaluate
-from spillover_harness.records import RunRecord
+from spillover_harness.results.records import RunRecord
 
 
 def _good_run(config: str) -> Spec:

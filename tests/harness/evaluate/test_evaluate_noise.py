@@ -18,7 +18,7 @@ from spillover_harness.evaluate.noise import (
     within_noise,
 )
 from spillover_harness.evaluate.stability import describe
-from spillover_harness.matrix import load_matrix
+from spillover_harness.plan.matrix import load_matrix
 
 MATRIX = load_matrix(None)
 CELL = ("code-review", "small")

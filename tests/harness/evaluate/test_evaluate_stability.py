@@ -13,8 +13,8 @@ from record_builders import CELLS, CONFIGS, make_dataset, plain_record
 from spillover_harness.evaluate import evaluate
 from spillover_harness.evaluate.context import Context, group
 from spillover_harness.evaluate.stability import observed_statuses, stability
-from spillover_harness.matrix import Matrix, load_matrix
-from spillover_harness.records import RunRecord
+from spillover_harness.plan.matrix import Matrix, load_matrix
+from spillover_harness.results.records import RunRecord
 
 MATRIX = load_matrix(None)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from spillover_harness.checks.consistency import check_run
 from spillover_harness.cluster.configs import expected_env
 from spillover_harness.fixtures import Fixture, build_fixtures
-from spillover_harness.matrix import Configuration
+from spillover_harness.plan.matrix import Configuration
 from spillover_harness.sim.metrics import (
     FIRST_PARTY_OUTPUT_METRIC,
     FIRST_PARTY_PERSISTED_METRIC,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from matrix_builders import small_matrix
 from spillover_harness.cli import main
-from spillover_harness.matrix import MatrixError, load_matrix
-from spillover_harness.records import read_records
-from spillover_harness.results_dir import matrix_hash
+from spillover_harness.plan.matrix import MatrixError, load_matrix
+from spillover_harness.results.records import read_records
+from spillover_harness.results.results_dir import matrix_hash
 from spillover_harness.sim.config import SpilloverConfig
 from spillover_harness.sim.handoff import QUERY_TOOL, HandoffSettings, HandoffStore, extract
 from spillover_harness.sim.prompt import tokens
@@ -200,7 +200,7 @@ def test_a_matrix_without_handoff_hashes_as_before(tmp_path: Path) -> None:
     data = m.model_dump(mode="json")
     assert all(c["strategy"] == "spillover" for c in data["configurations"])
     assert matrix_hash(m).startswith("sha256:")
-    from spillover_harness.results_dir import _comparable  # the hashed form
+    from spillover_harness.results.results_dir import _comparable  # the hashed form
 
     assert all("strategy" not in c for c in _comparable(m)["configurations"])
 

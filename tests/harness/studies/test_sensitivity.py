@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from spillover_harness.evaluate.schema import CellEvidence, CriterionResult, Status
+from spillover_harness.results.verdict import CellEvidence, CriterionResult, Status
 from spillover_harness.studies.sensitivity import Margin, criterion_margin
 from spillover_harness.studies.sensitivity_report import margin_text
 

@@ -1,0 +1,1 @@
+"""Speed figures for `make bench*`: how fast the harness plans, runs and evaluates."""

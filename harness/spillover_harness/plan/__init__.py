@@ -1,0 +1,1 @@
+"""What to run: the matrix and the simulator parameters it carries."""

@@ -1,0 +1,22 @@
+"""`make bench` prints one `name=value` per line, each figure beside its direct path
+(the format scripts and the README rely on; no timing is asserted)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from spillover_harness.bench.bench import main
+
+
+def test_every_line_is_name_equals_value(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--records", "300"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    figures = dict(line.split("=", 1) for line in lines)
+    assert all(re.fullmatch(r"[a-z_]+( [a-z_0-9]+)?=\S+", line) for line in lines), lines
+    assert figures["sim_matrix_runs"] == "60"
+    assert figures["evaluate_records"] == "300"
+    for name in ("ratio sim_matrix", "ratio evaluate", "ratio adaptive_runs"):
+        assert float(figures[name]) > 0
+    # the seeded simulator: the same runs every time, so the same count
+    assert int(figures["adaptive_runs"]) < int(figures["uniform_runs"])
