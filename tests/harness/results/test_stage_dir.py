@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from record_builders import MATRIX
 from spillover_harness.evaluate import evaluate
-from spillover_harness.results.verdict import Verdict
 from spillover_harness.plan.matrix import load_matrix
 from spillover_harness.results.results_dir import (
     AdaptiveRound,
@@ -34,6 +33,7 @@ from spillover_harness.results.results_dir import (
     prepare_results_dir,
     written_view,
 )
+from spillover_harness.results.verdict import Verdict
 
 
 def _write(tmp_path: Path, name: str, data: Any) -> Path:
