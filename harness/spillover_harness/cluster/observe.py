@@ -210,31 +210,23 @@ def _exec_served(
         return exec_sh(cluster, namespace, pod, container, script, *args), None
     except Exception as exc:
         failure = f"exec in pod {pod} failed: {_short(exc)}"
-        if target is None or _still_running(cluster, namespace, pods, pod) is not False:
+        if target is None:
             return failure
-    newest = pick_pod(cluster, namespace, pods)
-    if isinstance(newest, str):
-        return f"the pod that served the run ({pod}) ended before the check; {newest}"
-    other, other_container = newest
+    try:  # one list answers both: has the target ended, and which pod is the newest
+        found = running_pods(cluster, namespace, pods.selector)
+    except Exception:
+        return failure  # cannot tell whether the target ended
+    if any(name_of(p) == pod for p in found):
+        return failure
+    ended = f"the pod that served the run ({pod}) ended before the check"
+    if not found:
+        return f"{ended}; no running pod matches {pods.selector!r} in {namespace}"
+    other, other_container = name_of(found[0]), _container(found[0], pods.container)
     try:
         out = exec_sh(cluster, namespace, other, other_container, script, *args)
     except Exception as exc:
-        return (
-            f"the pod that served the run ({pod}) ended before the check; exec in pod "
-            f"{other} failed: {_short(exc)}"
-        )
-    return out, (
-        f"the pod that served the run ({pod}) ended before the check; checked in the "
-        f"newest running pod ({other}) instead"
-    )
-
-
-def _still_running(cluster: Connection, namespace: str, pods: PodSelector, pod: str) -> bool | None:
-    """Whether `pod` is among the running pods of the selector (None: cannot tell)."""
-    try:
-        return any(name_of(p) == pod for p in running_pods(cluster, namespace, pods.selector))
-    except Exception:
-        return None
+        return f"{ended}; exec in pod {other} failed: {_short(exc)}"
+    return out, f"{ended}; checked in the newest running pod ({other}) instead"
 
 
 _CAT_FIRST = (
