@@ -137,10 +137,14 @@ class SummarySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> SummarySampler:
+    def start(self) -> SummarySampler:
+        """Begin sampling in a thread of its own, until `stop()`."""
         self._thread = threading.Thread(target=self._loop, name="kubelet-summary", daemon=True)
         self._thread.start()
         return self
+
+    def __enter__(self) -> SummarySampler:
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

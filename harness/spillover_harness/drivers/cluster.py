@@ -543,7 +543,7 @@ class ClusterDriver:
             if self.profile.memory.source != "none":
                 block.sampler = SummarySampler(
                     self.cluster, self.profile.pods.mcp_host.selector, self._mcp_host_container()
-                ).__enter__()
+                ).start()
         if previous is not None:
             previous.stop()  # its memory is read at the switch; no later sample is its
         if self.profile.memory.restarts_from == "pod-status":
