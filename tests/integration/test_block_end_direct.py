@@ -322,3 +322,114 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
             for line in _judged(checks)
         ), (block.config, checks.lines)
     assert any("judged per series" in n for n in _notes(checks)), checks.lines
+
+
+def _replaced_after_the_block(
+    tmp_path: Any,
+    prometheus_factory: Callable[..., PrometheusServer],
+    *,
+    scraped_first: bool,
+) -> tuple[list[Block], BlockChecks]:
+    """Two blocks; the first one's pod `mcp-host-0` is replaced by `mcp-host-1` (same
+    configuration) after the block's last run, before the driver captures its end at
+    the switch. `scraped_first`: Prometheus scraped the old pod past the block's last
+    run before it went; otherwise Prometheus never found it (discovered too late)."""
+    targets = tmp_path / "targets.json"
+    write_file_targets(targets, [])
+    prom = prometheus_factory(
+        [], scrape_interval_s=INTERVAL, labels=LABELS, discovery=file_targets(targets),
+        wait_for_targets=False,
+    )  # fmt: skip
+    collector = PrometheusCollector(
+        prom.url, selectors='namespace="clerum"', scrape_interval_s=INTERVAL
+    )
+    large = ("code-review", "large", T32)
+
+    def group(sim: Sim, pod: str) -> dict[str, object]:
+        return {"targets": [sim.target], "labels": {"namespace": "clerum", "pod": pod}}
+
+    old_server, old_thread = serve(host="127.0.0.1", port=0)
+    new_server, new_thread = serve(host="127.0.0.1", port=0)
+    old, new = Sim(old_server), Sim(new_server)
+    try:
+        if scraped_first:
+            write_file_targets(targets, [group(old, "mcp-host-0")])
+            prom.wait_for_targets_up(timeout_s=30, expected=1)
+        first = Block("32KiB", time.time(), pods={"mcp-host-0"})
+        for k in range(2):
+            status = old.run(*large)
+            first.runs.append(f"32KiB-{k}")
+            first.persisted += status["spilloverPersisted"]
+            first.reads += status["spilloverReads"]
+            first.last_end = time.time()
+        assert first.persisted > 0, "nothing spilled: proves nothing"
+        if scraped_first:
+            with collector.connect() as conn:
+                collector._wait_for_scrapes(conn, first.last_end, [], 0)
+        # The replacement: the old pod goes, the new one (same configuration) serves.
+        old_server.shutdown()
+        old_server.server_close()
+        old_thread.join(10)
+        write_file_targets(targets, [group(new, "mcp-host-1")])
+        if scraped_first:
+            _until_dropped(prom, old.target)
+        prom.wait_for_targets_up(timeout_s=30, expected=1)
+
+        capture_end(collector, first)  # the driver, at the switch to the next block
+        assert first.end_series is not None, first.end_notes
+
+        second = Block("off", time.time(), pods={"mcp-host-1"})
+        status = new.run("summarize", "document", OFF)
+        second.runs.append("off-0")
+        second.persisted += status["spilloverPersisted"]
+        second.reads += status["spilloverReads"]
+        second.last_end = time.time()
+        checks = check_blocks(collector, [first, second])
+    finally:
+        new_server.shutdown()
+        new_server.server_close()
+        new_thread.join(10)
+    return [first, second], checks
+
+
+def test_a_block_whose_pods_were_replaced_before_its_end_was_read_counts_their_last_scrape(
+    tmp_path: Any,
+    prometheus_factory: Callable[..., PrometheusServer],
+) -> None:
+    """The targets read at the switch are the replacement's (their counters at 0): the
+    block's own pod is read from Prometheus' last scrape of it, so the block agrees."""
+    blocks, checks = _replaced_after_the_block(tmp_path, prometheus_factory, scraped_first=True)
+
+    for block in blocks:
+        assert any(
+            line.startswith(f"block {block.config} (")
+            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
+            for line in _judged(checks)
+        ), (block.config, checks.lines)
+    assert any(
+        "the pod(s) mcp-host-0 that served the block were replaced before its end was read: "
+        "their counters are Prometheus' last scrape of them" in n
+        for n in _notes(checks)
+    ), checks.lines
+    assert blocks[0].end_unscraped == []
+
+
+def test_a_replaced_pod_prometheus_never_scraped_past_the_block_is_not_called_a_difference(
+    tmp_path: Any,
+    prometheus_factory: Callable[..., PrometheusServer],
+) -> None:
+    """Prometheus never saw the block's pod: its end is a lower bound (0), which says
+    nothing against the runs' counts. The line says so, not "differ"."""
+    blocks, checks = _replaced_after_the_block(tmp_path, prometheus_factory, scraped_first=False)
+
+    first = [line for line in _judged(checks) if line.startswith("block 32KiB (")]
+    assert len(first) == 1, checks.lines
+    assert first[0].endswith(
+        f"sum to persisted {blocks[0].persisted}, reads {blocks[0].reads}: not compared "
+        "(Prometheus is a lower bound: pod(s) mcp-host-0 replaced before it scraped them "
+        "past the block's last run)"
+    ), first
+    assert blocks[0].end_unscraped == ["mcp-host-0"]
+    assert any(
+        line.startswith("block off (") and line.endswith(": agree") for line in _judged(checks)
+    ), checks.lines

@@ -18,6 +18,13 @@ Per group: the workflow counters' deltas against the sum of the runs' own counts
 (a cross-check for the report, never a per-run figure), and the first-party counters
 (`clerum_spillover_*_total`), which must not move: when they did, every run of the
 group gets a `consistency:` problem (the stage rewrites those records).
+
+A block's end is read from the targets Prometheus matches *now*. When the pods that
+served the block's runs (their `pod` label) are no longer among them (something
+replaced them after the block's last run, before its end was read), their counters
+are taken from Prometheus' last scrape of them; a pod Prometheus did not scrape past
+the block's last run makes the block's end a lower bound, and its line says so
+instead of "differ".
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from spillover_harness.collectors.prometheus import (
     READS,
     PrometheusCollector,
     _selector,
+    exact_regex,
+    prometheus_time,
 )
 from spillover_harness.collectors.targets import (
     DirectRead,
@@ -48,6 +57,8 @@ COUNTERS = (PERSISTED, READS, *FIRST_PARTY)
 END_MARGIN_S = 1.0
 # How long one matched target may take to answer the direct read.
 DIRECT_TIMEOUT_S = 2.0
+# The series label naming the pod a target is (what Kubernetes discovery relabels to).
+POD_LABEL = "pod"
 
 
 @dataclass
@@ -65,6 +76,9 @@ class Block:
     # replaced the pods that held them (`capture_end`); None: not captured.
     end_series: dict[SeriesKey, float] | None = None
     end_notes: list[str] = field(default_factory=list)
+    # the block's pods replaced before its end was read that Prometheus did not scrape
+    # past its last run: its end values are then a lower bound
+    end_unscraped: list[str] = field(default_factory=list)
     # the mcp-host pods that served its runs, and their memory over the block
     # (collectors/memory.py), read at its end like `end_series`; None: not read yet
     pods: set[str] = field(default_factory=set)
@@ -166,10 +180,62 @@ def _end_series(
     if read is not None:
         urls = ", ".join(t.scrape_url for t in read.targets)
         notes.append(f"read directly from {len(read.targets)} target(s) ({urls})")
-        return dict(read.series)
-    deadline = collector._wait_for_scrapes(prom, block.last_end, notes, 0)
-    notes.append(f"read from Prometheus after a scrape past its last run ({why})")
-    return _series_at(collector, prom, max(deadline, block.last_end) + 0.001)
+        series = dict(read.series)
+    else:
+        deadline = collector._wait_for_scrapes(prom, block.last_end, notes, 0)
+        notes.append(f"read from Prometheus after a scrape past its last run ({why})")
+        series = _series_at(collector, prom, max(deadline, block.last_end) + 0.001)
+    replaced = _pods_not_read(series, block.pods)
+    if replaced:
+        last, unscraped = _last_scrapes(collector, prom, replaced, block)
+        series.update(last)
+        block.end_unscraped = unscraped
+        notes.append(
+            f"the pod(s) {', '.join(replaced)} that served the block were replaced before "
+            "its end was read: their counters are Prometheus' last scrape of them"
+            + (
+                f" (not scraped past the block's last run: {', '.join(unscraped)})"
+                if unscraped
+                else ""
+            )
+        )
+    return series
+
+
+def _pods_not_read(series: Mapping[SeriesKey, float], pods: set[str]) -> list[str]:
+    """The block's pods absent from `series` ([] when no series names its pod: the
+    targets' labels then cannot tell which pods were read)."""
+    named = {v for _, labels in series for k, v in labels if k == POD_LABEL}
+    return sorted(pods - named) if named else []
+
+
+def _last_scrapes(
+    collector: PrometheusCollector, prom: Any, pods: list[str], block: Block
+) -> tuple[dict[SeriesKey, float], list[str]]:
+    """The counters of `pods` at Prometheus' last scrape of each since the block began,
+    and the pods whose last successful scrape is not past the block's last run (their
+    values may miss its last increments), in Prometheus' clock."""
+    before = collector._clock()
+    prom_now = prometheus_time(prom)
+    skew = prom_now - (before + collector._clock()) / 2
+    window = f"{max(1, math.ceil(prom_now - (block.first_start + skew)) + 1)}s"
+    own = f'{POD_LABEL}=~"{exact_regex(pods)}"'
+    counters = _selector(f'__name__=~"{"|".join(COUNTERS)}"', own, collector.selectors)
+    out: dict[SeriesKey, float] = {}
+    for sample in _vector_at(prom, f"{counters}[{window}]", prom_now):
+        labels = dict(sample["metric"])
+        name = labels.pop("__name__", "")
+        values = sample.get("values") or []
+        if name in COUNTERS and values:
+            out[(name, frozenset(labels.items()))] = float(values[-1][1])
+    scraped: dict[str, float] = {}
+    for sample in _vector_at(prom, f"up{_selector(own, collector.selectors)}[{window}]", prom_now):
+        pod = str(sample["metric"].get(POD_LABEL, ""))
+        ups = [float(t) for t, v in sample.get("values") or [] if float(v) == 1.0]
+        if ups:
+            scraped[pod] = max(scraped.get(pod, -math.inf), max(ups))
+    past = block.last_end + skew
+    return out, [p for p in pods if scraped.get(p, -math.inf) < past]
 
 
 def catch_up_s(collector: PrometheusCollector) -> float:
@@ -325,8 +391,15 @@ def _judge(out: BlockChecks, members: list[Block], delta: Mapping[str, float]) -
         own_p = sum(b.persisted for b in members)
         own_r = sum(b.reads for b in members)
         agree = delta[PERSISTED] == own_p and delta[READS] == own_r
+        unscraped = [p for b in members for p in b.end_unscraped]
+        below = delta[PERSISTED] <= own_p and delta[READS] <= own_r
         line += f"; the runs' own counts sum to persisted {own_p}, reads {own_r}: " + (
-            "agree" if agree else "differ (other runs overlapped?)"
+            "agree"
+            if agree
+            else f"not compared (Prometheus is a lower bound: pod(s) {', '.join(unscraped)} "
+            "replaced before it scraped them past the block's last run)"
+            if unscraped and below
+            else "differ (other runs overlapped?)"
         )
     if len(members) > 1:
         line += " (no scrape between these blocks: judged together)"

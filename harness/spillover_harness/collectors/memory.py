@@ -13,14 +13,13 @@ stops a stage.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from string import Template
 from typing import Any
 
-from spillover_harness.collectors.prometheus import PrometheusCollector
+from spillover_harness.collectors.prometheus import PrometheusCollector, exact_regex
 from spillover_harness.profile import MemoryQueries
 
 __all__ = [
@@ -56,9 +55,7 @@ def render_query(
 ) -> str:
     """The query with its placeholders filled in; `$pods` is an anchored-by-PromQL regex
     matching exactly these pod names."""
-    regex = "|".join(re.escape(p) for p in sorted(set(pods))) or "^$"
-    # PromQL string literals take Go escapes: a backslash of the regex must be doubled.
-    regex = regex.replace("\\", "\\\\")
+    regex = exact_regex(pods)
     window = f"{max(1, math.ceil(window_s))}s"
     return Template(query).substitute(
         namespace=namespace, pods=regex, container=container, window=window

@@ -32,9 +32,10 @@ turns any failure into (None, None, [note]).
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -95,6 +96,13 @@ class CounterDeltas(TypedDict):
 
 def _selector(*matchers: str) -> str:
     return "{" + ", ".join(m.strip().rstrip(",") for m in matchers if m.strip()) + "}"
+
+
+def exact_regex(values: Sequence[str]) -> str:
+    """A PromQL regex string body (PromQL anchors it) matching exactly `values`, escaped
+    for a double-quoted PromQL literal (Go escapes: the regex's backslashes doubled)."""
+    regex = "|".join(re.escape(v) for v in sorted(set(values))) or "^$"
+    return regex.replace("\\", "\\\\")
 
 
 def _labels(metric: Mapping[str, str]) -> Labels:
