@@ -150,6 +150,16 @@ def _notes(checks: BlockChecks) -> list[str]:
     return [line for line in checks.lines if line.startswith("counters: ")]
 
 
+def _every_block_agrees(blocks: list[Block], checks: BlockChecks) -> None:
+    """Each block's line: the Prometheus deltas agree with the runs' own counts."""
+    for block in blocks:
+        assert any(
+            line.startswith(f"block {block.config} (")
+            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
+            for line in _judged(checks)
+        ), (block.config, checks.lines)
+
+
 def test_the_end_read_from_the_targets_is_what_prometheus_reports_after_a_scrape(
     feeding: Sim,
     other: Sim,
@@ -186,12 +196,7 @@ def test_the_end_read_from_the_targets_is_what_prometheus_reports_after_a_scrape
     ), checks.lines
     assert not any("after it scraped" in n for n in notes), checks.lines
     judged = _judged(checks)
-    for block in blocks:
-        assert any(
-            line.startswith(f"block {block.config} (")
-            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
-            for line in judged
-        ), (block.config, checks.lines)
+    _every_block_agrees(blocks, checks)
     # The first-party counters moved with every spill (the fault): the spilling blocks'
     # runs get the problem, the `off` block's do not.
     assert set(checks.problems) == {*blocks[1].runs, *blocks[2].runs}, checks.problems
@@ -239,12 +244,7 @@ def test_a_target_the_harness_cannot_reach_falls_back_to_the_scrape_wait(
         for n in notes
     ), checks.lines
     assert not any("read directly from" in n for n in notes), checks.lines
-    for block in blocks:
-        assert any(
-            line.startswith(f"block {block.config} (")
-            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
-            for line in _judged(checks)
-        ), (block.config, checks.lines)
+    _every_block_agrees(blocks, checks)
     assert set(checks.problems) == set(blocks[1].runs), checks.problems
 
 
@@ -315,12 +315,7 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
         for fn in stop:
             fn()
 
-    for block in blocks:
-        assert any(
-            line.startswith(f"block {block.config} (")
-            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
-            for line in _judged(checks)
-        ), (block.config, checks.lines)
+    _every_block_agrees(blocks, checks)
     assert any("judged per series" in n for n in _notes(checks)), checks.lines
 
 
@@ -400,12 +395,7 @@ def test_a_block_whose_pods_were_replaced_before_its_end_was_read_counts_their_l
     block's own pod is read from Prometheus' last scrape of it, so the block agrees."""
     blocks, checks = _replaced_after_the_block(tmp_path, prometheus_factory, scraped_first=True)
 
-    for block in blocks:
-        assert any(
-            line.startswith(f"block {block.config} (")
-            and f"sum to persisted {block.persisted}, reads {block.reads}: agree" in line
-            for line in _judged(checks)
-        ), (block.config, checks.lines)
+    _every_block_agrees(blocks, checks)
     assert any(
         "the pod(s) mcp-host-0 that served the block were replaced before its end was read: "
         "their counters are Prometheus' last scrape of them" in n
