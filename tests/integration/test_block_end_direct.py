@@ -116,12 +116,15 @@ def _run_blocks(
     before_last: Callable[[], None] | None = None,
 ) -> list[Block]:
     """Run the blocks as the driver does (first start, runs, own counts, last end),
-    with a scrape of every target between two blocks (they are then separable)."""
+    with a scrape of every target between two blocks (they are then separable);
+    `before_last` runs at the start of the last block."""
     blocks: list[Block] = []
     for k, (config, runs) in enumerate(plan):
-        if k == len(plan) - 1 and before_last is not None:
-            before_last()
         block = Block(config, time.time())
+        if k == len(plan) - 1 and before_last is not None:
+            # Within the last block, after its start: a scrape between the two would
+            # otherwise put the restart's reset into the block before's end.
+            before_last()
         for n, (recipe, input_name, env) in enumerate(runs):
             status = sim.run(recipe, input_name, env)
             block.runs.append(f"{config}-{n}")
@@ -176,8 +179,8 @@ def test_the_end_read_from_the_targets_is_what_prometheus_reports_after_a_scrape
         [
             ("off", [("summarize", "document", OFF)]),
             ("32KiB", [large, large]),
-            # The mcp-host restarts before this block: its counters start again at 0 and
-            # end below where the block started (a reset, as `_deltas` reads it).
+            # The mcp-host restarts as this block begins: its counters start again at 0
+            # and end below where the block started (a reset, as `_deltas` reads it).
             ("32KiB-again", [large]),
         ],
         # The runs on the other mcp-host move its counters, not the matched ones.
