@@ -161,6 +161,11 @@ class Reader(Protocol):
         read before, so the change just made is not planned (and announced) again."""
         ...
 
+    def current(self, *, policy: str | None, deployment: str | None) -> bool:
+        """Whether this reader's copies of the named objects need no confirming: read
+        from the API already (or nothing to confirm them with). Asks nothing."""
+        ...
+
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
     ) -> Reader | None:
@@ -190,6 +195,9 @@ class ApiReader:
 
     def remember_deployment(self, deployment: dict[str, Any]) -> None:
         return None
+
+    def current(self, *, policy: str | None, deployment: str | None) -> bool:
+        return True  # every read is a request
 
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
