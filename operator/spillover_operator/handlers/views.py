@@ -135,6 +135,12 @@ class IndexReader:
             key = (self.namespace, str(meta.get("name")))
             self.written_deployments[key] = snapshot(deployment)
 
+    def current(self, *, policy: str | None, deployment: str | None) -> bool:
+        if self.cluster is None or self.trusted:
+            return True
+        wanted = {("policy", policy), ("deployment", deployment)}
+        return all(key in self.read for key in wanted if key[1] is not None)
+
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
     ) -> IndexReader | None:

@@ -1,12 +1,15 @@
 """Reconciling a SpilloverPolicy onto its target Deployment.
 
-`reconcile_policy` and `finalize_policy` read and write through the client library
-(`spillover_operator.client`); what they decide is in functions next to them that
-write nothing and that tests call without a cluster: `decide` (may the policy read act
-on its Deployment: `Gone`, `Refused` or `Proceed`; every refusal is reported in one
-place, `_report_refusal`), `ownership_refusal`, `settle`, `failed_status`.
-Every write happens only when something differs, so a resync or an operator restart
-never changes the Deployment (no rollout) nor rewrites an unchanged status.
+Decide, then act. `decide_reconcile` reads through a `Reader` and writes nothing: it
+answers `Gone`, `Refused` (`decide`: invalid, not allowed, not the owner, no target),
+`NeedsFresh` (a copy behind the API would decide wrong: read it from the API, decide
+again), `Apply` (a patch to make) or `Settled` (nothing to change, or a change made
+ahead). `_act` is the one place a reconcile writes: the Deployment patch, the Events,
+the recipe pods' refresh step, the status. `finalize_policy` acts on a deletion;
+`settle`, `failed_status` and `ownership_refusal` are pure too, and tests call them
+without a cluster. Every write happens only when something differs, so a resync or an
+operator restart never changes the Deployment (no rollout) nor rewrites an unchanged
+status.
 """
 
 from __future__ import annotations
@@ -161,6 +164,11 @@ class Reader(Protocol):
         read before, so the change just made is not planned (and announced) again."""
         ...
 
+    def current(self, *, policy: str | None, deployment: str | None) -> bool:
+        """Whether this reader's copies of the named objects need no confirming: read
+        from the API already (or nothing to confirm them with). Asks nothing."""
+        ...
+
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
     ) -> Reader | None:
@@ -190,6 +198,9 @@ class ApiReader:
 
     def remember_deployment(self, deployment: dict[str, Any]) -> None:
         return None
+
+    def current(self, *, policy: str | None, deployment: str | None) -> bool:
+        return True  # every read is a request
 
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
@@ -524,8 +535,6 @@ def reconcile_policy(
     for _ in range(STALE_ATTEMPTS):
         try:
             return _reconcile_once(cluster, namespace, name, reader, early, settings)
-        except _Confirm as confirm:
-            reader = confirm.reader
         except StaleCopyError:
             # The policy keeps changing under us (someone patching it in a burst):
             # read it again and recompute.
@@ -643,10 +652,11 @@ class Gone:
 
 @dataclass(frozen=True)
 class Refused:
-    """The policy cannot be applied: its status says why (Ready and Applied False),
-    and nothing is changed on the Deployment. `spec` is None for an invalid spec (no
+    """`policy` cannot be applied: its status says why (Ready and Applied False), and
+    nothing is changed on the Deployment. `spec` is None for an invalid spec (no
     status.target then); `warn`: also a Warning Event on the policy once written."""
 
+    policy: dict[str, Any]
     outcome: Outcome
     reason: str
     message: str
@@ -675,9 +685,9 @@ def decide(
     deployment_named: Callable[[str], dict[str, Any] | None],
 ) -> Decision:
     """Whether the policy read may act on its Deployment, and if not, what its status
-    says. Writes nothing: the callers (`_reconcile_once` reports, `apply_change` stays
-    quiet) act on the decision. The readers are called only as far as needed: a target
-    not allowed is refused before the Deployment is read."""
+    says. Writes nothing: the callers (`decide_reconcile`, `apply_change`) act on the
+    decision. The readers are called only as far as needed: a target not allowed is
+    refused before the Deployment is read."""
     if policy is None or _meta(policy).get("deletionTimestamp"):
         return Gone(f"policy {namespace}/{name} is gone or being deleted")
     spec = parse_policy_spec(policy)
@@ -685,40 +695,129 @@ def decide(
         message = (
             "; ".join(spec.problems) + ". Fix the policy; nothing was changed on the Deployment."
         )
-        return Refused(Outcome.INVALID_SPEC, REASON_INVALID_SPEC, message)
+        return Refused(policy, Outcome.INVALID_SPEC, REASON_INVALID_SPEC, message)
     not_allowed = settings.target_refusal(spec.deployment)
     if not_allowed is not None:
         return Refused(
-            Outcome.TARGET_NOT_ALLOWED, REASON_TARGET_NOT_ALLOWED, not_allowed, spec, warn=True
+            policy,
+            Outcome.TARGET_NOT_ALLOWED,
+            REASON_TARGET_NOT_ALLOWED,
+            not_allowed,
+            spec,
+            warn=True,
         )
     refused = ownership_refusal(namespace, name, spec, policies_targeting(spec.deployment))
     if refused is not None:
-        return Refused(Outcome.CONFLICT, REASON_CONFLICT, refused, spec)
+        return Refused(policy, Outcome.CONFLICT, REASON_CONFLICT, refused, spec)
     deployment = deployment_named(spec.deployment)
     if deployment is None:
         message = (
             f"Deployment {namespace}/{spec.deployment} not found; the policy is applied "
             "as soon as it appears"
         )
-        return Refused(Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, message, spec)
+        return Refused(policy, Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, message, spec)
     return Proceed(policy, spec, deployment)
 
 
-def _report_refusal(
-    cluster: Connection, policy: Mapping[str, Any], refused: Refused
-) -> ReconcileResult:
-    """Write a refusal to the policy's status (and its Warning Event, if it has one)."""
-    extra = {} if refused.spec is None else {"target": target_status(refused.spec)}
-    failed = failed_status(policy, refused.reason, refused.message, **extra)
-    if write_status(cluster, policy, failed) and refused.warn:
-        _record(cluster, _policy_ref(policy), "Warning", refused.reason, refused.message)
-    return ReconcileResult(refused.outcome, refused.message, refused.spec)
+@dataclass(frozen=True)
+class NeedsFresh:
+    """What was read may be behind the API where a copy would decide wrong: read the
+    named policy and/or Deployment from the API (`Reader.confirmed`), then decide
+    again on them."""
+
+    policy: str | None = None
+    deployment: str | None = None
 
 
-class _Confirm(Exception):
-    def __init__(self, reader: Reader) -> None:
-        super().__init__("confirm with the API")
-        self.reader = reader
+@dataclass(frozen=True)
+class Apply:
+    """Patch the Deployment as `planner` plans it (planned on `deployment`, and again
+    on the Deployment read after a resourceVersion conflict), then report it as
+    `Settled`. `early`: the reconcile's, to tell `Settled` whether its Events were
+    posted already."""
+
+    policy: dict[str, Any]
+    spec: PolicySpec
+    deployment: dict[str, Any]
+    planner: Callable[[Mapping[str, Any]], EnvPlan]
+    early: EarlyApply | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The Deployment is `after`, by `plan`: a patch just made, a change made ahead
+    (`early.plan`), or nothing to change (an empty plan). Report it: Events, the recipe
+    pods, the status."""
+
+    policy: dict[str, Any]
+    spec: PolicySpec
+    after: dict[str, Any]
+    plan: EnvPlan
+    early: EarlyApply | None = None
+
+
+ReconcileDecision = Gone | Refused | NeedsFresh | Apply | Settled
+
+
+def _target_refusal(policy: dict[str, Any], spec: PolicySpec, exc: TargetError) -> Refused:
+    """The refusal for a Deployment the policy's env cannot be planned on."""
+    if isinstance(exc, UnmanageableTargetError):
+        return Refused(
+            policy,
+            Outcome.TARGET_NOT_SUPPORTED,
+            REASON_TARGET_NOT_SUPPORTED,
+            f"{exc}. Nothing was changed.",
+            spec,
+        )
+    return Refused(
+        policy,
+        Outcome.TARGET_NOT_FOUND,
+        REASON_TARGET_NOT_FOUND,
+        f"{exc}. Nothing was changed.",
+        spec,
+    )
+
+
+def decide_reconcile(
+    namespace: str,
+    name: str,
+    reader: Reader,
+    settings: OperatorSettings,
+    early: EarlyApply | None,
+    config_maps: ConfigMapLookup,
+) -> ReconcileDecision:
+    """What one reconcile does with what `reader` holds. Writes nothing (`_act` does
+    what it decides) and reads only through `reader` and `config_maps`.
+
+    `NeedsFresh` where a copy behind the API would decide wrong: a refresh step
+    restarts workloads from what the policy's status says was refreshed already (a copy
+    behind would restart an owner twice; a copy that wants no refresh takes no step,
+    and the event of a newer policy comes); a change to make is made from the current
+    policy; "nothing to change" and the status (rollout) are judged on the current
+    Deployment. A change made ahead (`early`) for the same spec is reported as made."""
+    decision = decide(
+        namespace, name, reader.policy(name), settings, reader.policies_targeting, reader.deployment
+    )
+    if not isinstance(decision, Proceed):
+        return decision
+    policy, spec, deployment = decision.policy, decision.spec, decision.deployment
+    refresh = refresh_wanted(spec.recipe_pods, spec.enabled, bool(refresh_request(policy)))
+    if refresh and not reader.current(policy=name, deployment=None):
+        return NeedsFresh(policy=name)
+    if early is not None and early.spec == spec:
+        return Settled(policy, spec, newer_status(early.after, deployment), early.plan, early)
+    planner = _env_planner(spec, config_maps)
+    try:
+        first = planner(deployment)
+    except TargetError as exc:
+        return _target_refusal(policy, spec, exc)
+    if first.patch is None:
+        if not reader.current(policy=None, deployment=spec.deployment):
+            return NeedsFresh(deployment=spec.deployment)
+        return Settled(policy, spec, deployment, first, early)
+    if not reader.current(policy=name, deployment=None):
+        return NeedsFresh(policy=name)
+    return Apply(policy, spec, deployment, planner, early)
 
 
 def _reconcile_once(
@@ -729,90 +828,109 @@ def _reconcile_once(
     early: EarlyApply | None,
     settings: OperatorSettings,
 ) -> ReconcileResult:
-    """One reconcile through `reader`. Writes only what differs: with nothing to change
-    on the Deployment (a Deployment status event, a resync, a restart) the status patch
-    carries only what changed (the rollout part), or nothing."""
-    policy = reader.policy(name)
-    decision = decide(
-        namespace, name, policy, settings, reader.policies_targeting, reader.deployment
-    )
+    """One reconcile through `reader`: decide, reading afresh what the decision needs
+    confirmed (`NeedsFresh`) and deciding again, then act. Writes only what differs:
+    with nothing to change on the Deployment (a Deployment status event, a resync, a
+    restart) the status patch carries only what changed (the rollout part), or
+    nothing."""
+    while True:
+        config_map_reader = ConfigMapReader(cluster, listed=True)
+        decision = decide_reconcile(
+            namespace, name, reader, settings, early, config_map_reader.lookup
+        )
+        if not isinstance(decision, NeedsFresh):
+            return _act(cluster, reader, settings, decision, config_map_reader)
+        # The reader reads from the API what it is asked for (the API itself if it
+        # cannot), so each NeedsFresh is of something not read yet: the loop ends.
+        reader = reader.confirmed(
+            policy=decision.policy, deployment=decision.deployment
+        ) or ApiReader(cluster)
+
+
+# ---- the executor: every write of a reconcile -------------------------------------
+
+
+def _act(
+    cluster: Connection,
+    reader: Reader,
+    settings: OperatorSettings,
+    decision: Gone | Refused | Apply | Settled,
+    config_map_reader: ConfigMapReader,
+) -> ReconcileResult:
+    """Carry out a reconcile's decision; the only place reconciling a policy writes.
+    In order: the Deployment patch (`Apply`), the Applied or DriftCorrected Events, the
+    recipe pods' refresh step and Events (`reconcile_recipe_pods`), the status; a
+    refusal writes only the status (and its Warning Event)."""
     if isinstance(decision, Gone):
         return ReconcileResult(Outcome.GONE, decision.message)
+    if isinstance(decision, Apply):
+        applied = _patch(cluster, reader, decision)
+        if isinstance(applied, Refused):
+            return _report_refusal(cluster, applied)
+        decision = applied
     if isinstance(decision, Refused):
-        assert policy is not None  # a refusal is of a policy read
-        return _report_refusal(cluster, policy, decision)
-    policy, spec, deployment = decision.policy, decision.spec, decision.deployment
-    target = target_status(spec)
+        return _report_refusal(cluster, decision)
+    return _report(cluster, reader, settings, decision, config_map_reader)
 
-    if refresh_wanted(spec.recipe_pods, spec.enabled, bool(refresh_request(policy))):
-        # A refresh step restarts workloads from what the policy's status says was
-        # refreshed already: a copy behind the API would restart an owner twice. (A copy
-        # that wants no refresh takes no step; the event of a newer policy comes.)
-        confirm = reader.confirmed(policy=name, deployment=None)
-        if confirm is not None:
-            raise _Confirm(confirm)
 
-    config_map_reader = ConfigMapReader(cluster, listed=True)
-    config_maps = config_map_reader.lookup
-    planner = _env_planner(spec, config_maps)
+def _report_refusal(cluster: Connection, refused: Refused) -> ReconcileResult:
+    """Write a refusal to the policy's status (and its Warning Event, if it has one)."""
+    policy = refused.policy
+    extra = {} if refused.spec is None else {"target": target_status(refused.spec)}
+    failed = failed_status(policy, refused.reason, refused.message, **extra)
+    if write_status(cluster, policy, failed) and refused.warn:
+        _record(cluster, _policy_ref(policy), "Warning", refused.reason, refused.message)
+    return ReconcileResult(refused.outcome, refused.message, refused.spec)
 
-    after: dict[str, Any] | None
+
+def _patch(cluster: Connection, reader: Reader, apply: Apply) -> Settled | Refused:
+    """Patch the Deployment (re-planned after a conflict). The refusals found on a
+    Deployment read again; ApplyFailedError once its status says so."""
+    policy, spec = apply.policy, apply.spec
     try:
-        if early is not None and early.spec == spec:
-            after, plan = newer_status(early.after, deployment), early.plan
-        else:
-            # Confirm what a copy behind the API would get wrong: a change to make is made
-            # from the current policy; "nothing to change" and the status (rollout) are
-            # judged on the current Deployment.
-            first = planner(deployment)
-            confirm = reader.confirmed(
-                policy=name if first.patch is not None else None,
-                deployment=spec.deployment if first.patch is None else None,
-            )
-            if confirm is not None:
-                raise _Confirm(confirm)
-            after, plan = _apply_with_retries(cluster, deployment, planner)
-            if after is not None and plan.patch is not None:
-                reader.remember_deployment(after)
-    except UnmanageableTargetError as exc:
-        unsupported = Refused(
-            Outcome.TARGET_NOT_SUPPORTED,
-            REASON_TARGET_NOT_SUPPORTED,
-            f"{exc}. Nothing was changed.",
-            spec,
-        )
-        return _report_refusal(cluster, policy, unsupported)
+        after, plan = _apply_with_retries(cluster, apply.deployment, apply.planner)
     except TargetError as exc:
-        not_found = Refused(
-            Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, f"{exc}. Nothing was changed.", spec
-        )
-        return _report_refusal(cluster, policy, not_found)
+        return _target_refusal(policy, spec, exc)
     except ApplyFailedError as exc:
-        write_status(
-            cluster, policy, failed_status(policy, REASON_APPLY_FAILED, str(exc), target=target)
-        )
+        failed = failed_status(policy, REASON_APPLY_FAILED, str(exc), target=target_status(spec))
+        write_status(cluster, policy, failed)
         raise
-
     if after is None:
         message = (
-            f"Deployment {namespace}/{spec.deployment} disappeared while being updated; the "
-            "policy is applied when it appears again"
+            f"Deployment {cluster.namespace}/{spec.deployment} disappeared while being "
+            "updated; the policy is applied when it appears again"
         )
-        gone = Refused(Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, message, spec)
-        return _report_refusal(cluster, policy, gone)
+        return Refused(policy, Outcome.TARGET_NOT_FOUND, REASON_TARGET_NOT_FOUND, message, spec)
+    if plan.patch is not None:
+        reader.remember_deployment(after)
+    return Settled(policy, spec, after, plan, apply.early)
 
+
+def _report(
+    cluster: Connection,
+    reader: Reader,
+    settings: OperatorSettings,
+    settled: Settled,
+    config_map_reader: ConfigMapReader,
+) -> ReconcileResult:
+    """Report the Deployment as settled: Events (once per change), the recipe pods (a
+    refresh step when one is due), the status."""
+    policy, spec, after, plan, early = (
+        settled.policy, settled.spec, settled.after, settled.plan, settled.early
+    )  # fmt: skip
+    config_maps = config_map_reader.lookup
+    made_ahead = early is not None and plan is early.plan
     now = now_rfc3339()
     # lastAppliedTime in milliseconds: the recipe pods' convergence is counted once per
     # change, keyed by it, and two changes can fall in one second.
     done = settle(
         policy, spec, after, plan, now=now, config_maps=config_maps,
-        applied_at=now_rfc3339(millis=True),
-        policy_change=early is not None and plan is early.plan,
+        applied_at=now_rfc3339(millis=True), policy_change=made_ahead,
     )  # fmt: skip
     if early is None or not early.announced:
         for obj, type_, reason, message in done.events:
             _record(cluster, obj, type_, reason, message)
-    if early is not None and plan is early.plan:
+    if early is not None and made_ahead:
         early.announced = True
     status = done.status
     recipe: RecipeOutcome | None = None

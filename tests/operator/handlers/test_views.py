@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from kubernetes.client import ApiClient, Configuration
+from spillover_operator.client import Connection
 from spillover_operator.handlers import views
 
 NS = "ns"
@@ -49,6 +52,19 @@ def test_a_trusted_reader_or_one_without_a_cluster_confirms_nothing() -> None:
     reader = views.IndexReader(NS, _indexes(_policy("a", "wrc")), trusted=True)
     assert reader.confirmed(policy="a", deployment="wrc") is None
     assert views.IndexReader(NS, _indexes()).confirmed(policy="a", deployment=None) is None
+
+
+def test_a_reader_is_current_for_what_it_read_from_the_api_or_cannot_confirm() -> None:
+    # Never used to send a request: `current` only asks what the reader holds.
+    conn = Connection(ApiClient(Configuration()), NS, "spillover-operator")
+    reader = views.IndexReader(NS, _indexes(_policy("a", "wrc")), cluster=conn)
+    assert not reader.current(policy="a", deployment=None)
+    assert reader.current(policy=None, deployment=None)
+    read_policy = replace(reader, read=frozenset({("policy", "a")}))
+    assert read_policy.current(policy="a", deployment=None)
+    assert not read_policy.current(policy="a", deployment="wrc")
+    assert replace(reader, trusted=True).current(policy="a", deployment="wrc")
+    assert views.IndexReader(NS, _indexes()).current(policy="a", deployment="wrc")
 
 
 def test_snapshot_drops_managed_fields_and_copies() -> None:

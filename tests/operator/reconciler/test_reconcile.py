@@ -8,19 +8,31 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kubernetes.client import ApiClient, Configuration
+from spillover_operator.client import Connection
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
-from spillover_operator.domain.constants import ENABLED_VAR, PASSTHROUGH_VAR
+from spillover_operator.domain.constants import (
+    ENABLED_VAR,
+    PASSTHROUGH_VAR,
+    REFRESH_REQUEST_ANNOTATION,
+)
 from spillover_operator.domain.envplan import EnvChange, plan_apply
 from spillover_operator.domain.policy import PolicySpec, parse_spec
 from spillover_operator.domain.resolved_env import no_config_maps
 from spillover_operator.domain.settings import from_environ
+from spillover_operator.handlers.views import BY_TARGET, DEPLOYMENTS, POLICIES, IndexReader
 from spillover_operator.reconciler.reconcile import (
+    Apply,
+    EarlyApply,
     Gone,
+    NeedsFresh,
     Outcome,
     Proceed,
     Refused,
+    Settled,
     competing_policies,
     decide,
+    decide_reconcile,
     describe_changes,
     failed_status,
     ownership_refusal,
@@ -432,3 +444,95 @@ def test_decide_proceeds_with_the_parsed_spec_and_the_deployment_read() -> None:
     decision = decide("ns", "a", policy, ALLOW_WRC, lambda _: [policy], {"wrc": WRC}.get)
     assert isinstance(decision, Proceed)
     assert decision.spec == parse_spec(policy["spec"]) and decision.deployment is WRC
+
+
+# ---- decide_reconcile: what one reconcile does, read through kopf's indexes ----------
+
+# decide_reconcile asks the reader whether its copies are current and never sends a
+# request: the connection only makes the reader one that could confirm them.
+CAN_CONFIRM = Connection(ApiClient(Configuration()), "ns", "spillover-operator")
+KILL = {"enabled": False, "target": {"deployment": "wrc"}}
+
+
+def _index_reader(
+    policy: dict[str, Any], deployment: dict[str, Any], *read: tuple[str, str]
+) -> IndexReader:
+    """The operator's reader over one policy and its Deployment, as kopf's indexes hold
+    them; `read`: the copies already confirmed with the API."""
+    name = policy["metadata"]["name"]
+    indexes = {
+        POLICIES: {("ns", name): [policy]},
+        DEPLOYMENTS: {("ns", "wrc"): [deployment]},
+        BY_TARGET: {("ns", "wrc"): [name]},
+    }
+    return IndexReader("ns", indexes, cluster=CAN_CONFIRM, read=frozenset(read))
+
+
+def _decide(reader: IndexReader, early: EarlyApply | None = None) -> Any:
+    return decide_reconcile("ns", "spillover", reader, ALLOW_WRC, early, no_config_maps)
+
+
+def test_decide_reconcile_needs_the_policy_fresh_before_a_change_is_made_from_it() -> None:
+    policy, before = _stored_policy(KILL), _deployment([])
+    assert _decide(_index_reader(policy, before)) == NeedsFresh(policy="spillover")
+
+    decision = _decide(_index_reader(policy, before, ("policy", "spillover")))
+    assert isinstance(decision, Apply)
+    assert decision.spec == parse_spec(KILL) and decision.deployment == before
+    assert decision.early is None
+    changes = decision.planner(before).changes
+    assert [(c.name, c.after) for c in changes if c.name == ENABLED_VAR] == [(ENABLED_VAR, "false")]
+
+
+def test_decide_reconcile_needs_the_deployment_fresh_before_nothing_to_change() -> None:
+    policy = _stored_policy(KILL)
+    in_sync = _after(_deployment([]), parse_spec(KILL))
+    assert _decide(_index_reader(policy, in_sync)) == NeedsFresh(deployment="wrc")
+
+    decision = _decide(_index_reader(policy, in_sync, ("deployment", "wrc")))
+    assert isinstance(decision, Settled)
+    assert decision.plan.patch is None and decision.after == in_sync
+
+
+def test_decide_reconcile_needs_the_policy_fresh_before_a_refresh_step() -> None:
+    policy = _stored_policy(KILL)
+    policy["metadata"]["annotations"] = {REFRESH_REQUEST_ANNOTATION: "r1"}
+    in_sync = _after(_deployment([]), parse_spec(KILL))
+    # Asked first, even with the Deployment confirmed: the refresh step is taken from
+    # what the policy's status says was refreshed already.
+    confirmed_deployment = _index_reader(policy, in_sync, ("deployment", "wrc"))
+    assert _decide(confirmed_deployment) == NeedsFresh(policy="spillover")
+
+    both = _index_reader(policy, in_sync, ("deployment", "wrc"), ("policy", "spillover"))
+    assert isinstance(_decide(both), Settled)
+
+
+def test_decide_reconcile_reports_a_change_made_ahead_as_made() -> None:
+    policy, before = _stored_policy(KILL), _deployment([])
+    spec = parse_spec(KILL)
+    answered = _after(before, spec)
+    answered["metadata"]["generation"] = 3  # the patch's answer: a new generation
+    early = EarlyApply(spec, answered, plan_apply(before, spec, config_maps=no_config_maps))
+    decision = _decide(_index_reader(policy, before), early)
+    assert isinstance(decision, Settled)
+    assert decision.plan is early.plan and decision.early is early
+    assert decision.after == early.after  # the copy read is older than the patch's answer
+
+    other = EarlyApply(parse_spec({**KILL, "enabled": True}), early.after, early.plan)
+    assert _decide(_index_reader(policy, before), other) == NeedsFresh(policy="spillover")
+
+
+def test_decide_reconcile_refuses_a_container_it_cannot_find_with_the_policy() -> None:
+    raw = {**KILL, "target": {"deployment": "wrc", "container": "missing"}}
+    policy = _stored_policy(raw)
+    decision = _decide(_index_reader(policy, _deployment([])))
+    assert isinstance(decision, Refused) and decision.policy == policy
+    assert decision.outcome == Outcome.TARGET_NOT_FOUND
+    assert decision.message.endswith(". Nothing was changed.")
+
+
+def test_decide_reconcile_passes_on_what_decide_refuses() -> None:
+    policy = _stored_policy({**KILL, "target": {"deployment": "other"}})
+    decision = _decide(_index_reader(policy, _deployment([])))
+    assert isinstance(decision, Refused) and decision.outcome == Outcome.TARGET_NOT_ALLOWED
+    assert decision.policy == policy
