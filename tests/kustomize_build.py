@@ -61,6 +61,24 @@ def build(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(proc.stdout) if isinstance(doc, dict)]
 
 
+def build_refusal(path: Path) -> str:
+    """kustomize's error for a build that must fail (`kubectl kustomize <path>`); fails
+    the test, showing what was rendered, when it builds."""
+    proc = subprocess.run(
+        [kubectl(), "kustomize", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode == 0:
+        pytest.fail(
+            f"`kubectl kustomize {path}` built, and should have been refused:\n{proc.stdout}",
+            pytrace=False,
+        )
+    return proc.stderr
+
+
 def find(docs: Sequence[Mapping[str, Any]], kind: str, name: str) -> dict[str, Any]:
     """The one object of that kind and name in a build; fails naming what is there."""
     found = [d for d in docs if d.get("kind") == kind and d["metadata"].get("name") == name]
