@@ -1,6 +1,6 @@
 """`spillover-harness plan`: before a cluster is spent, how often the acceptance rule
 would fail a configuration as good as the baseline at a stage's repetitions, and how
-many repetitions keep that under a target (planning/false_fail.py)."""
+many repetitions keep that under a target (plan/false_fail.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from spillover_harness.cli.common import (
     load_records,
     whole_number,
 )
+from spillover_harness.plan.false_fail import MAX_REPETITIONS
 from spillover_harness.plan.matrix import Matrix
-from spillover_harness.planning.false_fail import MAX_REPETITIONS
 from spillover_harness.results.records import STAGES
 
 CODES = (exit_codes.OK, exit_codes.INTERNAL, exit_codes.BAD_INPUT, exit_codes.INTERRUPTED)
@@ -128,7 +128,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from spillover_harness.planning.false_fail import Assumptions, plan
+    from spillover_harness.plan.false_fail import Assumptions, plan
 
     matrix = load_matrix_arg(args.matrix)
     repetitions = args.repetitions or matrix.repetitions.for_stage(args.stage)
@@ -165,7 +165,7 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
     """The baseline's rates per cell in an earlier stage of the same matrix."""
     from statistics import mean, median, pstdev
 
-    from spillover_harness.planning.false_fail import Assumptions
+    from spillover_harness.plan.false_fail import Assumptions
     from spillover_harness.results.results_dir import ResultsDirError, StageDir, matrix_hash
 
     if not directory.is_dir():
@@ -232,7 +232,7 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
 
 
 def render(result: Any) -> str:
-    from spillover_harness.planning.false_fail import KEYS
+    from spillover_harness.plan.false_fail import KEYS
 
     def reps(n: int | None) -> str:
         return f"{n}" if n is not None else "none up to 1000"

@@ -431,7 +431,7 @@ def _until_stable(
 ) -> tuple[Matrix, Any]:
     """--until-stable: while the decision is unstable, record the next round in
     stage.json, then run it (`again`, the same stage resumed with the extended matrix)."""
-    from spillover_harness.planning.adaptive import Round, extended, next_round
+    from spillover_harness.plan.adaptive import Round, extended, next_round
     from spillover_harness.results.results_dir import extend_stage
 
     if args.until_stable is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from harness_cli import Run
-from spillover_harness.planning.false_fail import p_not_lower
+from spillover_harness.plan.false_fail import p_not_lower
 from spillover_operator import exit_codes
 
 
