@@ -1,5 +1,5 @@
 """Cluster mode's building blocks for stages `minikube` and `dev` on a real platform
-(docs/harness.md): what the cluster driver (`drivers/cluster.py`) uses. The stage
+(docs/harness.md): what the cluster driver (`drivers/cluster/`) uses. The stage
 around the driver is in `stages/` (`cluster_stage`, `cluster_plan`, `memory_lane`).
 Every API call goes through `spillover_operator.client`.
 

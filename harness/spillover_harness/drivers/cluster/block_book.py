@@ -1,0 +1,161 @@
+"""The configuration blocks a cluster stage has run (cluster/blocks.py: their counters are
+read after the stage): each block's runs, the pods that served them, its Prometheus
+counters at its end, its mcp-host memory and its kubelet sampler."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from spillover_operator.client import ClientError, Connection, list_pods
+
+from spillover_harness.cluster.blocks import Block, capture_end
+from spillover_harness.cluster.kubelet_summary import SummarySampler, combine_peak
+from spillover_harness.collectors.memory import (
+    BlockMemory,
+    ContainerRestarts,
+    container_restarts,
+    read_block_memory,
+    restarts_between,
+)
+from spillover_harness.collectors.prometheus import PrometheusCollector
+from spillover_harness.drivers.base import RunJob
+from spillover_harness.profile import Profile
+
+
+class BlockBook:
+    """The blocks run so far, in order; runs of one block may end together (a lock)."""
+
+    def __init__(self, profile: Profile, cluster: Connection, prometheus: PrometheusCollector):
+        self.profile = profile
+        self.cluster = cluster
+        self.prometheus = prometheus
+        self.blocks: list[Block] = []
+        self._lock = threading.Lock()
+
+    def begin(self, job: RunJob) -> None:
+        """Before a run: a new block when its configuration is not the last block's (the
+        previous block's kubelet sampler stops there)."""
+        with self._lock:
+            if self.blocks and self.blocks[-1].config == job.config.name:
+                return
+            block = Block(job.config.name, time.time())
+            self.blocks.append(block)
+            previous = self.blocks[-2].sampler if len(self.blocks) > 1 else None
+            if self.profile.memory.source != "none":
+                block.sampler = SummarySampler(
+                    self.cluster, self.profile.pods.mcp_host.selector, self._mcp_host_container()
+                ).start()
+        if previous is not None:
+            previous.stop()  # its memory is read at the switch; no later sample is its
+        if self.profile.memory.restarts_from == "pod-status":
+            block.restarts_before = self._container_restarts()
+
+    def add(
+        self,
+        job: RunJob,
+        persisted: int | None,
+        reads: int | None,
+        ended: float,
+        pods: Sequence[str] = (),
+    ) -> None:
+        """After a run: its counts, end and serving pods join the current block."""
+        with self._lock:
+            if not self.blocks:
+                return
+            block = self.blocks[-1]
+            block.runs.append(job.run_id)
+            block.pods.update(pods)
+            block.last_end = max(block.last_end, ended)
+            if persisted is None or reads is None:
+                block.complete = False
+            else:
+                block.persisted += persisted
+                block.reads += reads
+
+    def capture_end(self) -> None:
+        """Before a switch: the finished block's counters, while its pods still exist
+        (the switch may replace them; blocks.capture_end)."""
+        with self._lock:
+            block = self.blocks[-1] if self.blocks else None
+        if block is not None and block.end_series is None:
+            capture_end(self.prometheus, block)
+        if block is not None:
+            self.capture_memory(block)
+
+    def capture_memory(self, block: Block) -> None:
+        """The block's mcp-host memory, restarts and OOM kills (collectors/memory.py),
+        once, at its end: before the switch, or after the stage for the last block."""
+        if block.memory is not None or not block.runs:
+            return
+        queries = self.profile.memory
+        from_status = queries.restarts_from == "pod-status"
+        if from_status:
+            queries = queries.model_copy(update={"restarts": None, "oom_kills": None})
+        memory = read_block_memory(
+            self.prometheus,
+            queries,
+            namespace=self.profile.namespace,
+            pods=sorted(block.pods),
+            container=self._mcp_host_container(),
+            start=block.first_start,
+            end=block.last_end,
+        )
+        if block.sampler is not None:
+            block.sampler.stop()
+            self._finer_peak(memory, block)
+        if from_status and queries.source != "none":
+            after = self._container_restarts()
+            if block.restarts_before is None or after is None:
+                memory.notes.append("memory: restarts not read (the mcp-host pods' status)")
+            else:
+                memory.restarts, memory.oom_kills = restarts_between(
+                    block.restarts_before,
+                    after,
+                    sorted(block.pods),
+                    block.first_start,
+                    block.last_end,
+                )
+        block.memory = memory
+
+    def _finer_peak(self, memory: BlockMemory, block: Block) -> None:
+        """The block's peak: the higher of Prometheus' (a lower bound at its scrape
+        interval) and the kubelet Summary's samples of the block's pods (a lower bound at
+        the sampler's step), naming the source; a note when no Summary could be read."""
+        sampler = block.sampler
+        assert sampler is not None
+        peak = combine_peak(
+            memory.peak_bytes,
+            self.prometheus.scrape_interval_s,
+            sampler.peaks,
+            block.pods,
+            sampler.step_s,
+        )
+        memory.peak_bytes, memory.peak_source = peak.peak_bytes, peak.source
+        if not sampler.samples:
+            why = "; ".join(f"{node}: {reason}" for node, reason in sorted(sampler.refused.items()))
+            memory.notes.append(
+                "memory: the kubelet Summary was not read"
+                + (f" ({why[:200]})" if why else "")
+                + "; the peak is Prometheus' alone, a lower bound at its scrape interval"
+            )
+
+    def close(self) -> None:
+        """Stop every block's kubelet sampler still running (a stage that ended early)."""
+        with self._lock:
+            samplers = [b.sampler for b in self.blocks if b.sampler is not None]
+        for sampler in samplers:
+            sampler.stop()
+
+    def _mcp_host_container(self) -> str:
+        return self.profile.pods.mcp_host.container or "mcp-host"
+
+    def _container_restarts(self) -> dict[str, ContainerRestarts] | None:
+        """The mcp-host containers' restart counts now (memory.restarts_from
+        pod-status); None when the pods cannot be listed (never stops a stage)."""
+        try:
+            pods = list_pods(self.cluster, self.profile.pods.mcp_host.selector)
+        except ClientError:
+            return None
+        return container_restarts(pods, self._mcp_host_container())
