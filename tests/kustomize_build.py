@@ -44,15 +44,19 @@ def overlay_names() -> list[str]:
     return sorted(p.name for p in OVERLAYS.iterdir() if (p / "kustomization.yaml").is_file())
 
 
-def build(path: Path) -> list[dict[str, Any]]:
-    """`kubectl kustomize <path>` as a list of objects; fails with kustomize's error."""
-    proc = subprocess.run(
+def _kustomize(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [kubectl(), "kustomize", str(path)],
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
         check=False,
     )
+
+
+def build(path: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize <path>` as a list of objects; fails with kustomize's error."""
+    proc = _kustomize(path)
     if proc.returncode != 0:
         pytest.fail(
             f"`kubectl kustomize {path}` failed ({proc.returncode}):\n{proc.stderr}",
@@ -64,13 +68,7 @@ def build(path: Path) -> list[dict[str, Any]]:
 def build_refusal(path: Path) -> str:
     """kustomize's error for a build that must fail (`kubectl kustomize <path>`); fails
     the test, showing what was rendered, when it builds."""
-    proc = subprocess.run(
-        [kubectl(), "kustomize", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-        check=False,
-    )
+    proc = _kustomize(path)
     if proc.returncode == 0:
         pytest.fail(
             f"`kubectl kustomize {path}` built, and should have been refused:\n{proc.stdout}",
