@@ -43,7 +43,6 @@ from spillover_harness.collectors.prometheus import (
     PrometheusCollector,
     _selector,
     exact_regex,
-    prometheus_time,
 )
 from spillover_harness.collectors.targets import (
     DirectRead,
@@ -124,11 +123,17 @@ def _series_at(collector: PrometheusCollector, prom: Any, at: float) -> dict[Ser
     query = _selector(f'__name__=~"{"|".join(COUNTERS)}"', collector.selectors)
     out: dict[SeriesKey, float] = {}
     for sample in prom.custom_query(query, params={"time": f"{at:.3f}"}):
-        labels = dict(sample["metric"])
-        name = labels.pop("__name__", "")
-        if name in COUNTERS:
-            out[(name, frozenset(labels.items()))] = float(sample["value"][1])
+        key = _series_key(sample["metric"])
+        if key[0] in COUNTERS:
+            out[key] = float(sample["value"][1])
     return out
+
+
+def _series_key(metric: Mapping[str, str]) -> SeriesKey:
+    """A sample's series: its metric name and its other labels."""
+    labels = dict(metric)
+    name = labels.pop("__name__", "")
+    return name, frozenset(labels.items())
 
 
 def _read_at_end(
@@ -215,19 +220,15 @@ def _last_scrapes(
     """The counters of `pods` at Prometheus' last scrape of each since the block began,
     and the pods whose last successful scrape is not past the block's last run (their
     values may miss its last increments), in Prometheus' clock."""
-    before = collector._clock()
-    prom_now = prometheus_time(prom)
-    skew = prom_now - (before + collector._clock()) / 2
+    prom_now, skew = collector.prometheus_clock(prom)
     window = f"{max(1, math.ceil(prom_now - (block.first_start + skew)) + 1)}s"
     own = f'{POD_LABEL}=~"{exact_regex(pods)}"'
     counters = _selector(f'__name__=~"{"|".join(COUNTERS)}"', own, collector.selectors)
     out: dict[SeriesKey, float] = {}
     for sample in _vector_at(prom, f"{counters}[{window}]", prom_now):
-        labels = dict(sample["metric"])
-        name = labels.pop("__name__", "")
-        values = sample.get("values") or []
-        if name in COUNTERS and values:
-            out[(name, frozenset(labels.items()))] = float(values[-1][1])
+        key, values = _series_key(sample["metric"]), sample.get("values") or []
+        if key[0] in COUNTERS and values:
+            out[key] = float(values[-1][1])
     scraped: dict[str, float] = {}
     for sample in _vector_at(prom, f"up{_selector(own, collector.selectors)}[{window}]", prom_now):
         pod = str(sample["metric"].get(POD_LABEL, ""))
@@ -393,14 +394,16 @@ def _judge(out: BlockChecks, members: list[Block], delta: Mapping[str, float]) -
         agree = delta[PERSISTED] == own_p and delta[READS] == own_r
         unscraped = [p for b in members for p in b.end_unscraped]
         below = delta[PERSISTED] <= own_p and delta[READS] <= own_r
-        line += f"; the runs' own counts sum to persisted {own_p}, reads {own_r}: " + (
-            "agree"
-            if agree
-            else f"not compared (Prometheus is a lower bound: pod(s) {', '.join(unscraped)} "
-            "replaced before it scraped them past the block's last run)"
-            if unscraped and below
-            else "differ (other runs overlapped?)"
-        )
+        if agree:
+            verdict = "agree"
+        elif unscraped and below:
+            verdict = (
+                f"not compared (Prometheus is a lower bound: pod(s) {', '.join(unscraped)} "
+                "replaced before it scraped them past the block's last run)"
+            )
+        else:
+            verdict = "differ (other runs overlapped?)"
+        line += f"; the runs' own counts sum to persisted {own_p}, reads {own_r}: {verdict}"
     if len(members) > 1:
         line += " (no scrape between these blocks: judged together)"
     out.lines.append(line)

@@ -480,16 +480,21 @@ class PrometheusCollector:
             deadline=deadline,
         )
 
+    def prometheus_clock(self, prom: PrometheusConnect) -> tuple[float, float]:
+        """Prometheus' clock now, and its skew against ours (Prometheus' minus the
+        midpoint of our clock around the query): a local instant + skew is that instant
+        in Prometheus' clock."""
+        local_before = self._clock()
+        prom_now = prometheus_time(prom)
+        return prom_now, prom_now - (local_before + self._clock()) / 2
+
     def _wait_for_scrapes(
         self, prom: PrometheusConnect, finished: float, notes: list[str], intervals: float = 2.0
     ) -> float:
         """Block until every matched target has a scrape newer than the run's end + 2
         intervals (in Prometheus' clock); return that deadline."""
         interval = self.scrape_interval_s
-        local_before = self._clock()
-        prom_now = prometheus_time(prom)
-        local_after = self._clock()
-        skew = prom_now - (local_before + local_after) / 2
+        _, skew = self.prometheus_clock(prom)
         deadline = finished + skew + (intervals * interval if intervals else 1.0)
         give_up = deadline + self.max_extra_wait_s
         step = max(min(interval / 4, 1.0), 0.02)
