@@ -144,7 +144,9 @@ class IndexReader:
     def confirmed(
         self, *, policy: str | None, deployment: str | None, again: bool = False
     ) -> IndexReader | None:
-        if self.cluster is None or (self.trusted and not again):
+        if self.cluster is None or (
+            not again and self.current(policy=policy, deployment=deployment)
+        ):
             return None
         conn = self.cluster.in_namespace(self.namespace)
         fresh = dict(self.fresh)
@@ -155,8 +157,6 @@ class IndexReader:
         if deployment is not None and (again or ("deployment", deployment) not in read):
             fresh[("deployment", deployment)] = find_deployment(conn, deployment)
             read.add(("deployment", deployment))
-        if read == self.read and not again:
-            return None
         return replace(self, fresh=fresh, read=frozenset(read))
 
     def without_copies(self) -> IndexReader:
