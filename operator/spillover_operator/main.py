@@ -137,12 +137,18 @@ def _reader(
 ) -> views.IndexReader:
     rt = runtime.of(memo)
     rt.watching(namespace)
-    own = {
-        (kind, str(body["metadata"]["name"])): views.snapshot(body) for kind, body in fresh.items()
+    indexes = views.indexes_of(kwargs)
+    own: dict[tuple[str, str], Any] = {
+        (kind, str(body["metadata"]["name"])): (
+            views.event_policy(indexes, namespace, body)
+            if kind == "policy"
+            else views.snapshot(body)
+        )
+        for kind, body in fresh.items()
     }
     return views.IndexReader(
         str(namespace),
-        views.indexes_of(kwargs),
+        indexes,
         own,
         cluster=rt.cluster,
         trusted=trusted,
@@ -209,8 +215,9 @@ def refresh_requested(
 def delete_policy(
     *, namespace: str | None, body: kopf.Body, memo: kopf.Memo, logger: Logger, **kwargs: Any
 ) -> None:
-    reader = _reader(memo, namespace, kwargs, policy=body)
-    policies.finalize(runtime.of(memo), reader, views.snapshot(body), logger)
+    deleted = views.event_policy(views.indexes_of(kwargs), namespace, body)
+    reader = _reader(memo, namespace, kwargs, policy=deleted)
+    policies.finalize(runtime.of(memo), reader, deleted, logger)
 
 
 @kopf.on.event("apps", "v1", "deployments")

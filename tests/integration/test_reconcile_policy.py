@@ -30,7 +30,7 @@ from spillover_operator.domain.constants import (
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
-from spillover_operator.domain.policy import parse_policy_spec
+from spillover_operator.domain.policy import PolicyCopy
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.settings import from_environ
 from spillover_operator.reconciler.reconcile import (
@@ -192,7 +192,7 @@ def test_finalize_with_remove_takes_the_variables_back(
     )
 
     deleted = read_policy(admin, namespace)
-    result = finalize_policy(cluster, deleted, parse_policy_spec(deleted), None, SETTINGS)
+    result = finalize_policy(cluster, PolicyCopy(deleted), None, SETTINGS)
     assert result.outcome == Outcome.REMOVED
     env = env_map(read_deployment(admin, namespace, "wrc"), "controller")
     assert not set(SPILLOVER_VARS) & set(env)
@@ -346,7 +346,9 @@ def test_apply_change_from_a_stale_copy_keeps_what_others_wrote_since(
         ]}}}},
     )  # fmt: skip
     indexes = {
-        views.POLICIES: {(namespace, "spillover"): [policy]},
+        views.POLICIES: {
+            k: [v] for k, v in views.policy_entry(namespace, "spillover", policy).items()
+        },
         views.DEPLOYMENTS: {(namespace, "wrc"): [stale]},
         views.BY_TARGET: {(namespace, "wrc"): ["spillover"]},
     }
@@ -386,7 +388,9 @@ def test_a_change_the_refresh_reconcile_made_is_not_made_and_announced_again(
     # What kopf's indexes hold, and keep holding: the watch event of the operator's
     # patch has not been handled yet.
     indexes = {
-        views.POLICIES: {(namespace, "spillover"): [policy]},
+        views.POLICIES: {
+            k: [v] for k, v in views.policy_entry(namespace, "spillover", policy).items()
+        },
         views.DEPLOYMENTS: {(namespace, "wrc"): [before_patch]},
         views.BY_TARGET: {(namespace, "wrc"): ["spillover"]},
     }

@@ -366,12 +366,43 @@ def parse_policy_document(doc: Any, *, source: str) -> tuple[dict[str, Any], Pol
 
 def parse_policy_spec(policy: Mapping[str, Any]) -> PolicySpec | InvalidSpecError:
     """The typed spec of a stored policy object, or its refusal as a value: a caller
-    that reports an invalid policy (the reconciler, the kopf handlers) branches on the
-    type instead of catching, and passes the typed spec down rather than parse again."""
+    that reports an invalid policy branches on the type instead of catching.
+    `PolicyCopy` calls it where a copy comes into the operator."""
     try:
         return parse_spec(policy.get("spec") or {})
     except InvalidSpecError as exc:
         return exc
+
+
+class PolicyCopy(dict[str, Any]):
+    """A SpilloverPolicy object as the operator received it (kopf's watch, a GET, the
+    answer to a status write), with its spec parsed once, where the copy came in:
+    deciding reads `spec` and never parses. A copy is never edited; a changed policy
+    is a new copy.
+
+    `known`: an earlier copy of the same policy. Its parse is kept when the spec cannot
+    have changed since: same uid and same generation (the API server moves a policy's
+    generation with every change to its spec), as for the answer to a status write.
+    """
+
+    spec: PolicySpec | InvalidSpecError
+
+    def __init__(self, body: Mapping[str, Any], known: PolicyCopy | None = None) -> None:
+        super().__init__(body)
+        if known is not None and _same_spec(self, known):
+            self.spec = known.spec
+        else:
+            self.spec = parse_policy_spec(self)
+
+
+def _same_spec(copy: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
+    mine, theirs = copy.get("metadata") or {}, known.get("metadata") or {}
+    uid, generation = mine.get("uid"), mine.get("generation")
+    return (
+        uid is not None
+        and generation is not None
+        and (uid, generation) == (theirs.get("uid"), theirs.get("generation"))
+    )
 
 
 def spec_to_json(spec: PolicySpec) -> dict[str, Any]:

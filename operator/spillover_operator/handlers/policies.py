@@ -64,7 +64,7 @@ import kopf
 
 from spillover_operator.client import ApiUnavailable, remove_policy_finalizer
 from spillover_operator.domain.constants import FINALIZER
-from spillover_operator.domain.policy import parse_policy_spec, target_of
+from spillover_operator.domain.policy import PolicyCopy, target_of
 from spillover_operator.handlers.metrics import (
     ERROR_API_UNAVAILABLE,
     ERROR_APPLY_FAILED,
@@ -292,18 +292,15 @@ def policy_changed(
         reconcile_waiting(rt, reader, [old_target], logger, exclude=name)
 
 
-def finalize(
-    rt: OperatorRuntime, reader: IndexReader, body: Mapping[str, Any], logger: Logger
-) -> None:
+def finalize(rt: OperatorRuntime, reader: IndexReader, body: PolicyCopy, logger: Logger) -> None:
     """The policy is being deleted: apply onDelete, then let a waiting policy take over.
-    The deleted body is the copy acted on, so its spec is parsed here, once."""
-    spec = parse_policy_spec(body)
+    The deleted body is the copy acted on."""
     meta = body.get("metadata") or {}
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
     target = _target(body) or f"(no target: {name})"
     with rt.lock_for(namespace, target):
         try:
-            result = domain.finalize_policy(rt.cluster, body, spec, reader, rt.settings)
+            result = domain.finalize_policy(rt.cluster, body, reader, rt.settings)
         except domain.ApplyFailedError as exc:
             rt.metrics.record_failure(ERROR_APPLY_FAILED)
             raise kopf.TemporaryError(str(exc), delay=RETRY_DELAY) from exc

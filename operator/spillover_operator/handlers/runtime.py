@@ -22,6 +22,7 @@ import kopf
 from spillover_operator.client import Connection, check_reachable, connect, renew_lease
 from spillover_operator.domain import heartbeat, leadership
 from spillover_operator.domain.constants import FIELD_MANAGER, FINALIZER, GROUP
+from spillover_operator.domain.policy import PolicyCopy
 from spillover_operator.domain.settings import OperatorSettings
 from spillover_operator.handlers import election, liveness
 from spillover_operator.handlers.metrics import Metrics
@@ -76,7 +77,7 @@ class OperatorRuntime:
     waiting: dict[tuple[str, str], int] = field(default_factory=dict)
     # (namespace, policy) -> the policy as the operator's last status write answered it
     # (`views.IndexReader.written`).
-    written: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)
+    written: dict[tuple[str | None, str], PolicyCopy] = field(default_factory=dict)
     # (namespace, Deployment) -> the Deployment as the operator's last patch of it
     # answered (`views.IndexReader.written_deployments`).
     written_deployments: dict[tuple[str | None, str], dict[str, Any]] = field(default_factory=dict)

@@ -73,8 +73,8 @@ from spillover_operator.domain.model import (
 )
 from spillover_operator.domain.policy import (
     InvalidSpecError,
+    PolicyCopy,
     PolicySpec,
-    parse_policy_spec,
     target_of,
 )
 from spillover_operator.domain.recipe_pods import refresh_wanted, selector_matches
@@ -146,11 +146,11 @@ class Reader(Protocol):
     always go to the API, with the resourceVersion read, so a stale read only costs a
     conflict retry (which reads from the API)."""
 
-    def policy(self, name: str) -> dict[str, Any] | None: ...
+    def policy(self, name: str) -> PolicyCopy | None: ...
 
     def deployment(self, name: str) -> dict[str, Any] | None: ...
 
-    def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
+    def policies_targeting(self, deployment: str) -> list[PolicyCopy]:
         """Every policy whose spec targets `deployment` (any may be invalid)."""
         ...
 
@@ -184,14 +184,15 @@ class ApiReader:
 
     cluster: Connection
 
-    def policy(self, name: str) -> dict[str, Any] | None:
-        return find_policy(self.cluster, name)
+    def policy(self, name: str) -> PolicyCopy | None:
+        found = find_policy(self.cluster, name)
+        return None if found is None else PolicyCopy(found)
 
     def deployment(self, name: str) -> dict[str, Any] | None:
         return find_deployment(self.cluster, name)
 
-    def policies_targeting(self, deployment: str) -> list[dict[str, Any]]:
-        return list_policies(self.cluster)
+    def policies_targeting(self, deployment: str) -> list[PolicyCopy]:
+        return [PolicyCopy(policy) for policy in list_policies(self.cluster)]
 
     def remember(self, policy: dict[str, Any]) -> None:
         return None  # every read is a request: nothing to keep
@@ -216,12 +217,8 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _valid(policy: Mapping[str, Any]) -> bool:
-    return isinstance(parse_policy_spec(policy), PolicySpec)
-
-
 def competing_policies(
-    policies: Iterable[Mapping[str, Any]], deployment: str, *, include: str | None = None
+    policies: Iterable[PolicyCopy], deployment: str, *, include: str | None = None
 ) -> list[str]:
     """Names of the valid, live policies targeting `deployment`, oldest first (by
     creationTimestamp; within one second, which is all creationTimestamp tells, one the
@@ -238,7 +235,11 @@ def competing_policies(
         if meta.get("deletionTimestamp") and name != include:
             continue
         target = target_of(policy.get("spec"))
-        if target is None or target.deployment != deployment or not _valid(policy):
+        if (
+            target is None
+            or target.deployment != deployment
+            or not isinstance(policy.spec, PolicySpec)
+        ):
             continue
         applied = bool((policy.get("status") or {}).get("lastAppliedTime"))
         found.append((str(meta.get("creationTimestamp") or ""), 0 if applied else 1, name))
@@ -246,7 +247,7 @@ def competing_policies(
 
 
 def ownership_refusal(
-    namespace: str, name: str, spec: PolicySpec, policies: Iterable[Mapping[str, Any]]
+    namespace: str, name: str, spec: PolicySpec, policies: Iterable[PolicyCopy]
 ) -> str | None:
     """Why this policy may not manage its Deployment (an older policy does), or None."""
     owners = competing_policies(policies, spec.deployment)
@@ -679,9 +680,9 @@ Decision = Gone | Refused | Proceed
 def decide(
     namespace: str,
     name: str,
-    policy: dict[str, Any] | None,
+    policy: PolicyCopy | None,
     settings: OperatorSettings,
-    policies_targeting: Callable[[str], list[dict[str, Any]]],
+    policies_targeting: Callable[[str], list[PolicyCopy]],
     deployment_named: Callable[[str], dict[str, Any] | None],
 ) -> Decision:
     """Whether the policy read may act on its Deployment, and if not, what its status
@@ -690,7 +691,7 @@ def decide(
     refused before the Deployment is read."""
     if policy is None or _meta(policy).get("deletionTimestamp"):
         return Gone(f"policy {namespace}/{name} is gone or being deleted")
-    spec = parse_policy_spec(policy)
+    spec = policy.spec
     if isinstance(spec, InvalidSpecError):
         message = (
             "; ".join(spec.problems) + ". Fix the policy; nothing was changed on the Deployment."
@@ -994,15 +995,14 @@ def _record(
 
 def finalize_policy(
     cluster: Connection,
-    policy: Mapping[str, Any],
-    spec: PolicySpec | InvalidSpecError,
+    policy: PolicyCopy,
     reader: Reader | None,
     settings: OperatorSettings,
 ) -> ReconcileResult:
     """What deleting the policy does to its Deployment: `Retain` nothing, `Remove` the
     three variables (never the passthrough names). A policy that did not own the
-    Deployment, or whose Deployment another policy takes over, changes nothing.
-    `spec` is `policy`'s, parsed once by the caller (`parse_policy_spec`)."""
+    Deployment, or whose Deployment another policy takes over, changes nothing."""
+    spec = policy.spec
     meta = _meta(policy)
     namespace, name = str(meta.get("namespace")), str(meta.get("name"))
     cluster = cluster.in_namespace(namespace)
@@ -1065,16 +1065,14 @@ def policies_targeting(
     return [n for n in names if n != exclude]
 
 
-def policies_selecting(
-    policies: Iterable[Mapping[str, Any]], labels: Mapping[str, Any]
-) -> list[str]:
+def policies_selecting(policies: Iterable[PolicyCopy], labels: Mapping[str, Any]) -> list[str]:
     """The live, valid policies among `policies` whose spec.recipePods.selector matches
     a pod's `labels`."""
     names: list[str] = []
     for policy in policies:
         if _meta(policy).get("deletionTimestamp"):
             continue
-        spec = parse_policy_spec(policy)
+        spec = policy.spec
         if isinstance(spec, InvalidSpecError):
             continue
         if selector_matches(spec.recipe_pods.selector, labels):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient, Configuration
 from spillover_operator.client import Connection
+from spillover_operator.domain.policy import InvalidSpecError, PolicyCopy, PolicySpec
 from spillover_operator.handlers import views
 
 NS = "ns"
@@ -26,7 +28,11 @@ def _indexes(*policies: dict[str, Any]) -> dict[str, Any]:
             p["metadata"]["name"]
         )
     return {
-        views.POLICIES: {(NS, p["metadata"]["name"]): [p] for p in policies},
+        views.POLICIES: {
+            key: [copy]
+            for p in policies
+            for key, copy in views.policy_entry(NS, p["metadata"]["name"], p).items()
+        },
         views.DEPLOYMENTS: {(NS, "wrc"): [{"metadata": {"name": "wrc"}}]},
         views.BY_TARGET: by_target,
     }
@@ -134,3 +140,36 @@ def test_the_operator_s_own_patch_of_a_deployment_is_newer_than_the_index_copy()
     # The index catching up past it (someone changed it since) wins again.
     indexes[views.DEPLOYMENTS] = {(NS, "wrc"): [_with_uid(_policy("wrc", "x", rv="12"))]}
     assert later.deployment("wrc")["metadata"]["resourceVersion"] == "12"  # type: ignore[index]
+
+
+def test_the_index_handler_parses_each_copy_and_every_reader_keeps_its_parse() -> None:
+    """The spec is parsed where a copy comes in: kopf's index handler for what the watch
+    delivers; the event's own object, a status write's answer and a GET of the same
+    spec (same uid and generation) keep that parse; a new generation is parsed."""
+    indexed = _with_uid(_policy("p", "wrc", rv="3"))
+    indexed["metadata"]["generation"] = 1
+    entry = views.policy_entry(NS, "p", indexed)[(NS, "p")]
+    assert isinstance(entry, PolicyCopy) and isinstance(entry.spec, InvalidSpecError)
+    indexes = _indexes(indexed)
+    kept = indexes[views.POLICIES][(NS, "p")][0]
+
+    same = views.event_policy(indexes, NS, {**indexed, "status": {"seen": True}})
+    assert same.spec is kept.spec and same["status"] == {"seen": True}
+    assert views.event_policy(indexes, NS, same) is same
+
+    written: dict[Any, Any] = {}
+    reader = views.IndexReader(NS, indexes, written=written)
+    reader.remember({**indexed, "metadata": {**indexed["metadata"], "resourceVersion": "4"}})
+    assert written[(NS, "p")].spec is kept.spec
+
+    edited = {**indexed, "metadata": {**indexed["metadata"], "generation": 2}}
+    edited["spec"] = {"enabled": False, "target": {"deployment": "wrc"}}
+    fresh = views.event_policy(indexes, NS, edited)
+    assert isinstance(fresh.spec, PolicySpec) and fresh.spec.enabled is False
+
+
+def test_a_policy_index_of_plain_dicts_is_refused_not_parsed_again() -> None:
+    indexes = _indexes()
+    indexes[views.POLICIES] = {(NS, "p"): [_policy("p", "wrc")]}
+    with pytest.raises(TypeError, match="not a PolicyCopy"):
+        views.IndexReader(NS, indexes).policy("p")

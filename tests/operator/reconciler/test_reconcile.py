@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from kubernetes.client import ApiClient, Configuration
 from spillover_operator.client import Connection
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
@@ -17,10 +18,16 @@ from spillover_operator.domain.constants import (
     REFRESH_REQUEST_ANNOTATION,
 )
 from spillover_operator.domain.envplan import EnvChange, plan_apply
-from spillover_operator.domain.policy import PolicySpec, parse_spec
+from spillover_operator.domain.policy import PolicyCopy, PolicySpec, parse_spec
 from spillover_operator.domain.resolved_env import no_config_maps
 from spillover_operator.domain.settings import from_environ
-from spillover_operator.handlers.views import BY_TARGET, DEPLOYMENTS, POLICIES, IndexReader
+from spillover_operator.handlers.views import (
+    BY_TARGET,
+    DEPLOYMENTS,
+    POLICIES,
+    IndexReader,
+    policy_entry,
+)
 from spillover_operator.reconciler.reconcile import (
     Apply,
     EarlyApply,
@@ -61,8 +68,9 @@ def test_competing_policies_oldest_first_then_name() -> None:
             "spec": {"enabled": True, "target": {"deployment": "wrc"}, "thresholdBytes": 1},
         },
     ]
-    assert competing_policies(policies, "wrc") == ["z", "a", "b"]
-    assert competing_policies(policies, "wrc", include="old-deleting") == [
+    copies = [PolicyCopy(p) for p in policies]
+    assert competing_policies(copies, "wrc") == ["z", "a", "b"]
+    assert competing_policies(copies, "wrc", include="old-deleting") == [
         "old-deleting",
         "z",
         "a",
@@ -72,7 +80,10 @@ def test_competing_policies_oldest_first_then_name() -> None:
 
 def test_ownership_refusal_names_the_older_policy() -> None:
     spec = parse_spec({"enabled": True, "target": {"deployment": "wrc"}})
-    policies = [_policy("first", "2026-01-01T00:00:00Z"), _policy("second", "2026-01-02T00:00:00Z")]
+    policies = [
+        PolicyCopy(_policy("first", "2026-01-01T00:00:00Z")),
+        PolicyCopy(_policy("second", "2026-01-02T00:00:00Z")),
+    ]
     assert ownership_refusal("ns", "first", spec, policies) is None
     refused = ownership_refusal("ns", "second", spec, policies)
     assert refused is not None
@@ -257,9 +268,11 @@ def test_within_one_creation_second_the_policy_already_applied_keeps_its_deploym
     applied = _policy("spillover", "2026-01-02T00:00:00Z")
     applied["status"] = {"lastAppliedTime": "2026-01-02T00:00:00.300Z"}
     newcomer = _policy("second", "2026-01-02T00:00:00Z")
+    applied, newcomer = PolicyCopy(applied), PolicyCopy(newcomer)
     assert competing_policies([newcomer, applied], "wrc") == ["spillover", "second"]
     # An older policy still wins, applied or not.
-    assert competing_policies([applied, _policy("old", "2026-01-01T00:00:00Z")], "wrc")[0] == "old"
+    old = PolicyCopy(_policy("old", "2026-01-01T00:00:00Z"))
+    assert competing_policies([applied, old], "wrc")[0] == "old"
 
 
 def _with_record(policy: dict[str, Any], generation: int, record_generation: int) -> Any:
@@ -403,14 +416,18 @@ def test_decide_gone_for_a_missing_or_deleting_policy() -> None:
         decide("ns", "p", None, ALLOW_WRC, _no_read("policies"), _no_read("dep")), Gone
     )
     deleting = _policy("p", "2026-01-01T00:00:00Z", deleting=True)
-    decision = decide("ns", "p", deleting, ALLOW_WRC, _no_read("policies"), _no_read("dep"))
+    decision = decide(
+        "ns", "p", PolicyCopy(deleting), ALLOW_WRC, _no_read("policies"), _no_read("dep")
+    )
     assert decision == Gone("policy ns/p is gone or being deleted")
 
 
 def test_decide_refuses_an_invalid_spec_with_every_problem_and_no_target() -> None:
     policy = _policy("p", "2026-01-01T00:00:00Z")
     policy["spec"]["thresholdBytes"] = 1
-    decision = decide("ns", "p", policy, ALLOW_WRC, _no_read("policies"), _no_read("dep"))
+    decision = decide(
+        "ns", "p", PolicyCopy(policy), ALLOW_WRC, _no_read("policies"), _no_read("dep")
+    )
     assert isinstance(decision, Refused)
     assert (decision.outcome, decision.reason, decision.spec) == (
         Outcome.INVALID_SPEC,
@@ -423,14 +440,17 @@ def test_decide_refuses_an_invalid_spec_with_every_problem_and_no_target() -> No
 
 def test_decide_refuses_a_target_not_allowed_before_reading_anything() -> None:
     policy = _policy("p", "2026-01-01T00:00:00Z", target="other")
-    decision = decide("ns", "p", policy, ALLOW_WRC, _no_read("policies"), _no_read("dep"))
+    decision = decide(
+        "ns", "p", PolicyCopy(policy), ALLOW_WRC, _no_read("policies"), _no_read("dep")
+    )
     assert isinstance(decision, Refused)
     assert decision.outcome == Outcome.TARGET_NOT_ALLOWED and decision.warn
     assert decision.spec is not None and decision.spec.deployment == "other"
 
 
 def test_decide_refuses_the_younger_of_two_policies_and_a_missing_deployment() -> None:
-    older, younger = _policy("a", "2026-01-01T00:00:00Z"), _policy("b", "2026-01-02T00:00:00Z")
+    older = PolicyCopy(_policy("a", "2026-01-01T00:00:00Z"))
+    younger = PolicyCopy(_policy("b", "2026-01-02T00:00:00Z"))
     conflict = decide("ns", "b", younger, ALLOW_WRC, lambda _: [older, younger], _no_read("dep"))
     assert isinstance(conflict, Refused) and conflict.outcome == Outcome.CONFLICT
     assert "policy 'a' (older) already manages Deployment ns/wrc" in conflict.message
@@ -440,10 +460,26 @@ def test_decide_refuses_the_younger_of_two_policies_and_a_missing_deployment() -
 
 
 def test_decide_proceeds_with_the_parsed_spec_and_the_deployment_read() -> None:
-    policy = _policy("a", "2026-01-01T00:00:00Z")
+    policy = PolicyCopy(_policy("a", "2026-01-01T00:00:00Z"))
     decision = decide("ns", "a", policy, ALLOW_WRC, lambda _: [policy], {"wrc": WRC}.get)
     assert isinstance(decision, Proceed)
     assert decision.spec == parse_spec(policy["spec"]) and decision.deployment is WRC
+
+
+def test_decide_and_decide_reconcile_parse_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spec is parsed where the copy came in (`PolicyCopy`): deciding only reads it."""
+    policy, before = _stored_policy(KILL), _deployment([])
+    copy = PolicyCopy(_policy("a", "2026-01-01T00:00:00Z"))
+    reader = _index_reader(policy, before, ("policy", "spillover"))
+
+    def refuse(spec: Any) -> Any:
+        raise AssertionError("the spec was parsed again while deciding")
+
+    monkeypatch.setattr("spillover_operator.domain.policy.parse_spec", refuse)
+    assert isinstance(
+        decide("ns", "a", copy, ALLOW_WRC, lambda _: [copy], {"wrc": WRC}.get), Proceed
+    )
+    assert isinstance(_decide(reader), Apply)
 
 
 # ---- decide_reconcile: what one reconcile does, read through kopf's indexes ----------
@@ -461,7 +497,7 @@ def _index_reader(
     them; `read`: the copies already confirmed with the API."""
     name = policy["metadata"]["name"]
     indexes = {
-        POLICIES: {("ns", name): [policy]},
+        POLICIES: {key: [copy] for key, copy in policy_entry("ns", name, policy).items()},
         DEPLOYMENTS: {("ns", "wrc"): [deployment]},
         BY_TARGET: {("ns", "wrc"): [name]},
     }
