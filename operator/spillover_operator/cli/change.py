@@ -33,8 +33,8 @@ from spillover_operator.domain.constants import (
     LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,
 )
-from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH
-from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, spec_to_json
+from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH, PolicySpec
+from spillover_operator.domain.policy import InvalidSpecError, parse_spec, spec_to_json
 
 from .errors import BadInput
 

@@ -28,12 +28,8 @@ from spillover_operator.domain.envplan import (
     select_container,
     shadow_notes,
 )
-from spillover_operator.domain.policy import (
-    InvalidSpecError,
-    PolicySpec,
-    parse_policy_document,
-    spec_to_json,
-)
+from spillover_operator.domain.model import PolicySpec
+from spillover_operator.domain.policy import InvalidSpecError, parse_policy_document, spec_to_json
 from spillover_operator.domain.resolved_env import ConfigMapLookup, ConfigMapUnreadable
 from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_yaml_all
 from spillover_operator.regular_file import NotARegularFile, TooLarge, read_regular

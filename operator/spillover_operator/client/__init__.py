@@ -113,7 +113,6 @@ if TYPE_CHECKING:
     from spillover_operator.client.nodes import node_summary
     from spillover_operator.client.pod_io import exec_in_pod, read_pod_log
     from spillover_operator.client.pods import (
-        SelectorError,
         delete_pod,
         get_stateful_set,
         list_pods,
@@ -134,8 +133,10 @@ if TYPE_CHECKING:
     )
     from spillover_operator.client.proxy import proxy_request
     from spillover_operator.client.retry import retry_on_conflict
+    from spillover_operator.domain.labels import SelectorError
 
-# Which submodule defines each public name.
+# Which module defines each public name: a submodule, or (SelectorError, the error of
+# the label selectors the client renders) the domain leaf `labels`.
 _WHERE: dict[str, str] = {
     "ApiError": "errors",
     "ApiUnavailable": "errors",
@@ -154,7 +155,7 @@ _WHERE: dict[str, str] = {
     "OperatorRefused": "errors",
     "REQUEST_TIMEOUT": "connection",
     "Rejected": "errors",
-    "SelectorError": "pods",
+    "SelectorError": "spillover_operator.domain.labels",
     "TimedOut": "errors",
     "Unauthorized": "errors",
     "WriteRefused": "errors",

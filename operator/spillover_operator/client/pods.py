@@ -15,7 +15,6 @@ from typing import Any
 from spillover_operator.client._api import JsonDict, api_call, request
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound
-from spillover_operator.domain.labels import SelectorError as SelectorError
 from spillover_operator.domain.labels import parse_selector
 from spillover_operator.domain.resolved_env import (
     ConfigMapLookup,

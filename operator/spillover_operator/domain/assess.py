@@ -34,8 +34,9 @@ from spillover_operator.domain.model import (
     ENV_FIELDS,
     PENDING_REASONS,
     REASON_STALE_AFTER_REFRESH,
+    PolicySpec,
 )
-from spillover_operator.domain.policy import InvalidSpecError, PolicySpec, parse_spec, target_of
+from spillover_operator.domain.policy import InvalidSpecError, parse_spec, target_of
 from spillover_operator.domain.recipe_pods import MAX_LISTED, RecipePods
 from spillover_operator.domain.resolved_env import ConfigMapLookup, Resolved, no_config_maps
 from spillover_operator.domain.rollout import RolloutState, rollout_state

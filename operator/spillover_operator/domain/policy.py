@@ -21,22 +21,21 @@ from spillover_operator.domain.constants import (
 )
 from spillover_operator.domain.labels import SelectorError, parse_selector
 from spillover_operator.domain.model import (
-    DEFAULT_RECIPE_CONTAINER as DEFAULT_RECIPE_CONTAINER,
+    DEFAULT_RECIPE_CONTAINER,
+    DEFAULT_RECIPE_SELECTOR,
+    ENV_FIELDS,
+    ON_DELETE_VALUES,
+    RECIPE_POD_KEYS,
+    REFRESH_VALUES,
+    SPEC_KEYS,
+    TARGET_KEYS,
+    EnvField,
+    OnDelete,
+    PolicySpec,
+    RecipePodsSpec,
+    Refresh,
+    default_recipe_pods,
 )
-from spillover_operator.domain.model import (
-    DEFAULT_RECIPE_SELECTOR as DEFAULT_RECIPE_SELECTOR,
-)
-from spillover_operator.domain.model import ENV_FIELDS, EnvField
-from spillover_operator.domain.model import ON_DELETE_VALUES as ON_DELETE_VALUES
-from spillover_operator.domain.model import RECIPE_POD_KEYS as RECIPE_POD_FIELDS
-from spillover_operator.domain.model import REFRESH_VALUES as REFRESH_VALUES
-from spillover_operator.domain.model import SPEC_KEYS as SPEC_FIELDS
-from spillover_operator.domain.model import TARGET_KEYS as TARGET_FIELDS
-from spillover_operator.domain.model import OnDelete as OnDelete
-from spillover_operator.domain.model import PolicySpec as PolicySpec
-from spillover_operator.domain.model import RecipePodsSpec as RecipePodsSpec
-from spillover_operator.domain.model import Refresh as Refresh
-from spillover_operator.domain.model import default_recipe_pods as default_recipe_pods
 from spillover_operator.domain.quoting import cut, shorten
 
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
@@ -148,8 +147,8 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         raise InvalidSpecError([f"spec: must be a mapping, got {_type_name(spec)}"])
 
     for key in spec:
-        if key not in SPEC_FIELDS:
-            problems.append(f"spec.{key}: unknown field (known fields: {', '.join(SPEC_FIELDS)})")
+        if key not in SPEC_KEYS:
+            problems.append(f"spec.{key}: unknown field (known fields: {', '.join(SPEC_KEYS)})")
 
     values = {f.attr: _env_field(spec, f, problems) for f in ENV_FIELDS}
 
@@ -178,9 +177,9 @@ def parse_spec(spec: Mapping[str, Any]) -> PolicySpec:
         )
     else:
         for key in target:
-            if key not in TARGET_FIELDS:
+            if key not in TARGET_KEYS:
                 problems.append(
-                    f"spec.target.{key}: unknown field (known fields: {', '.join(TARGET_FIELDS)})"
+                    f"spec.target.{key}: unknown field (known fields: {', '.join(TARGET_KEYS)})"
                 )
         raw_dep = target.get("deployment")
         if raw_dep is None or raw_dep == "":
@@ -264,10 +263,9 @@ def _recipe_pods(raw: Any, problems: list[str]) -> RecipePodsSpec:
         problems.append(f"spec.recipePods: must be a mapping, got {_type_name(raw)}")
         return default_recipe_pods()
     for key in raw:
-        if key not in RECIPE_POD_FIELDS:
+        if key not in RECIPE_POD_KEYS:
             problems.append(
-                f"spec.recipePods.{key}: unknown field (known fields: "
-                f"{', '.join(RECIPE_POD_FIELDS)})"
+                f"spec.recipePods.{key}: unknown field (known fields: {', '.join(RECIPE_POD_KEYS)})"
             )
     selector = dict(DEFAULT_RECIPE_SELECTOR)
     if raw.get("selector") is not None:

@@ -32,14 +32,16 @@ from typing import Any, Literal
 from spillover_operator.domain.constants import SPILLOVER_VARS
 from spillover_operator.domain.model import (
     COND_RECIPE_PODS,
+    DEFAULT_RECIPE_CONTAINER,
     REASON_ALL_CURRENT,
     REASON_NO_PODS,
     REASON_STALE,
     REASON_STALE_AFTER_REFRESH,
     REASON_UNKNOWN,
+    PolicySpec,
+    RecipePodsSpec,
     read_env,
 )
-from spillover_operator.domain.policy import DEFAULT_RECIPE_CONTAINER, PolicySpec, RecipePodsSpec
 from spillover_operator.domain.resolved_env import (
     ConfigMapLookup,
     Resolved,

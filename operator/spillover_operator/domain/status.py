@@ -13,7 +13,7 @@ from typing import Any
 from spillover_operator.domain.constants import (
     COND_READY,
 )
-from spillover_operator.domain.model import STATUS_KEYS as STATUS_KEYS
+from spillover_operator.domain.model import STATUS_KEYS
 from spillover_operator.domain.resolved_env import Resolved
 from spillover_operator.domain.rollout import RolloutState
 

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         read_process_report,
     )
     from spillover_operator.observed.waiting import (
-        REFUSED_REASONS,
         ProgressCallback,
         WaitProgress,
         wait_until_settled,
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
 # Which submodule defines each public name.
 _WHERE: dict[str, str] = {
     "ProgressCallback": "waiting",
-    "REFUSED_REASONS": "waiting",
     "WaitProgress": "waiting",
     "env_in_effect": "deployments",
     "find_target": "deployments",
@@ -50,7 +48,6 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
-    "REFUSED_REASONS",
     "ProgressCallback",
     "WaitProgress",
     "env_in_effect",

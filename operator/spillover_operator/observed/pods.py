@@ -18,7 +18,7 @@ from spillover_operator.client.pods import (
     selector_string,
 )
 from spillover_operator.domain.mcp_host import ReportError, parse_report, report_address
-from spillover_operator.domain.policy import PolicySpec
+from spillover_operator.domain.model import PolicySpec
 from spillover_operator.domain.recipe_pods import (
     ChangedAt,
     Owner,

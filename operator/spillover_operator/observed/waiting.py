@@ -14,8 +14,7 @@ from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.domain.assess import Area, Finding, StatusReport
 from spillover_operator.domain.constants import COND_READY, GROUP, PLURAL, VERSION
-from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH
-from spillover_operator.domain.model import REFUSED_REASONS as REFUSED_REASONS
+from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH, REFUSED_REASONS
 from spillover_operator.observed.observing import observe
 
 INITIAL_DELAY = 0.5

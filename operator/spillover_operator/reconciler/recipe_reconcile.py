@@ -25,8 +25,8 @@ from spillover_operator.domain.model import (
     EVENT_RECIPE_PODS_REFRESH,
     EVENT_RECIPE_PODS_REFRESH_FAILED,
     EVENT_RECIPE_PODS_REFRESH_FORBIDDEN,
+    PolicySpec,
 )
-from spillover_operator.domain.policy import PolicySpec
 from spillover_operator.domain.recipe_pods import (
     ChangedAt,
     Owner,

@@ -70,13 +70,9 @@ from spillover_operator.domain.model import (
     REASON_TARGET_NOT_FOUND,
     REASON_TARGET_NOT_SUPPORTED,
     REASON_UNKNOWN,
-)
-from spillover_operator.domain.policy import (
-    InvalidSpecError,
-    PolicyCopy,
     PolicySpec,
-    target_of,
 )
+from spillover_operator.domain.policy import InvalidSpecError, PolicyCopy, target_of
 from spillover_operator.domain.recipe_pods import refresh_wanted, selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
 from spillover_operator.domain.rollout import rollout_state

@@ -24,7 +24,7 @@ from spillover_operator.domain.envplan import (
     render_env,
     select_container,
 )
-from spillover_operator.domain.policy import PolicySpec
+from spillover_operator.domain.model import PolicySpec
 from spillover_operator.domain.resolved_env import no_config_maps
 
 ALL = ",".join(SPILLOVER_VARS)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 import yaml
+from spillover_operator.domain.model import PolicySpec
 from spillover_operator.domain.policy import (
     InvalidSpecError,
-    PolicySpec,
     parse_policy_document,
     parse_policy_spec,
     parse_spec,

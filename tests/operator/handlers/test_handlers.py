@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from spillover_operator.client import Connection
 from spillover_operator.domain import settings
 from spillover_operator.domain.constants import FINALIZER
-from spillover_operator.domain.policy import PolicySpec
+from spillover_operator.domain.model import PolicySpec
 from spillover_operator.handlers import metrics, runtime
 from spillover_operator.handlers.policies import index_entry
 from spillover_operator.reconciler.reconcile import Outcome, ReconcileResult

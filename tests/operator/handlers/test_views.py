@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient, Configuration
 from spillover_operator.client import Connection
-from spillover_operator.domain.policy import InvalidSpecError, PolicyCopy, PolicySpec
+from spillover_operator.domain.model import PolicySpec
+from spillover_operator.domain.policy import InvalidSpecError, PolicyCopy
 from spillover_operator.handlers import views
 
 NS = "ns"

@@ -18,7 +18,8 @@ from spillover_operator.domain.constants import (
     REFRESH_REQUEST_ANNOTATION,
 )
 from spillover_operator.domain.envplan import EnvChange, plan_apply
-from spillover_operator.domain.policy import PolicyCopy, PolicySpec, parse_spec
+from spillover_operator.domain.model import PolicySpec
+from spillover_operator.domain.policy import PolicyCopy, parse_spec
 from spillover_operator.domain.resolved_env import no_config_maps
 from spillover_operator.domain.settings import from_environ
 from spillover_operator.handlers.views import (
