@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from controlplane.localcluster import LocalCluster  # noqa: E402
 from spillover_operator.client import Connection, find_deployment  # noqa: E402
-from spillover_operator.domain.constants import ENABLED_VAR  # noqa: E402
 from spillover_operator.domain.envplan import effective_env  # noqa: E402
+from spillover_operator.domain.model import ENABLED_VAR  # noqa: E402
 
 BIN = Path(sys.executable).parent
 ROUNDS = int(os.environ.get("KILLSWITCH_ROUNDS", "5"))

@@ -57,7 +57,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from controlplane.localcluster import LocalCluster  # noqa: E402
-from spillover_operator.domain.constants import ENABLED_VAR, GROUP, PLURAL, VERSION  # noqa: E402
+from spillover_operator.domain.model import ENABLED_VAR  # noqa: E402
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION  # noqa: E402
 
 BIN = Path(sys.executable).parent
 NAMESPACE = "bench"

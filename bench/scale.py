@@ -49,14 +49,12 @@ from kopf_operator import OperatorProcess  # noqa: E402
 from kubernetes import client  # noqa: E402
 from spillover_operator.cli.main import run as spilloverctl  # noqa: E402
 from spillover_operator.domain.allowlist import REFRESH_DEPLOYMENTS_VAR  # noqa: E402
-from spillover_operator.domain.constants import (  # noqa: E402
+from spillover_operator.domain.model import (  # noqa: E402
     COND_READY,
-    GROUP,
+    COND_RECIPE_PODS,
     PASSTHROUGH_VAR,
-    PLURAL,
-    VERSION,
 )
-from spillover_operator.domain.model import COND_RECIPE_PODS  # noqa: E402
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION  # noqa: E402
 from wrc_stand_in import WrcStandIn  # noqa: E402
 
 NAMESPACE = "bench"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 CLUSTER_SEED = 20261130
 

@@ -19,7 +19,7 @@ import kopf
 
 from spillover_operator import exit_codes
 from spillover_operator.domain import settings as settings_module
-from spillover_operator.domain.constants import GROUP, PLURAL, VERSION
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 from spillover_operator.handlers import election, liveness, policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]

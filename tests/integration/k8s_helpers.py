@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
 from spillover_operator.client import Connection, find_deployment, find_policy
-from spillover_operator.domain.constants import GROUP, VERSION
+from spillover_operator.domain.resource import GROUP, VERSION
 
 if TYPE_CHECKING:
     from kopf_operator import OperatorProcess

@@ -49,7 +49,7 @@ from prometheus.server import PrometheusServer, find_prometheus
 from spillover_harness.fixtures import build_fixtures, export_fixtures
 from spillover_harness.sim.server import SimServer, serve
 from spillover_harness.sim.step import SimFaults
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
+from spillover_operator.domain.model import PASSTHROUGH_VAR
 from wrc_renderer import WrcRendererForTests
 
 SIM_POD_PORT = 8080

@@ -30,8 +30,8 @@ from typing import Any
 from k8s_helpers import read_deployment
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
 from spillover_operator.domain.envplan import passthrough_names
+from spillover_operator.domain.model import PASSTHROUGH_VAR
 
 GROUP = "recipes.tests.spillover-ops.example"
 VERSION = "v1"

@@ -41,7 +41,7 @@ from kubernetes.client import ApiException
 from kustomize_build import OVERLAYS, build, kubectl
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
-from spillover_operator.domain.constants import GROUP, PLURAL, VERSION
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -19,13 +19,8 @@ from k8s_helpers import policy_manifest
 from kubernetes import client
 from kubernetes.client import ApiException
 from kustomize_build import OVERLAYS, build
-from spillover_operator.domain.constants import (
-    CHANGE_RECORD_ANNOTATION,
-    FINALIZER,
-    GROUP,
-    PLURAL,
-    VERSION,
-)
+from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION, FINALIZER
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from record_builders import CELLS, make_dataset, make_record, plain_record
 from spillover_harness.cli import main
 from spillover_harness.results.records import RunRecord
 from spillover_operator import exit_codes
-from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 pytestmark = pytest.mark.integration
 

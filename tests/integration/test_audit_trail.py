@@ -40,14 +40,9 @@ from kustomize_build import OVERLAYS, build
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
 from spillover_operator.domain.change_record import ChangeRecord, decode, last_change
-from spillover_operator.domain.constants import (
-    CHANGE_RECORD_ANNOTATION,
-    ENABLED_VAR,
-    GROUP,
-    PASSTHROUGH_VAR,
-    PLURAL,
-    VERSION,
-)
+from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -53,8 +53,8 @@ from spillover_operator.client import (
     selector_string,
     server_version,
 )
-from spillover_operator.domain.constants import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.domain.envplan import plan_apply
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.domain.policy import parse_spec
 from spillover_operator.domain.resolved_env import ConfigMapUnreadable, no_config_maps, resolve
 from spillover_operator.observed import WaitProgress, env_in_effect, wait_until_settled

@@ -38,7 +38,7 @@ from platform_env import (
 from spillover_harness.cluster.observe import mcp_host_image
 from spillover_harness.profile import PodSelector
 from spillover_harness.results.records import read_records
-from spillover_operator.domain.constants import ENABLED_VAR
+from spillover_operator.domain.model import ENABLED_VAR
 from spillover_operator.exit_codes import API as EXIT_CLUSTER
 from spillover_operator.exit_codes import INCONCLUSIVE as EXIT_INCONCLUSIVE
 from spillover_operator.exit_codes import OK as EXIT_OK

@@ -34,7 +34,7 @@ from spillover_harness.fixtures import build_fixtures
 from spillover_harness.plan.matrix import load_matrix
 from spillover_harness.profile import load_profile
 from spillover_harness.results.records import read_records
-from spillover_operator.domain.constants import ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import API as EXIT_CLUSTER
 from spillover_operator.exit_codes import OK as EXIT_OK
 from spillover_operator.exit_codes import PREFLIGHT as EXIT_PREFLIGHT

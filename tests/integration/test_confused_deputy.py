@@ -65,15 +65,13 @@ from kustomize_build import OVERLAYS, build, container_env, find
 from spillover_operator.cli.main import run
 from spillover_operator.client import selector_string
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
-from spillover_operator.domain.constants import (
-    GROUP,
+from spillover_operator.domain.constants import REFRESH_REQUEST_ANNOTATION
+from spillover_operator.domain.model import (
     PASSTHROUGH_VAR,
-    PLURAL,
     REASON_TARGET_NOT_ALLOWED,
-    REFRESH_REQUEST_ANNOTATION,
     THRESHOLD_VAR,
-    VERSION,
 )
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

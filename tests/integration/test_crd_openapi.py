@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client import ApiException
-from spillover_operator.domain.constants import GROUP, VERSION
+from spillover_operator.domain.resource import GROUP, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -29,8 +29,7 @@ from k8s_helpers import deployment_manifest, env_map, read_deployment, read_poli
 from kubernetes import client
 from kustomize_build import OVERLAYS, build
 from repo_paths import REPO_ROOT
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
-from spillover_operator.domain.model import REASON_APPLIED, REASON_DRIFT_CORRECTED
+from spillover_operator.domain.model import PASSTHROUGH_VAR, REASON_APPLIED, REASON_DRIFT_CORRECTED
 
 pytestmark = pytest.mark.integration
 

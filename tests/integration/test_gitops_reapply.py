@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from k8s_helpers import connection, env_map, wait_for
-from spillover_operator.domain.constants import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 
 # The operator tests' cluster fixtures and helpers (a namespace, the CRD, the operator
 # under the manifests' Role).

@@ -48,15 +48,9 @@ from repo_paths import REPO_ROOT
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
 from spillover_operator.domain.change_record import decode
-from spillover_operator.domain.constants import (
-    CHANGE_RECORD_ANNOTATION,
-    ENABLED_VAR,
-    GROUP,
-    PASSTHROUGH_VAR,
-    PLURAL,
-    REFRESH_REQUEST_ANNOTATION,
-    VERSION,
-)
+from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION, REFRESH_REQUEST_ANNOTATION
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -49,14 +49,9 @@ from spillover_operator.client import Connection, connect
 from spillover_operator.client.identity import PATH as SSR_PATH
 from spillover_operator.client.transport import ApiClientTransport, HttpTransport
 from spillover_operator.domain.change_record import decode
-from spillover_operator.domain.constants import (
-    CHANGE_RECORD_ANNOTATION,
-    ENABLED_VAR,
-    GROUP,
-    PASSTHROUGH_VAR,
-    PLURAL,
-    VERSION,
-)
+from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -56,15 +56,9 @@ from spillover_operator.client import (
 )
 from spillover_operator.domain import leadership
 from spillover_operator.domain.allowlist import REFRESH_DEPLOYMENTS_VAR
-from spillover_operator.domain.constants import (
-    ENABLED_VAR,
-    GROUP,
-    PASSTHROUGH_VAR,
-    PLURAL,
-    SPILLOVER_VARS,
-    VERSION,
-)
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.domain.resolved_env import resolve
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 from spillover_operator.handlers.election import Elector, LeadershipLost
 from spillover_operator.handlers.metrics import Metrics
 from wrc_stand_in import WrcStandIn

@@ -21,7 +21,7 @@ from controlplane.localcluster import LocalCluster
 from k8s_helpers import wait_for
 from kubernetes import client
 from repo_paths import REPO_ROOT
-from spillover_operator.domain.constants import ENABLED_VAR
+from spillover_operator.domain.model import ENABLED_VAR
 
 pytestmark = pytest.mark.integration
 

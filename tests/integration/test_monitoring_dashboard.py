@@ -57,7 +57,8 @@ from monitoring_manifests import (
 from prometheus.server import PrometheusServer
 from spillover_operator.client import patch_policy
 from spillover_operator.domain import leadership
-from spillover_operator.domain.constants import ENABLED_VAR, GROUP, PLURAL, VERSION
+from spillover_operator.domain.model import ENABLED_VAR
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -39,16 +39,14 @@ from kopf_operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client import ApiException
 from spillover_operator.client import list_policies, patch_policy
-from spillover_operator.domain.constants import (
+from spillover_operator.domain.model import (
     BUDGET_VAR,
     ENABLED_VAR,
-    GROUP,
     PASSTHROUGH_VAR,
-    PLURAL,
     SPILLOVER_VARS,
     THRESHOLD_VAR,
-    VERSION,
 )
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

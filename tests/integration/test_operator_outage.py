@@ -35,7 +35,7 @@ from kopf_operator import OperatorProcess
 from kubernetes import client
 from spillover_operator.client import create_object, patch_policy
 from spillover_operator.client.discovery import SPILLOVER_POLICIES
-from spillover_operator.domain.constants import ENABLED_VAR
+from spillover_operator.domain.model import ENABLED_VAR
 
 pytestmark = pytest.mark.integration
 

@@ -39,18 +39,16 @@ from spillover_operator.cli.main import run
 from spillover_operator.client import config_map_lookup, list_pods
 from spillover_operator.domain.allowlist import REFRESH_DEPLOYMENTS_VAR
 from spillover_operator.domain.change_record import decode
-from spillover_operator.domain.constants import (
+from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
+from spillover_operator.domain.model import (
     BUDGET_VAR,
-    CHANGE_RECORD_ANNOTATION,
     ENABLED_VAR,
-    GROUP,
     PASSTHROUGH_VAR,
-    PLURAL,
     SPILLOVER_VARS,
     THRESHOLD_VAR,
-    VERSION,
 )
 from spillover_operator.domain.resolved_env import resolve
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 from wrc_stand_in import MCP_HOST_LABELS, Behaviour, Via, WrcStandIn
 
 pytestmark = pytest.mark.integration

@@ -22,10 +22,10 @@ from k8s_helpers import (
 from kubernetes import client
 from spillover_operator.client import Connection, connect
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
-from spillover_operator.domain.constants import (
+from spillover_operator.domain.constants import FIELD_MANAGER
+from spillover_operator.domain.model import (
     BUDGET_VAR,
     ENABLED_VAR,
-    FIELD_MANAGER,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
     THRESHOLD_VAR,

@@ -36,7 +36,7 @@ import pytest
 from k8s_helpers import is_ready, wait_for
 from kubernetes import client
 from spillover_operator import exit_codes
-from spillover_operator.domain.constants import ENABLED_VAR
+from spillover_operator.domain.model import ENABLED_VAR
 from test_recipe_pods_on_cluster import (  # noqa: F401  (setup: a fixture; admin: conftest)
     Setup,
     all_current,

@@ -29,7 +29,7 @@ from kopf_operator import running_operator
 from kubernetes import client
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
-from spillover_operator.domain.constants import (
+from spillover_operator.domain.model import (
     BUDGET_VAR,
     ENABLED_VAR,
     PASSTHROUGH_VAR,

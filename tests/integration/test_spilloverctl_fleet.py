@@ -40,7 +40,8 @@ from kopf_operator import running_operator
 from kubernetes import client
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
-from spillover_operator.domain.constants import ENABLED_VAR, GROUP, PLURAL, VERSION
+from spillover_operator.domain.model import ENABLED_VAR
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from repo_paths import REPO_ROOT
 from spillover_harness.plan.matrix import load_matrix
 from spillover_harness.results.records import read_records
 from spillover_harness.results.results_dir import StageDir
-from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import BAD_INPUT
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from typing import Any
 
 from k8s_helpers import read_deployment
 from kubernetes import client
-from spillover_operator.domain.constants import PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.domain.envplan import passthrough_names
+from spillover_operator.domain.model import PASSTHROUGH_VAR, SPILLOVER_VARS
 
 
 class WrcRendererForTests:

@@ -45,8 +45,8 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from spillover_operator.client import Connection, config_map_lookup, list_pods
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
 from spillover_operator.domain.envplan import passthrough_names
+from spillover_operator.domain.model import PASSTHROUGH_VAR
 from spillover_operator.domain.resolved_env import resolve
 
 Behaviour = Literal["rerender", "at-pod-creation", "baked"]

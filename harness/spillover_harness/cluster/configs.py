@@ -30,12 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spillover_operator.client import ClientError, Connection, get_policy, patch_policy
-from spillover_operator.domain.constants import (
-    PASSTHROUGH_VAR,
-    SPILLOVER_VARS,
-)
 from spillover_operator.domain.envplan import passthrough_names
-from spillover_operator.domain.model import ENV_FIELDS
+from spillover_operator.domain.model import ENV_FIELDS, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.observed import WaitProgress, env_in_effect, wait_until_settled
 
 from spillover_harness.cluster.kubeconn import ClusterStageError

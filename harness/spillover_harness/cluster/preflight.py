@@ -25,14 +25,9 @@ from spillover_operator.client import (
     server_version,
 )
 from spillover_operator.domain.assess import assess
-from spillover_operator.domain.constants import (
-    COND_READY,
-    GROUP,
-    PASSTHROUGH_VAR,
-    PLURAL,
-    SPILLOVER_VARS,
-)
 from spillover_operator.domain.envplan import passthrough_names
+from spillover_operator.domain.model import COND_READY, PASSTHROUGH_VAR, SPILLOVER_VARS
+from spillover_operator.domain.resource import GROUP, PLURAL
 from spillover_operator.observed import env_in_effect
 
 from spillover_harness.cluster.kubeconn import (

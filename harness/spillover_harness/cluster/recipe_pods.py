@@ -27,8 +27,7 @@ from spillover_operator.client import (
     list_pods,
     pod_values,
 )
-from spillover_operator.domain.constants import SPILLOVER_VARS
-from spillover_operator.domain.model import COND_RECIPE_PODS, read_env
+from spillover_operator.domain.model import COND_RECIPE_PODS, SPILLOVER_VARS, read_env
 from spillover_operator.domain.recipe_pods import ReportUnavailable
 from spillover_operator.observed import read_process_report
 

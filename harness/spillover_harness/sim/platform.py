@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
+from spillover_operator.domain.model import PASSTHROUGH_VAR
 
 from spillover_harness.sim.wrc import (
     MAX_RECIPES,

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST
-from spillover_operator.domain.constants import SPILLOVER_VARS
+from spillover_operator.domain.model import SPILLOVER_VARS
 
 from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.sim.metrics import SpilloverMetrics

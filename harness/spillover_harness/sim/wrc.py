@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
 from spillover_operator.domain.mcp_host import REPORT_ANNOTATION
+from spillover_operator.domain.model import PASSTHROUGH_VAR
 
 MCP_HOST_PORT = 8080
 MCP_HOST_LABEL = ("app.kubernetes.io/name", "mcp-host")

@@ -29,11 +29,10 @@ from spillover_operator.domain.change_record import (
 )
 from spillover_operator.domain.constants import (
     CHANGE_RECORD_ANNOTATION,
-    COND_READY,
     LEGACY_CHANGE_REASON_ANNOTATION,
     REFRESH_REQUEST_ANNOTATION,
 )
-from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH, PolicySpec
+from spillover_operator.domain.model import COND_READY, REASON_STALE_AFTER_REFRESH, PolicySpec
 from spillover_operator.domain.policy import InvalidSpecError, parse_spec, spec_to_json
 
 from .errors import BadInput

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator.domain.constants import PASSTHROUGH_VAR
 from spillover_operator.domain.envplan import (
     EnvPlan,
     TargetError,
@@ -28,7 +27,7 @@ from spillover_operator.domain.envplan import (
     select_container,
     shadow_notes,
 )
-from spillover_operator.domain.model import PolicySpec
+from spillover_operator.domain.model import PASSTHROUGH_VAR, PolicySpec
 from spillover_operator.domain.policy import InvalidSpecError, parse_policy_document, spec_to_json
 from spillover_operator.domain.resolved_env import ConfigMapLookup, ConfigMapUnreadable
 from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_yaml_all

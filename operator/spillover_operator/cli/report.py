@@ -8,16 +8,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from spillover_operator.domain.assess import StatusReport, show_resolved, show_value
-from spillover_operator.domain.constants import (
+from spillover_operator.domain.model import (
     BUDGET_VAR,
     COND_APPLIED,
     COND_READY,
+    COND_RECIPE_PODS,
     ENABLED_VAR,
+    ENV_FIELDS,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
     THRESHOLD_VAR,
 )
-from spillover_operator.domain.model import COND_RECIPE_PODS, ENV_FIELDS
 from spillover_operator.domain.policy import spec_to_json
 from spillover_operator.domain.recipe_pods import RecipePods, parse_time
 from spillover_operator.observed import WaitProgress

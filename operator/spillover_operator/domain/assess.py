@@ -12,13 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from spillover_operator.domain.change_record import LastChange, last_change
-from spillover_operator.domain.constants import (
-    COND_READY,
-    PASSTHROUGH_VAR,
-    REFRESH_REQUEST_ANNOTATION,
-    SPILLOVER_VARS,
-    VALUE_FROM,
-)
+from spillover_operator.domain.constants import REFRESH_REQUEST_ANNOTATION, VALUE_FROM
 from spillover_operator.domain.envplan import (
     TargetError,
     effective_env,
@@ -29,11 +23,14 @@ from spillover_operator.domain.envplan import (
     shadow_notes,
 )
 from spillover_operator.domain.model import (
+    COND_READY,
     COND_RECIPE_PODS,
     DEFAULTS,
     ENV_FIELDS,
+    PASSTHROUGH_VAR,
     PENDING_REASONS,
     REASON_STALE_AFTER_REFRESH,
+    SPILLOVER_VARS,
     PolicySpec,
 )
 from spillover_operator.domain.policy import InvalidSpecError, parse_spec, target_of

@@ -1,29 +1,11 @@
-"""The platform's names and bounds, shared by the operator, spilloverctl and the harness."""
+"""The platform's names and bounds, shared by the operator, spilloverctl and the harness.
+
+The spillover variables, condition types and reasons live in the policy model
+(`domain.model`), the API group, version and kind in `domain.resource`."""
 
 from __future__ import annotations
 
 from typing import Final
-
-# The variables (their bounds, defaults and reading too) and the condition types and
-# reasons belong to the policy model (`model.py`, the one place to change them); the
-# names below are named here too for the modules that import them from here.
-from spillover_operator.domain import model as _model
-from spillover_operator.domain import resource
-
-BUDGET_VAR: Final = _model.BUDGET_VAR
-COND_APPLIED: Final = _model.COND_APPLIED
-COND_READY: Final = _model.COND_READY
-ENABLED_VAR: Final = _model.ENABLED_VAR
-PASSTHROUGH_VAR: Final = _model.PASSTHROUGH_VAR
-REASON_TARGET_NOT_ALLOWED: Final = _model.REASON_TARGET_NOT_ALLOWED
-SPILLOVER_VARS: Final = _model.SPILLOVER_VARS
-THRESHOLD_VAR: Final = _model.THRESHOLD_VAR
-
-GROUP: Final = resource.GROUP
-VERSION: Final = resource.VERSION
-PLURAL: Final = resource.PLURAL
-KIND: Final = resource.KIND
-API_VERSION: Final = resource.API_VERSION
 
 # A DNS-1123 subdomain (Deployment names) and label (container names).
 DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

@@ -10,12 +10,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator.domain.constants import (
+from spillover_operator.domain.constants import VALUE_FROM
+from spillover_operator.domain.model import (
+    ENV_FIELDS,
+    FIELD_OF_VAR,
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
-    VALUE_FROM,
+    PolicySpec,
 )
-from spillover_operator.domain.model import ENV_FIELDS, FIELD_OF_VAR, PolicySpec
 from spillover_operator.domain.resolved_env import (
     ConfigMapLookup,
     Resolved,

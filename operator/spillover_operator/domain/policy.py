@@ -13,12 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from spillover_operator.domain.constants import (
-    API_VERSION,
-    DNS1123_LABEL,
-    DNS1123_SUBDOMAIN,
-    KIND,
-)
+from spillover_operator.domain.constants import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from spillover_operator.domain.labels import SelectorError, parse_selector
 from spillover_operator.domain.model import (
     DEFAULT_RECIPE_CONTAINER,
@@ -37,6 +32,7 @@ from spillover_operator.domain.model import (
     default_recipe_pods,
 )
 from spillover_operator.domain.quoting import cut, shorten
+from spillover_operator.domain.resource import API_VERSION, KIND
 
 SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
 

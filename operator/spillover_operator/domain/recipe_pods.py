@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from spillover_operator.domain.constants import SPILLOVER_VARS
 from spillover_operator.domain.model import (
     COND_RECIPE_PODS,
     DEFAULT_RECIPE_CONTAINER,
@@ -38,6 +37,7 @@ from spillover_operator.domain.model import (
     REASON_STALE,
     REASON_STALE_AFTER_REFRESH,
     REASON_UNKNOWN,
+    SPILLOVER_VARS,
     PolicySpec,
     RecipePodsSpec,
     read_env,

@@ -1,7 +1,7 @@
 """Where the SpilloverPolicy lives in the API: its group, version, plural and kind.
 
 A leaf every layer may import: the client addresses the API with these, the domain
-checks a manifest's apiVersion and kind (`constants` names them too)."""
+checks a manifest's apiVersion and kind."""
 
 from __future__ import annotations
 

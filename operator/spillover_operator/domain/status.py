@@ -10,10 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spillover_operator.domain.constants import (
-    COND_READY,
-)
-from spillover_operator.domain.model import STATUS_KEYS
+from spillover_operator.domain.model import COND_READY, STATUS_KEYS
 from spillover_operator.domain.resolved_env import Resolved
 from spillover_operator.domain.rollout import RolloutState
 

@@ -21,8 +21,9 @@ import kopf
 
 from spillover_operator.client import Connection, check_reachable, connect, renew_lease
 from spillover_operator.domain import heartbeat, leadership
-from spillover_operator.domain.constants import FIELD_MANAGER, FINALIZER, GROUP
+from spillover_operator.domain.constants import FIELD_MANAGER, FINALIZER
 from spillover_operator.domain.policy import PolicyCopy
+from spillover_operator.domain.resource import GROUP
 from spillover_operator.domain.settings import OperatorSettings
 from spillover_operator.handlers import election, liveness
 from spillover_operator.handlers.metrics import Metrics

@@ -13,8 +13,8 @@ from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
 from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.domain.assess import Area, Finding, StatusReport
-from spillover_operator.domain.constants import COND_READY, GROUP, PLURAL, VERSION
-from spillover_operator.domain.model import REASON_STALE_AFTER_REFRESH, REFUSED_REASONS
+from spillover_operator.domain.model import COND_READY, REASON_STALE_AFTER_REFRESH, REFUSED_REASONS
+from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
 from spillover_operator.observed.observing import observe
 
 INITIAL_DELAY = 0.5

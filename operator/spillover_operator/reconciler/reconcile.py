@@ -36,14 +36,6 @@ from spillover_operator.client import (
     retry_on_conflict,
 )
 from spillover_operator.domain.change_record import last_change
-from spillover_operator.domain.constants import (
-    API_VERSION,
-    COND_APPLIED,
-    COND_READY,
-    KIND,
-    PASSTHROUGH_VAR,
-    REASON_TARGET_NOT_ALLOWED,
-)
 from spillover_operator.domain.envplan import (
     EnvChange,
     EnvPlan,
@@ -58,7 +50,10 @@ from spillover_operator.domain.envplan import (
     shadow_notes,
 )
 from spillover_operator.domain.model import (
+    COND_APPLIED,
+    COND_READY,
     COND_RECIPE_PODS,
+    PASSTHROUGH_VAR,
     REASON_APPLIED,
     REASON_APPLY_FAILED,
     REASON_CONFLICT,
@@ -67,6 +62,7 @@ from spillover_operator.domain.model import (
     REASON_REMOVED,
     REASON_ROLLOUT_COMPLETE,
     REASON_ROLLOUT_IN_PROGRESS,
+    REASON_TARGET_NOT_ALLOWED,
     REASON_TARGET_NOT_FOUND,
     REASON_TARGET_NOT_SUPPORTED,
     REASON_UNKNOWN,
@@ -75,6 +71,7 @@ from spillover_operator.domain.model import (
 from spillover_operator.domain.policy import InvalidSpecError, PolicyCopy, target_of
 from spillover_operator.domain.recipe_pods import refresh_wanted, selector_matches
 from spillover_operator.domain.resolved_env import ConfigMapLookup, no_config_maps
+from spillover_operator.domain.resource import API_VERSION, KIND
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.settings import OperatorSettings
 from spillover_operator.domain.status import (

@@ -15,7 +15,7 @@ from spillover_harness.checks.consistency import (
     tool_result_sizes,
 )
 from spillover_harness.fixtures import Fixture, build_fixtures
-from spillover_operator.domain.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 20261130
 

@@ -13,7 +13,7 @@ from spillover_harness.cluster.recipe_pods import (
     stale,
     wait_current,
 )
-from spillover_operator.domain.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 OFF = {ENABLED_VAR: "false", THRESHOLD_VAR: None, BUDGET_VAR: None}
 ON = {ENABLED_VAR: "true", THRESHOLD_VAR: None, BUDGET_VAR: None}

@@ -16,7 +16,7 @@ from spillover_harness.sim.metrics import (
     SpilloverMetrics,
 )
 from spillover_harness.sim.step import SimFaults, run_step
-from spillover_operator.domain.constants import ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 20261130
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.sim.server import SimServer, serve
 from spillover_harness.sim.step import SimFaults
-from spillover_operator.domain.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 99
 

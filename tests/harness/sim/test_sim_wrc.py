@@ -26,8 +26,8 @@ from spillover_harness.sim.wrc import (
     render_env_config_map,
     render_mcp_host,
 )
-from spillover_operator.domain.constants import ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
 from spillover_operator.domain.mcp_host import REPORT_ANNOTATION, report_address
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
 
 
 def test_only_the_passthrough_variables_it_has_are_forwarded() -> None:

@@ -12,12 +12,7 @@ import yaml
 from repo_paths import MANIFESTS
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
-from spillover_operator.domain.constants import (
-    BUDGET_VAR,
-    ENABLED_VAR,
-    PASSTHROUGH_VAR,
-    THRESHOLD_VAR,
-)
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
 
 GOOD = """\
 apiVersion: spillover.clerum.io/v1alpha1

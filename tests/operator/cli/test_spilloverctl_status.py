@@ -9,12 +9,7 @@ from typing import Any
 
 from spillover_operator.cli.report import format_text, report_to_json, summary
 from spillover_operator.domain.assess import assess
-from spillover_operator.domain.constants import (
-    BUDGET_VAR,
-    ENABLED_VAR,
-    PASSTHROUGH_VAR,
-    THRESHOLD_VAR,
-)
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
 
 ALL = f"{ENABLED_VAR},{THRESHOLD_VAR},{BUDGET_VAR}"
 

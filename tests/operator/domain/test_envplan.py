@@ -6,13 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from spillover_operator.domain.constants import (
-    BUDGET_VAR,
-    ENABLED_VAR,
-    PASSTHROUGH_VAR,
-    SPILLOVER_VARS,
-    THRESHOLD_VAR,
-)
 from spillover_operator.domain.envplan import (
     EnvChange,
     TargetError,
@@ -24,7 +17,14 @@ from spillover_operator.domain.envplan import (
     render_env,
     select_container,
 )
-from spillover_operator.domain.model import PolicySpec
+from spillover_operator.domain.model import (
+    BUDGET_VAR,
+    ENABLED_VAR,
+    PASSTHROUGH_VAR,
+    SPILLOVER_VARS,
+    THRESHOLD_VAR,
+    PolicySpec,
+)
 from spillover_operator.domain.resolved_env import no_config_maps
 
 ALL = ",".join(SPILLOVER_VARS)

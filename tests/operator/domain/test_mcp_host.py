@@ -6,14 +6,13 @@ from __future__ import annotations
 import json as _json
 
 import pytest
-from spillover_operator.domain.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.domain.mcp_host import (
     REPORT_ANNOTATION,
     ReportError,
     parse_report,
     report_address,
 )
-from spillover_operator.domain.model import DEFAULTS
+from spillover_operator.domain.model import BUDGET_VAR, DEFAULTS, ENABLED_VAR, THRESHOLD_VAR
 
 
 def test_every_variable_has_a_default() -> None:

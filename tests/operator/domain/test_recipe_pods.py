@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from spillover_operator.domain.constants import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.domain.envplan import render_env
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.domain.policy import InvalidSpecError, parse_spec, spec_to_json
 from spillover_operator.domain.recipe_pods import (
     MAX_RESTARTS_PER_ROUND,

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spillover_operator.domain.constants import (
-    BUDGET_VAR,
-    ENABLED_VAR,
-    PASSTHROUGH_VAR,
-    THRESHOLD_VAR,
-)
+from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, PASSTHROUGH_VAR, THRESHOLD_VAR
 from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.domain.status import Condition, build_status, effective_status, merge_patch
 

@@ -12,13 +12,9 @@ import pytest
 from kubernetes.client import ApiClient, Configuration
 from spillover_operator.client import Connection
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
-from spillover_operator.domain.constants import (
-    ENABLED_VAR,
-    PASSTHROUGH_VAR,
-    REFRESH_REQUEST_ANNOTATION,
-)
+from spillover_operator.domain.constants import REFRESH_REQUEST_ANNOTATION
 from spillover_operator.domain.envplan import EnvChange, plan_apply
-from spillover_operator.domain.model import PolicySpec
+from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, PolicySpec
 from spillover_operator.domain.policy import PolicyCopy, parse_spec
 from spillover_operator.domain.resolved_env import no_config_maps
 from spillover_operator.domain.settings import from_environ
@@ -234,7 +230,7 @@ def test_settle_during_a_rollout_is_not_ready_yet() -> None:
 
 
 def test_settle_reports_effective_values_their_source_and_envfrom_notes() -> None:
-    from spillover_operator.domain.constants import THRESHOLD_VAR
+    from spillover_operator.domain.model import THRESHOLD_VAR
 
     raw = {"enabled": True, "target": {"deployment": "wrc"}}
     spec = parse_spec(raw)
