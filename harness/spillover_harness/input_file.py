@@ -7,7 +7,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, cut
+from spillover_operator.domain.quoting import cut
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS
 from spillover_operator.regular_file import NotARegularFile, TooLarge, read_regular
 
 __all__ = ["InputFileError", "InputFileMissing", "read_text_file", "shown"]

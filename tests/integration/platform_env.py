@@ -48,7 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus.server import PrometheusServer, find_prometheus
 from spillover_harness.fixtures import build_fixtures, export_fixtures
 from spillover_harness.sim.server import SimServer, serve
-from spillover_harness.sim.step import SimFaults
+from spillover_harness.sim.steprun import SimFaults
 from spillover_operator.domain.model import PASSTHROUGH_VAR
 from wrc_renderer import WrcRendererForTests
 

@@ -34,7 +34,7 @@ from spillover_harness.cluster.blocks import (
 from spillover_harness.collectors.prometheus import PERSISTED, READS, PrometheusCollector
 from spillover_harness.collectors.targets import read_direct
 from spillover_harness.sim.server import serve
-from spillover_harness.sim.step import SimFaults
+from spillover_harness.sim.steprun import SimFaults
 from test_prometheus_collector import OFF, T32, Sim
 
 pytestmark = pytest.mark.integration

@@ -29,9 +29,10 @@ from kubernetes import client
 from platform_env import MCP_HOST_SELECTOR, PlatformEnv, deep_merge, platform_env
 from recipe_run_bridge import API_VERSION, GROUP, KIND, PLURAL, VERSION, RecipeRunBridgeForTests
 from recipe_run_bridge import recipe_run_crd as _recipe_run_crd
-from spillover_harness.cluster.observe import ExecFailed, exec_sh
+from spillover_harness.cluster.observe import exec_sh
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.results.records import RunRecord, read_records
+from spillover_operator.client import ExecFailed
 from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import API as EXIT_CLUSTER
 from spillover_operator.exit_codes import OK as EXIT_OK

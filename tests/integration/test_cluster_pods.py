@@ -31,7 +31,7 @@ from matrix_builders import CLUSTER_SEED, cluster_matrix
 from platform_env import MCP_HOST_SELECTOR, PlatformEnv, platform_env
 from spillover_harness.cli import main
 from spillover_harness.results.records import RunRecord, read_records
-from spillover_harness.sim.step import SimFaults
+from spillover_harness.sim.steprun import SimFaults
 from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 from spillover_operator.exit_codes import API as EXIT_CLUSTER
 from spillover_operator.exit_codes import INCONCLUSIVE as EXIT_INCONCLUSIVE

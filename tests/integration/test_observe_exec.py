@@ -9,8 +9,9 @@ import pytest
 from controlplane.localcluster import LocalCluster
 from k8s_helpers import connection, container_manifest, deployment_manifest, wait_for
 from kubernetes import client
-from spillover_harness.cluster.observe import ExecFailed, exec_sh, look_for_spill, read_output
+from spillover_harness.cluster.observe import exec_sh, look_for_spill, read_output
 from spillover_harness.profile import PodSelector
+from spillover_operator.client import ExecFailed
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spillover_operator.domain.model import BUDGET, ENABLED, ENV_FIELDS, THRESHOLD
-from spillover_operator.domain.strict_load import shorten
+from spillover_operator.domain.quoting import shorten
 
 from spillover_harness.plan.matrix import DECISION_OFF, Matrix
 from spillover_harness.results.results_dir import (

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from spillover_operator import exit_codes
-from spillover_operator.domain.strict_load import SHORT, cut, shorten
+from spillover_operator.domain.quoting import SHORT, cut, shorten
 
 from spillover_harness.input_file import shown
 from spillover_harness.plan.matrix import CONCURRENCY_MAX, Matrix, MatrixError, load_matrix

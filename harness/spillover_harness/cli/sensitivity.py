@@ -10,7 +10,7 @@ import shlex
 from typing import Any
 
 from spillover_operator import exit_codes
-from spillover_operator.domain.strict_load import shorten
+from spillover_operator.domain.quoting import shorten
 
 from spillover_harness.cli.common import (
     FORMATTER,

@@ -26,7 +26,6 @@ from spillover_operator.client import (
     pod_container,
     read_pod_log,
 )
-from spillover_operator.client import ExecFailed as ExecFailed  # the harness's name for it
 
 from spillover_harness.profile import PodSelector
 

@@ -50,9 +50,10 @@ from spillover_harness.results.records import (
 )
 from spillover_harness.sim.handoff import HandoffSettings
 from spillover_harness.sim.metrics import SpilloverMetrics
-from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import SimFaults, StepLimits, StepRun
 
-__all__ = ["SimDriver", "SimFaults"]
+__all__ = ["SimDriver"]
 
 SIM_NOTE = "simulated: figures come from the simulator's model (docs/simulator.md)"
 MAX_NOTES_PER_CHECK = 5

@@ -37,7 +37,8 @@ from spillover_operator.domain.model import (
     SPILLOVER_VARS,
     THRESHOLD,
 )
-from spillover_operator.domain.strict_load import StrictLoadError, load_yaml, shorten
+from spillover_operator.domain.quoting import shorten
+from spillover_operator.domain.strict_load import StrictLoadError, load_yaml
 
 from spillover_harness.input_file import InputFileError, read_text_file
 from spillover_harness.names import name_problem

@@ -7,7 +7,8 @@ from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
-from spillover_operator.domain.strict_load import StrictLoadError, load_yaml, shorten
+from spillover_operator.domain.quoting import shorten
+from spillover_operator.domain.strict_load import StrictLoadError, load_yaml
 
 from spillover_harness.input_file import InputFileError, InputFileMissing, read_text_file, shown
 from spillover_harness.profile.model import Profile

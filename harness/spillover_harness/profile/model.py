@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from spillover_operator.domain.strict_load import shorten
+from spillover_operator.domain.quoting import shorten
 
 from spillover_harness.profile.jsonpath import JsonPath
 from spillover_harness.profile.template import (

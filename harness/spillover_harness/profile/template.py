@@ -6,7 +6,7 @@ from __future__ import annotations
 import string
 from collections.abc import Mapping
 
-from spillover_operator.domain.strict_load import shorten
+from spillover_operator.domain.quoting import shorten
 
 __all__ = [
     "DISK_PLACEHOLDERS",

@@ -8,7 +8,7 @@ import re
 from typing import Annotated
 
 from pydantic import AfterValidator
-from spillover_operator.domain.strict_load import shorten
+from spillover_operator.domain.quoting import shorten
 
 from spillover_harness.profile.jsonpath import JsonPath
 

@@ -22,8 +22,8 @@ from fractions import Fraction
 
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.results_dir import LanePoint, MemoryLane
 from spillover_harness.results.verdict import MemoryCheck, MemoryConfig
-from spillover_harness.run.concurrency import LanePoint, MemoryLane
 
 __all__ = ["PR_CLAIM_RATIO", "check_memory", "headroom", "headroom_text", "leak", "line_fit"]
 

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
-from spillover_harness.atomic_file import atomic_write_bytes as atomic_write_bytes
+from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import Status, Verdict
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.records import RunRecord

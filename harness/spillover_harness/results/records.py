@@ -18,12 +18,8 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from spillover_operator.domain.strict_load import (
-    MAX_TEXT_CHARS,
-    StrictLoadError,
-    load_json,
-    shorten,
-)
+from spillover_operator.domain.quoting import shorten
+from spillover_operator.domain.strict_load import MAX_TEXT_CHARS, StrictLoadError, load_json
 from spillover_operator.regular_file import NotARegularFile, open_regular
 
 from spillover_harness.names import name_problem

@@ -25,21 +25,16 @@ from spillover_harness.fixtures import FixtureSet
 from spillover_harness.plan.matrix import Configuration, Matrix
 from spillover_harness.plan.memory_model import MemoryModel, Trace, peak_at_once
 from spillover_harness.results.results_dir import (
-    LANE_FILE,
     UNLIMITED,
-    LaneFileError,
     LanePoint,
     MemoryLane,
 )
 from spillover_harness.run.runner import seed_for
 from spillover_harness.sim.handoff import HandoffSettings
-from spillover_harness.sim.step import StepLimits, run_step
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import StepLimits
 
 __all__ = [
-    "LANE_FILE",
-    "LaneFileError",
-    "LanePoint",
-    "MemoryLane",
     "run_lane",
 ]
 

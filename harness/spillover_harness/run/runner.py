@@ -78,13 +78,12 @@ from spillover_harness.results.records import (
 from spillover_harness.results.results_dir import (
     DEFAULT_MATRIX_SOURCE,
     Provenance,
+    ResultsDirError,
     StageDir,
     StageSetup,
     hold_results_dir,
     prepare_results_dir,
 )
-from spillover_harness.results.results_dir import ResultsDirError as ResultsDirError
-from spillover_harness.results.results_dir import ResultsDirLocked as ResultsDirLocked
 from spillover_harness.run.progress import Progress
 
 DEFAULT_CANCEL_GRACE_S = 10.0

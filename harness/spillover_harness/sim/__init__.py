@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from spillover_harness.sim.config import SpilloverConfig, parse_spillover_env
 from spillover_harness.sim.metrics import PERSISTED_METRIC, READS_METRIC, SpilloverMetrics
-from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step, tokens
+from spillover_harness.sim.prompt import tokens
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import SimFaults, StepLimits, StepRun
 from spillover_harness.sim.store import READ_TOOL, SpilloverStore, serialize_result
 
 __all__ = [

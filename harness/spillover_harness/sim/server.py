@@ -59,7 +59,8 @@ from spillover_operator.domain.model import SPILLOVER_VARS
 
 from spillover_harness.fixtures import FixtureSet, fixtures_for
 from spillover_harness.sim.metrics import SpilloverMetrics
-from spillover_harness.sim.step import SimFaults, StepLimits, StepRun, run_step
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import SimFaults, StepLimits, StepRun
 
 PHASES = {
     "succeeded": "Succeeded",

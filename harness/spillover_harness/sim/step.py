@@ -39,11 +39,9 @@ from spillover_harness.sim.handoff import HandoffSettings, HandoffStore
 from spillover_harness.sim.logs import SimClock, StepLog
 from spillover_harness.sim.loop import LoopControls, StepLoop
 from spillover_harness.sim.metrics import SpilloverMetrics
-from spillover_harness.sim.prompt import BYTES_PER_TOKEN, MODEL, dumps, tokens
+from spillover_harness.sim.prompt import dumps
 from spillover_harness.sim.resultstore import ResultStore
 from spillover_harness.sim.steprun import (
-    DEFAULT_CONTEXT_WINDOW,
-    DEFAULT_MAX_ITERATIONS,
     SimFaults,
     StepLimits,
     StepRun,
@@ -51,20 +49,11 @@ from spillover_harness.sim.steprun import (
 from spillover_harness.sim.store import SpilloverStore
 
 __all__ = [
-    "BYTES_PER_TOKEN",
-    "DEFAULT_CONTEXT_WINDOW",
-    "DEFAULT_MAX_ITERATIONS",
-    "MODEL",
     "OUTPUT_FILES",
     "STEP_IDS",
-    "SimFaults",
-    "SimModel",
-    "StepLimits",
-    "StepRun",
     "agent_seed",
     "execution_id_for",
     "run_step",
-    "tokens",
 ]
 
 STEP_IDS = {CODE_REVIEW: "review", "summarize": "summarize"}

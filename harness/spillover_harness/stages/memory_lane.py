@@ -33,7 +33,7 @@ from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.cluster import ClusterDriver
 from spillover_harness.plan.matrix import Configuration, Matrix
 from spillover_harness.results.records import RunRecord
-from spillover_harness.run.concurrency import LanePoint, MemoryLane
+from spillover_harness.results.results_dir import LanePoint, MemoryLane
 from spillover_harness.run.runner import seed_for
 
 __all__ = ["LaneOutcome", "run_cluster_lane"]

@@ -29,19 +29,16 @@ from typing import Any, Final
 
 import yaml
 
-from spillover_operator.domain.quoting import SHORT, cut, shorten
+from spillover_operator.domain.quoting import cut, shorten
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_INT",
     "MAX_TEXT_CHARS",
-    "SHORT",
     "StrictLoadError",
-    "cut",
     "load_json",
     "load_yaml",
     "load_yaml_all",
-    "shorten",
 ]
 
 MAX_DEPTH: Final = 64  # nesting levels; the deepest file the project writes has 6

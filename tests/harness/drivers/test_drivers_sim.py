@@ -7,10 +7,11 @@ from functools import cache
 from pathlib import Path
 
 from spillover_harness.drivers.base import RunJob
-from spillover_harness.drivers.sim import SimDriver, SimFaults
+from spillover_harness.drivers.sim import SimDriver
 from spillover_harness.fixtures import FixtureSet, build_fixtures
 from spillover_harness.plan.matrix import Configuration, InputSpec
 from spillover_harness.results.records import OPTIONAL_FIELDS, RunRecord
+from spillover_harness.sim.steprun import SimFaults
 from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 424242

@@ -14,7 +14,7 @@ from repo_paths import PROFILES
 from spillover_harness.collectors.logs import parse_logs
 from spillover_harness.profile import HttpRun, JsonPath, Profile, load_profile, render_template
 from spillover_harness.sim.server import SimServer, serve
-from spillover_harness.sim.step import StepLimits
+from spillover_harness.sim.steprun import StepLimits
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from spillover_harness.report.memory_check import (
     line_fit,
 )
 from spillover_harness.results.records import McpHostMemory, RunRecord
-from spillover_harness.run.concurrency import LanePoint, MemoryLane
+from spillover_harness.results.results_dir import LanePoint, MemoryLane
 
 MIB = 1024 * 1024
 CELL = ("code-review", "large")

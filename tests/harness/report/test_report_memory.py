@@ -8,7 +8,7 @@ from typing import Any
 from record_builders import MATRIX, make_record
 from spillover_harness.report.memory import memory_section, memory_warnings, summarize_memory
 from spillover_harness.results.records import McpHostMemory, RunRecord
-from spillover_harness.run.concurrency import LanePoint, MemoryLane
+from spillover_harness.results.results_dir import LanePoint, MemoryLane
 
 MIB = 1024 * 1024
 

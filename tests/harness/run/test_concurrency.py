@@ -9,14 +9,14 @@ import pytest
 import yaml
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.plan.matrix import MatrixError, load_matrix, parse_matrix
-from spillover_harness.results.results_dir import StageDir
-from spillover_harness.run.concurrency import (
+from spillover_harness.results.results_dir import (
     LANE_FILE,
     LaneFileError,
     LanePoint,
     MemoryLane,
-    run_lane,
+    StageDir,
 )
+from spillover_harness.run.concurrency import run_lane
 
 MEMORY_MATRIX = (
     Path(__file__).resolve().parents[3]

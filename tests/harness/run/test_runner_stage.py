@@ -21,13 +21,18 @@ from pathlib import Path
 import pytest
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.plan.matrix import Matrix, load_matrix
-from spillover_harness.results.records import RunKey, RunRecord, now_rfc3339, read_records
+from spillover_harness.results.records import (
+    RunKey,
+    RunRecord,
+    now_rfc3339,
+    read_records,
+    run_id_for,
+)
+from spillover_harness.results.results_dir import ResultsDirError
 from spillover_harness.run.runner import (
-    ResultsDirError,
     StopRequest,
     job_key,
     plan_jobs,
-    run_id_for,
     run_stage,
     seed_for,
     stop_on_signals,

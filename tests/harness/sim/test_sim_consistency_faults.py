@@ -15,7 +15,8 @@ from spillover_harness.sim.metrics import (
     FIRST_PARTY_PERSISTED_METRIC,
     SpilloverMetrics,
 )
-from spillover_harness.sim.step import SimFaults, run_step
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import SimFaults
 from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 20261130

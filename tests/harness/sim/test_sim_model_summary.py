@@ -13,7 +13,8 @@ import pytest
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.plan.sim_model import SimModel, parameter
 from spillover_harness.sim.config import SpilloverConfig
-from spillover_harness.sim.step import StepLimits, StepRun, run_step
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import StepLimits, StepRun
 from spillover_harness.sim.store import SpilloverStore, serialize_result, structure_hint
 from spillover_operator.domain.model import THRESHOLD_VAR
 

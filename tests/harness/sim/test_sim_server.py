@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.sim.server import SimServer, serve
-from spillover_harness.sim.step import SimFaults
+from spillover_harness.sim.steprun import SimFaults
 from spillover_operator.domain.model import BUDGET_VAR, ENABLED_VAR, THRESHOLD_VAR
 
 SEED = 99

@@ -13,7 +13,8 @@ import pytest
 from spillover_harness.checks import find_spill_entries, judge_output, scan_logs_for_canaries
 from spillover_harness.fixtures import Fixture, FixtureSet, build_fixtures
 from spillover_harness.sim.metrics import PERSISTED_METRIC, SpilloverMetrics
-from spillover_harness.sim.step import StepLimits, StepRun, run_step
+from spillover_harness.sim.step import run_step
+from spillover_harness.sim.steprun import StepLimits, StepRun
 from spillover_harness.sim.store import READ_TOOL
 from spillover_operator.domain.model import ENABLED_VAR, THRESHOLD_VAR
 

@@ -5,14 +5,13 @@ line naming the source."""
 from __future__ import annotations
 
 import pytest
+from spillover_operator.domain.quoting import cut, shorten
 from spillover_operator.domain.strict_load import (
     MAX_INT,
     StrictLoadError,
-    cut,
     load_json,
     load_yaml,
     load_yaml_all,
-    shorten,
 )
 
 

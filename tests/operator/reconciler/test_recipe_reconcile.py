@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 from spillover_operator.domain.policy import parse_spec
-from spillover_operator.domain.recipe_pods import Owner, OwnerState, PodVerdict, RecipePods
+from spillover_operator.domain.recipe_pods import (
+    Owner,
+    OwnerState,
+    PodVerdict,
+    RecipePods,
+    RefreshStep,
+)
 from spillover_operator.reconciler import recipe_reconcile
 from spillover_operator.reconciler.recipe_reconcile import (
     RefreshRecord,
@@ -137,6 +143,6 @@ def test_the_record_round_trips_and_another_round_starts_empty() -> None:
 
 
 def test_describe_step_says_when_it_is_again() -> None:
-    step = recipe_reconcile.RefreshStep("restart", D1, ("a", "b"))
+    step = RefreshStep("restart", D1, ("a", "b"))
     assert describe_step(step) == "rollout restart of Deployment/d1 (2 stale pods)"
     assert describe_step(step, 2).endswith("(2 stale pods, again: 2nd time in this round)")
