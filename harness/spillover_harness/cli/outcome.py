@@ -19,8 +19,8 @@ from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.records import RunRecord
 
 if TYPE_CHECKING:
-    from spillover_harness.evaluate import Verdict
     from spillover_harness.results.results_dir import StageFile
+    from spillover_harness.results.verdict import Verdict
 
 
 def judge(

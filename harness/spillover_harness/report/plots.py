@@ -27,9 +27,9 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from spillover_harness.atomic_file import atomic_write_bytes
-from spillover_harness.evaluate import Status, Verdict
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.verdict import Status, Verdict
 
 # At most this many points are drawn per box (chosen deterministically); the box itself
 # always uses every value.

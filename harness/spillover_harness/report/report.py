@@ -25,13 +25,7 @@ from pathlib import Path
 
 from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
-from spillover_harness.evaluate import (
-    ALL_CRITERIA,
-    CRITERIA,
-    CellEvidence,
-    CellSummary,
-    Verdict,
-)
+from spillover_harness.evaluate import ALL_CRITERIA
 from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, TOO_FEW, min_runs_for
 from spillover_harness.evaluate.noise import rate_lower_p, weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
@@ -50,6 +44,7 @@ from spillover_harness.results.results_dir import (
     StageFile,
     StageProvenance,
 )
+from spillover_harness.results.verdict import CRITERIA, CellEvidence, CellSummary, Verdict
 from spillover_harness.sim.config import parse_spillover_env
 
 SIM_DISCLAIMER = (

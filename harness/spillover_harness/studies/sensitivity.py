@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spillover_harness.evaluate import Verdict, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.plan.sim_model import PARAMETERS, ModelParameter, parameter
-from spillover_harness.results.verdict import CellEvidence, CriterionResult
+from spillover_harness.results.verdict import CellEvidence, CriterionResult, Verdict
 
 __all__ = [
     "Margin",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from spillover_operator.domain.model import BUDGET_VAR, THRESHOLD_VAR
 
-from spillover_harness.evaluate import CRITERIA, Verdict, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.plan.matrix import (
     Configuration,
     Decision,
@@ -29,6 +29,7 @@ from spillover_harness.plan.matrix import (
     env_value_problem,
 )
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.verdict import CRITERIA, Verdict
 
 __all__ = [
     "SweepPoint",

@@ -15,11 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from spillover_harness.atomic_file import atomic_write_bytes
-from spillover_harness.evaluate import CRITERIA, Verdict
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.report.report import SIM_DISCLAIMER
 from spillover_harness.results.records import RunRecord
 from spillover_harness.results.results_dir import StageFile
+from spillover_harness.results.verdict import CRITERIA, Verdict
 from spillover_harness.studies.sweep import (
     ResultSizes,
     SweepPoint,

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from record_builders import MATRIX, CellKey, Spec, make_dataset, make_record
-from spillover_harness.evaluate import TokenRatio, Verdict, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.report.report import render_markdown
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.verdict import TokenRatio, Verdict
 
 # The seed decides most of a run's size: six repetitions far apart (six: the fewest that
 # a 95% interval of a median can be had from).

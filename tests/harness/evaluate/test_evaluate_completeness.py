@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from record_builders import MATRIX, Spec, make_dataset, make_record
 from spillover_harness.drivers.sim import SimDriver
-from spillover_harness.evaluate import CRITERIA, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.fixtures import build_fixtures
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.verdict import CRITERIA
 from spillover_harness.run.runner import plan_jobs, run_stage
 
 

@@ -7,15 +7,11 @@ from typing import Any
 
 import pytest
 from record_builders import MATRIX, CellKey, Spec, make_dataset, make_record
-from spillover_harness.evaluate import (
-    CellEvidence,
-    CriterionResult,
-    Verdict,
-    evaluate,
-    median,
-)
+from spillover_harness.evaluate import evaluate
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.verdict import CellEvidence, CriterionResult, Verdict
+from spillover_harness.stats import median
 
 
 def _good_run(config: str) -> Spec:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from record_builders import CELLS, MATRIX, CellKey, Spec, make_dataset, make_record
-from spillover_harness import evaluate as evaluate_module
-from spillover_harness.evaluate import CRITERIA, Verdict, evaluate
+from spillover_harness import stats
+from spillover_harness.evaluate import evaluate
 from spillover_harness.results.records import RunRecord
+from spillover_harness.results.verdict import CRITERIA, Verdict
 
 
 def _good_run(config: str) -> Spec:
@@ -325,7 +326,7 @@ def test_the_bootstrap_never_changes_a_status_or_the_decision(
     real = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     assert real.decision == "32768"
     for name in ("bootstrap_median_ratio_ci", "bootstrap_paired_median_ratio_ci"):
-        monkeypatch.setattr(evaluate_module.stats, name, lambda *a, **k: fake)
+        monkeypatch.setattr(stats, name, lambda *a, **k: fake)
     faked = evaluate(records, MATRIX, allow_incomplete=True, resamples=200)
     assert _without_advisory(faked) == _without_advisory(real)
 

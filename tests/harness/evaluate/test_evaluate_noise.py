@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from record_builders import make_dataset, plain_record
-from spillover_harness.evaluate import CellEvidence, Verdict, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.evaluate.noise import (
     count_higher_p,
     exact_interval,
@@ -19,6 +19,7 @@ from spillover_harness.evaluate.noise import (
 )
 from spillover_harness.evaluate.stability import describe
 from spillover_harness.plan.matrix import load_matrix
+from spillover_harness.results.verdict import CellEvidence, Verdict
 
 MATRIX = load_matrix(None)
 CELL = ("code-review", "small")

@@ -6,13 +6,13 @@ from fractions import Fraction
 from typing import Any
 
 from record_builders import MATRIX, make_dataset, make_record
-from spillover_harness.evaluate import Verdict, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.evaluate.context import CellData, Context, group
 from spillover_harness.evaluate.render import DefaultView, number, view_for
 from spillover_harness.evaluate.walker import CellCriterion, Figures, Judgement, Unit
 from spillover_harness.report.report import CRITERION_VIEWS, render_markdown
 from spillover_harness.results.records import RunRecord
-from spillover_harness.results.verdict import FAIL, PASS, CellEvidence
+from spillover_harness.results.verdict import FAIL, PASS, CellEvidence, Verdict
 
 
 def _good(config: str) -> dict[str, Any]:

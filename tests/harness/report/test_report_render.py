@@ -23,10 +23,11 @@ from record_builders import (
     make_record,
     next_id,
 )
-from spillover_harness.evaluate import Verdict, evaluate
+from spillover_harness.evaluate import evaluate
 from spillover_harness.report.plots import build_figures, token_marks, write_plots
 from spillover_harness.report.report import SIM_DISCLAIMER, render_markdown, write_report
 from spillover_harness.results.records import RecordLog, RunRecord
+from spillover_harness.results.verdict import Verdict
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
