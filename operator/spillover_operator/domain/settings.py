@@ -25,7 +25,6 @@ from spillover_operator.domain.recipe_pods import Owner
 RESYNC_VAR = "SPILLOVER_RESYNC_SECONDS"
 METRICS_PORT_VAR = "SPILLOVER_METRICS_PORT"
 LIVENESS_PORT_VAR = "SPILLOVER_LIVENESS_PORT"
-LEADER_ID_VAR = leadership.ID_VAR
 DEFAULT_RESYNC_SECONDS = 300.0
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_LIVENESS_PORT = 8081  # /livez (handlers/liveness.py)
@@ -91,5 +90,5 @@ def from_environ(environ: Mapping[str, str]) -> OperatorSettings:
         resync_seconds=resync_seconds(environ),
         metrics_port=int(_number(environ, METRICS_PORT_VAR, DEFAULT_METRICS_PORT, minimum=0)),
         liveness_port=int(_number(environ, LIVENESS_PORT_VAR, DEFAULT_LIVENESS_PORT, minimum=0)),
-        leader_id=environ.get(LEADER_ID_VAR, "").strip() or None,
+        leader_id=environ.get(leadership.ID_VAR, "").strip() or None,
     )

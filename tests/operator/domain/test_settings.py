@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from spillover_operator import exit_codes
-from spillover_operator.domain import allowlist
+from spillover_operator.domain import allowlist, leadership
 from spillover_operator.domain.recipe_pods import Owner
 from spillover_operator.domain.settings import (
     DEFAULT_RESYNC_SECONDS,
-    LEADER_ID_VAR,
     METRICS_PORT_VAR,
     RESYNC_VAR,
     OperatorSettings,
@@ -41,7 +40,7 @@ def test_every_setting_is_read() -> None:
             allowlist.REFRESH_DEPLOYMENTS_VAR: "mcp-host-r1",
             RESYNC_VAR: "60",
             METRICS_PORT_VAR: "0",
-            LEADER_ID_VAR: " op-1 ",
+            leadership.ID_VAR: " op-1 ",
         }
     )
     assert settings.allowed_targets.names == ("wrc", "wrc-b")
