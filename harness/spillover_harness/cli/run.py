@@ -39,7 +39,7 @@ STAGES = ("sim", "minikube", "dev")
 CLUSTER = ("minikube", "dev")
 DEFAULT_APPLY_TIMEOUT_S = 600.0
 
-# The simulator's fault switches (sim.step.SimFaults), by the name --fault takes. Each
+# The simulator's fault switches (sim.steprun.SimFaults), by the name --fault takes. Each
 # makes the simulated mcp-host misbehave the way a broken one would, so a reader can
 # see the checks catch it: a faulted stage is a test of the harness, never a decision
 # to apply (apply-decision refuses it).
