@@ -29,6 +29,7 @@ from spillover_operator.domain.model import (
     PASSTHROUGH_VAR,
     SPILLOVER_VARS,
     THRESHOLD_VAR,
+    PolicySpec,
 )
 from spillover_operator.domain.policy import PolicyCopy
 from spillover_operator.domain.rollout import rollout_state
@@ -418,3 +419,18 @@ def test_a_change_the_refresh_reconcile_made_is_not_made_and_announced_again(
     assert early is None  # nothing left to change: the change is made already
     assert reported.outcome == Outcome.IN_SYNC, reported.message
     assert read_deployment(admin, namespace, "wrc")["metadata"]["generation"] == generation
+
+
+def test_the_api_reader_gives_the_policies_targeting_the_deployment_each_parsed(
+    cluster: Connection, admin: client.ApiClient, namespace: str
+) -> None:
+    """`ApiReader.policies_targeting` lists the namespace's policies and parses only
+    those targeting the Deployment asked about, as the index reader gives them."""
+    for name, target in (("spillover", "wrc"), ("second", "wrc"), ("elsewhere", "other")):
+        spec = {"enabled": False, "target": {"deployment": target}}
+        create_object(admin, policy_manifest(namespace, spec, name=name))
+    reader = ApiReader(cluster.in_namespace(namespace))
+    found = reader.policies_targeting("wrc")
+    assert sorted(p["metadata"]["name"] for p in found) == ["second", "spillover"]
+    assert all(isinstance(p.spec, PolicySpec) and p.spec.deployment == "wrc" for p in found)
+    assert [p["metadata"]["name"] for p in reader.policies_targeting("other")] == ["elsewhere"]

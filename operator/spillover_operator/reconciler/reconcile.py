@@ -185,7 +185,13 @@ class ApiReader:
         return find_deployment(self.cluster, name)
 
     def policies_targeting(self, deployment: str) -> list[PolicyCopy]:
-        return [PolicyCopy(policy) for policy in list_policies(self.cluster)]
+        # Only these are parsed: the namespace's other policies are not this decision's.
+        return [
+            PolicyCopy(policy)
+            for policy in list_policies(self.cluster)
+            if (target := target_of(policy.get("spec"))) is not None
+            and target.deployment == deployment
+        ]
 
     def remember(self, policy: dict[str, Any]) -> None:
         return None  # every read is a request: nothing to keep
