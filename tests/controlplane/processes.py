@@ -26,6 +26,19 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system, all its threads) `pid` has used so far; 0 once it
+    is gone. What a benchmark charges a component for a span of its work."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return 0.0
+    # utime and stime are fields 14 and 15 of proc(5), the 12th and 13th after the ")"
+    # that closes the command name, in clock ticks.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pid_runs(pid: int, executable: str) -> bool:
     """True if `pid` is alive and runs `executable` (its argv[0]; guards against a reused
     PID)."""
