@@ -4,7 +4,9 @@ rollout state of their owners: the pods and workloads read through the client.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spillover_operator.client.connection import Connection
@@ -17,7 +19,12 @@ from spillover_operator.client.pods import (
     proxy_get,
     selector_string,
 )
-from spillover_operator.domain.mcp_host import ReportError, parse_report, report_address
+from spillover_operator.domain.mcp_host import (
+    REPORT_ANNOTATION,
+    ReportError,
+    parse_report,
+    report_address,
+)
 from spillover_operator.domain.model import PolicySpec
 from spillover_operator.domain.recipe_pods import (
     ChangedAt,
@@ -59,6 +66,75 @@ def read_process_report(conn: Connection, pod: Mapping[str, Any]) -> dict[str, s
         raise ReportUnavailable(str(exc)) from None
     except Exception as exc:  # a time-out or a cut connection: ask again next time
         raise ReportUnavailable(f"{type(exc).__name__}: {exc}") from None
+
+
+# A process runs with the values it started with: within one container's life a second
+# read of its report says the same again. Each is kept this long (an image that reads its
+# values anew would be seen within it), for at most this many processes.
+REPORT_TTL = 30.0
+MAX_REMEMBERED_REPORTS = 10_000
+
+Report = dict[str, str | None] | None
+ProcessKey = tuple[str, str, str, str, tuple[tuple[str, str], ...]]
+
+
+def process_key(conn: Connection, pod: Mapping[str, Any]) -> ProcessKey | None:
+    """Who answers a pod's report: the cluster, the pod (its uid), the report address
+    and every container by its containerID (a restart gives a new one). None while a
+    container has no ID yet: such a pod's report is read every time."""
+    meta = pod.get("metadata") or {}
+    uid = meta.get("uid")
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    ids = tuple(sorted((str(s.get("name")), str(s.get("containerID") or "")) for s in statuses))
+    if not uid or not ids or any(not cid for _, cid in ids):
+        return None
+    address = str((meta.get("annotations") or {}).get(REPORT_ANNOTATION, ""))
+    where = f"{conn.server or conn.kubeconfig}#{conn.context}/{conn.namespace}"
+    return (where, str(uid), str(meta.get("name")), address, ids)
+
+
+class ProcessReports:
+    """The process reports read so far, so that a reconcile a second (or a wait's look
+    at every event) does not ask every recipe pod's process again through the API
+    server's pod proxy: a report is kept for its process (`process_key`) at most
+    `ttl` seconds; one that could not be read (ReportUnavailable) is never kept.
+    Thread-safe: the operator's pass threads share one."""
+
+    def __init__(
+        self,
+        read: Callable[[Connection, Mapping[str, Any]], Report] | None = None,
+        *,
+        ttl: float = REPORT_TTL,
+        max_entries: int = MAX_REMEMBERED_REPORTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read or read_process_report
+        self._ttl, self._max, self._clock = ttl, max_entries, clock
+        self._known: dict[ProcessKey, tuple[float, Report]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, conn: Connection, pod: Mapping[str, Any]) -> Report:
+        """`read_process_report`, from what this process reported less than `ttl`
+        seconds ago when it did."""
+        key = process_key(conn, pod)
+        if key is None:
+            return self._read(conn, pod)
+        now = self._clock()
+        with self._lock:
+            kept = self._known.get(key)
+        if kept is not None and now - kept[0] < self._ttl:
+            return kept[1]
+        report = self._read(conn, pod)  # ReportUnavailable: nothing kept
+        with self._lock:
+            self._known.pop(key, None)
+            self._known[key] = (now, report)
+            while len(self._known) > self._max:  # the oldest read first
+                del self._known[next(iter(self._known))]
+        return report
+
+
+# One per process: the operator's reconciles and spilloverctl's or the harness's waits.
+_REPORTS = ProcessReports()
 
 
 def observe_recipe_pods(
@@ -121,7 +197,7 @@ def _observe(
         replica_sets=replica_sets,
         config_maps=config_maps,
         changed_at=changed_at,
-        process_report=lambda pod: read_process_report(conn, pod),
+        process_report=lambda pod: _REPORTS.read(conn, pod),
     )
     return found, replica_sets
 
