@@ -161,21 +161,21 @@ STAGE1_RESULTS ?= $(RESULTS)/minikube
 HARNESS_MATRIX ?=
 
 .PHONY: minikube-preflight
-minikube-preflight: $(STAMP) ## Preflight checklist for Stage 1 (MINIKUBE_PROFILE=name)
+minikube-preflight: $(STAMP) $(KUBECTL_DEP) ## Preflight checklist for Stage 1 (MINIKUBE_PROFILE=name)
 	$(BIN)/spillover-harness preflight --stage minikube --profile $(PROFILE_MINIKUBE) \
-	  --context $(MINIKUBE_PROFILE) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
+	  --context $(MINIKUBE_PROFILE) --kubectl $(KUBECTL) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
 
 .PHONY: validate-minikube
-validate-minikube: $(STAMP) ## Stage 1: preflight, the matrix through the operator, the report (MINIKUBE_PROFILE=name)
+validate-minikube: $(STAMP) $(KUBECTL_DEP) ## Stage 1: preflight, the matrix through the operator, the report (MINIKUBE_PROFILE=name)
 	$(BIN)/spillover-harness run --stage minikube --profile $(PROFILE_MINIKUBE) \
-	  --context $(MINIKUBE_PROFILE) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
+	  --context $(MINIKUBE_PROFILE) --kubectl $(KUBECTL) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
 	  --out $(RESULTS)/minikube --resume $(ADAPTIVE)
 
 .PHONY: validate-dev
-validate-dev: $(STAMP) ## Stage 2 on the dev cluster (needs Stage 1 accepted, not `false`, in STAGE1_RESULTS; OVERRIDE_STAGE1="reason", OVERRIDE_STAGE1_FALSE=1)
-	$(BIN)/spillover-harness preflight --stage dev --profile $(PROFILE_DEV) \
+validate-dev: $(STAMP) $(KUBECTL_DEP) ## Stage 2 on the dev cluster (needs Stage 1 accepted, not `false`, in STAGE1_RESULTS; OVERRIDE_STAGE1="reason", OVERRIDE_STAGE1_FALSE=1)
+	$(BIN)/spillover-harness preflight --stage dev --profile $(PROFILE_DEV) --kubectl $(KUBECTL) \
 	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX))
-	$(BIN)/spillover-harness run --stage dev --profile $(PROFILE_DEV) \
+	$(BIN)/spillover-harness run --stage dev --profile $(PROFILE_DEV) --kubectl $(KUBECTL) \
 	  $(if $(DEV_CONTEXT),--context $(DEV_CONTEXT)) $(if $(HARNESS_MATRIX),--matrix $(HARNESS_MATRIX)) \
 	  --stage1-results $(STAGE1_RESULTS) $(if $(OVERRIDE_STAGE1),--override-stage1 "$(OVERRIDE_STAGE1)") \
 	  $(if $(OVERRIDE_STAGE1_FALSE),--override-stage1-false) \

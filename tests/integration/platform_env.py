@@ -45,6 +45,7 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess, running_operator
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kustomize_build import kubectl
 from prometheus.server import PrometheusServer, find_prometheus
 from spillover_harness.fixtures import build_fixtures, export_fixtures
 from spillover_harness.sim.server import SimServer, serve
@@ -214,6 +215,8 @@ class PlatformEnv:
             "wrc": {"deployment": "wrc", "container": "controller"},
             "policy": "spillover",
             "mcp_host_version": "sha256:local-simulator",
+            # Our kubectl runs the port-forward, whatever the machine has on PATH.
+            "kubectl": kubectl(),
             "run": {
                 "mode": "http",
                 "access": "port-forward",

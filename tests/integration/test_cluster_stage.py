@@ -93,6 +93,37 @@ def test_preflight_passes_against_the_local_cluster(
     assert "preflight passed" in out
 
 
+def test_preflight_names_a_kubectl_that_cannot_run_and_takes_the_one_given_by_flag(
+    env: PlatformEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run.access: port-forward` runs the profile's kubectl unless `--kubectl` names
+    another (the make targets pass the one `make kubectl` builds): one that cannot run
+    fails the recipes check naming it and the fix, not as an unreachable Service."""
+    ours = str(env.profile()["kubectl"])
+    missing = str(env.tmp / "no-such-dir" / "kubectl")
+    profile = env.write_profile("profile-no-kubectl", {**env.profile(), "kubectl": missing})
+
+    def preflight(*extra: str) -> tuple[int, str]:
+        code = main([
+            "preflight", "--stage", "minikube", "--profile", str(profile),
+            "--kubeconfig", str(env.cluster.kubeconfig), "--context", _context(env),
+            "--matrix", str(env.matrix_path), *extra,
+        ])  # fmt: skip
+        return code, capsys.readouterr().out
+
+    with env.operator("op-preflight-kubectl"):
+        wait_for("the operator to apply the policy", lambda: _ready_for_generation(env))
+        code, out = preflight()
+        assert code == EXIT_PREFLIGHT, out
+        assert f"✘ recipes: execute endpoint svc/wrc:{env.profile()['run']['port']}" in out, out
+        assert f"cannot run {missing} port-forward: FileNotFoundError" in out, out
+        assert "fix: name a kubectl that runs: --kubectl PATH" in out, out
+        assert "preflight FAILED: recipes" in out, out
+        code, out = preflight("--kubectl", ours)
+        assert code == EXIT_OK, out
+        assert "✔ recipes:" in out and "preflight passed" in out, out
+
+
 def test_minikube_stage_end_to_end_through_the_operator(
     env: PlatformEnv, capsys: pytest.CaptureFixture[str]
 ) -> None:

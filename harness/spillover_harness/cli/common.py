@@ -177,6 +177,12 @@ def profile_arg(text: str) -> str:
     return text
 
 
+def kubectl_arg(text: str) -> str:
+    """A kubectl to run: a name looked up on PATH or a path (checked like `file_path`)."""
+    _checked_path(text, "kubectl binary (e.g. kubectl, or its full path)")
+    return text
+
+
 def add_matrix_arg(p: argparse.ArgumentParser, *, default_help: str | None = None) -> None:
     p.add_argument(
         "--matrix",
@@ -239,6 +245,15 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="kube context (default: the profile's kube_context); for minikube, the "
         "Minikube profile name",
+    )
+    p.add_argument(
+        "--kubectl",
+        type=kubectl_arg,
+        default=None,
+        metavar="FILE",
+        help="the kubectl that runs `port-forward` for run.access: port-forward (default: "
+        "the profile's `kubectl` key, itself kubectl on PATH by default); the make targets "
+        "pass the one `make kubectl` builds",
     )
 
 

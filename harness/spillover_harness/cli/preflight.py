@@ -51,12 +51,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     from spillover_harness.cluster.kubeconn import ClusterStageError, Target
     from spillover_harness.cluster.preflight import run_preflight
     from spillover_harness.fixtures import build_fixtures
-    from spillover_harness.profile import ProfileError, load_profile
+    from spillover_harness.profile import ProfileError, load_profile, with_kubectl
 
     if not args.profile:
         raise BadInput(CLUSTER_NEEDS_PROFILE.format(stage=args.stage))
     try:
-        profile = load_profile(args.profile)
+        profile = with_kubectl(load_profile(args.profile), args.kubectl)
     except ProfileError as exc:
         raise BadInput(f"bad profile: {exc}") from None
     matrix = load_matrix_arg(args.matrix)

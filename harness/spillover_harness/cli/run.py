@@ -87,6 +87,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("--profile", "profile", CLUSTER),
     RunOption("--kubeconfig", "kubeconfig", CLUSTER),
     RunOption("--context", "context", CLUSTER),
+    RunOption("--kubectl", "kubectl", CLUSTER),
     RunOption("--stage1-results", "stage1_results", ("dev",)),
     RunOption("--override-stage1", "override_stage1", ("dev",)),
     RunOption("--override-stage1-false", "override_stage1_false", ("dev",), "flag"),
@@ -310,7 +311,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "run them: use a matrix without them"
         )
     check_adaptive(args, matrix)
-    profile = _load_profile(args.profile) if args.stage in CLUSTER else None
+    profile = _load_profile(args.profile, args.kubectl) if args.stage in CLUSTER else None
     resume_cmd = resume_command(args)
     with hold_results_dir(args.out, command=args.invoked):
         # A stage --until-stable extended is planned as it now is (stage.json).
@@ -321,11 +322,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _run_cluster(args, matrix, profile, resume_cmd)
 
 
-def _load_profile(name: str) -> Any:
-    from spillover_harness.profile import ProfileError, load_profile
+def _load_profile(name: str, kubectl: str | None) -> Any:
+    from spillover_harness.profile import ProfileError, load_profile, with_kubectl
 
     try:
-        return load_profile(name)
+        return with_kubectl(load_profile(name), kubectl)
     except ProfileError as exc:
         raise BadInput(f"bad profile: {exc}") from None
 

@@ -37,7 +37,7 @@ from spillover_harness.cluster.kubeconn import (
     context_for,
 )
 from spillover_harness.cluster.observe import exec_sh, name_of, pick_pod, running_pods
-from spillover_harness.cluster.starters import HttpStarter, StartError
+from spillover_harness.cluster.starters import HttpStarter, KubectlNotRunnable, StartError
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.fixtures import FixtureSet
 from spillover_harness.plan.matrix import Matrix
@@ -280,6 +280,14 @@ def _recipes_check(profile: Profile, target: Target, cluster: Connection) -> Che
         try:
             # any HTTP answer means the endpoint is there: a 404 for an unknown run is fine
             status = starter.probe()
+        except KubectlNotRunnable as exc:
+            return Check(
+                "recipes",
+                False,
+                f"execute endpoint svc/{run.service}:{run.port} ({run.access}) not reached: {exc}",
+                "name a kubectl that runs: --kubectl PATH (the make targets pass the one "
+                "`make kubectl` builds) or the profile's `kubectl` key",
+            )
         except StartError as exc:
             return Check(
                 "recipes",

@@ -49,6 +49,11 @@ class StartError(Exception):
     """The run could not be started or its status read."""
 
 
+class KubectlNotRunnable(StartError):
+    """The kubectl named for `run.access: port-forward` cannot be run (not found, not
+    executable): no run can start until another is named."""
+
+
 @dataclass(frozen=True)
 class RunHandle:
     run_id: str  # ours
@@ -113,7 +118,7 @@ class PortForward:
                 text=True,
             )
         except OSError as exc:
-            raise StartError(
+            raise KubectlNotRunnable(
                 f"cannot run {self.profile.kubectl} port-forward: {_short(exc)}"
             ) from None
         assert proc.stdout is not None

@@ -23,6 +23,7 @@ from spillover_harness.profile.load import (
     ProfileError,
     load_profile,
     parse_profile,
+    with_kubectl,
 )
 from spillover_harness.profile.model import (
     CustomResourceRun,
@@ -83,4 +84,5 @@ __all__ = [
     "load_profile",
     "parse_profile",
     "render_template",
+    "with_kubectl",
 ]

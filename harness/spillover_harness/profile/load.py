@@ -13,7 +13,7 @@ from spillover_operator.domain.strict_load import StrictLoadError, load_yaml
 from spillover_harness.input_file import InputFileError, InputFileMissing, read_text_file, shown
 from spillover_harness.profile.model import Profile
 
-__all__ = ["DEFAULT_PROFILES", "ProfileError", "load_profile", "parse_profile"]
+__all__ = ["DEFAULT_PROFILES", "ProfileError", "load_profile", "parse_profile", "with_kubectl"]
 
 DEFAULT_PROFILES = ("minikube", "dev", "local")
 
@@ -75,6 +75,16 @@ def load_profile(path: Path | str) -> Profile:
     except InputFileError as exc:
         raise ProfileError(str(exc)) from None
     return parse_profile(_yaml(text, shown(p)), source=shown(p))
+
+
+def with_kubectl(profile: Profile, kubectl: str | None) -> Profile:
+    """The profile with `kubectl` (`--kubectl`) in place of its own `kubectl` key; the
+    profile itself when None."""
+    if kubectl is None:
+        return profile
+    if not kubectl.strip():
+        raise ProfileError("--kubectl: an empty command; name the kubectl binary or its path")
+    return profile.model_copy(update={"kubectl": kubectl})
 
 
 def _yaml(text: str, source: str) -> object:

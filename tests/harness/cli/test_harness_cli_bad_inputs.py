@@ -212,6 +212,17 @@ def test_a_profile_with_an_empty_command(cli: Run, tmp_path: Path, extra: str,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value", ["", "   "], ids=["empty", "blank"])
+@pytest.mark.parametrize("command", ["run", "preflight"])
+def test_an_empty_kubectl_flag_is_refused(cli: Run, tmp_path: Path, command: str,
+                                          value: str) -> None:  # fmt: skip
+    out = tmp_path / "out"
+    argv = [command, "--stage", "minikube", "--profile", "minikube", "--kubectl", value]
+    refused(cli(argv + (["--out", str(out)] if command == "run" else [])),
+            "--kubectl", "empty", "name a kubectl binary")  # fmt: skip
+    assert not out.exists()
+
+
 # -- 4: every run OOM-killed is no decision -------------------------------------------------
 
 
