@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -509,13 +510,21 @@ def test_envfrom_on_the_wrc_is_reported_and_the_spec_wins(setup: Setup) -> None:
 
 def test_pod_values_from_config_maps_are_read_and_secrets_are_unknown(setup: Setup) -> None:
     core = client.CoreV1Api(setup.api)
-    core.create_namespaced_config_map(
+    made = core.create_namespaced_config_map(
         setup.namespace, {"metadata": {"name": "mcp-tuning"}, "data": {"enabled": "true"}}
     )
     setup.create_wrc()
     setup.start_operator()
     setup.create_policy()
     setup.wait_policy("the policy Ready", is_ready)
+    # Times have one-second resolution: a container started in the ConfigMap's own
+    # second may have read it before it changed, and counts as stale (the operator
+    # cannot tell). The pods below start in a later second, however fast this ran.
+    changed = made.metadata.creation_timestamp
+    wait_for(
+        "a second later than the ConfigMap's",
+        lambda: datetime.now(UTC) >= changed + timedelta(seconds=1),
+    )
 
     def pod(name: str, env: list[dict[str, Any]]) -> None:
         core.create_namespaced_pod(

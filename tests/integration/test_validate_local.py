@@ -152,7 +152,9 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
     # pods' and agree with its runs.
     blocks = [line for line in report.splitlines() if line.startswith("- counters, block ")]
     assert len(blocks) >= len(envs), report[:4000]
-    assert all(line.endswith(": agree") for line in blocks), "\n".join(blocks)
+    # On failure, how each block's end was read too (the targets, or Prometheus).
+    how = [line for line in report.splitlines() if line.startswith("- counters, counters:")]
+    assert all(line.endswith(": agree") for line in blocks), "\n".join(blocks + how)
     assert "judged per series" in report
     memory_rows = [line for line in report.splitlines() if line.startswith("| 128KiB | ")]
     assert any("MiB | 64.0 MiB |" in line for line in memory_rows), report[-6000:]
