@@ -18,7 +18,17 @@ used while it ran, read from /proc: `cpu_single_kill_s`, and `cores_busy_single_
 (that CPU time over the kill's wall time). From these, modelled rather than measured,
 `ratio_floor fleet_kill_wait_3`: the three single kills' CPU time spread perfectly over
 the host's cores, against the slowest single kill; no client gets the fleet under it on
-this host.
+this host. The CPU time is also split by who used it (`cpu_single_kill_<part>_s`: the
+control plane, the operator, `spilloverctl`).
+
+The direct path, side by side in each round: a bare rollout restart of each cluster's
+WRC Deployment (a template annotation patched and the Deployment watched by this
+process, as `kubectl rollout restart` and `rollout status` do), what any change to the
+WRC costs with no spilloverctl and no policy change; its CPU time is split into the
+control plane's, the operator's (it watches the Deployment) and this client's.
+`ratio_floor_rollout_only fleet_kill_wait_3` (modelled): three such rollouts' control-
+plane CPU time spread over the host's cores, against the slowest single kill: the part
+of the floor that no client can remove.
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -103,10 +113,55 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _parts_cpu_s(control_plane: list[int], operator: int) -> dict[str, float]:
+    """The CPU time used so far by one cluster's control plane, its operator and the
+    `spilloverctl` processes that have ended."""
+    return {
+        "control_plane": sum(cpu_seconds(p) for p in control_plane),
+        "operator": cpu_seconds(operator),
+        "spilloverctl": _children_cpu_s(),
+    }
+
+
 def _children_cpu_s() -> float:
     """CPU time of this process's children that have ended (each `spilloverctl`)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
+
+
+def _self_cpu_s() -> float:
+    """CPU time of this process so far (the direct path's client)."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
+def _rollout_restart(api: Any, stamp: str) -> float:
+    """The direct path: restart the WRC's pods by a template annotation, as
+    `kubectl rollout restart` does, and watch the Deployment, as `kubectl rollout
+    status` does, until the rollout is complete (every replica updated and available,
+    no old one left). Returns the wall seconds."""
+    apps: Any = client.AppsV1Api(api)
+    start = time.perf_counter()
+    patched = apps.patch_namespaced_deployment(
+        WRC, NAMESPACE,
+        {"spec": {"template": {"metadata": {"annotations": {"bench/restartedAt": stamp}}}}},
+    )  # fmt: skip
+    generation, want = patched.metadata.generation, patched.spec.replicas
+    stream = watch.Watch().stream(
+        apps.list_namespaced_deployment, NAMESPACE,
+        field_selector=f"metadata.name={WRC}",
+        resource_version=patched.metadata.resource_version, timeout_seconds=300,
+    )  # fmt: skip
+    for event in stream:
+        status = event["object"].status
+        if (
+            (status.observed_generation or 0) >= generation
+            and status.updated_replicas == want
+            and status.available_replicas == want
+            and status.replicas == want
+        ):
+            return time.perf_counter() - start
+    raise SystemExit("bench: the WRC's rollout restart did not complete in 300 s")
 
 
 def _ctl(kubeconfig: Path, *args: str) -> float:
@@ -159,14 +214,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="spillover-bench-fleet-") as tmp, ExitStack() as stack:
         work = Path(tmp)
         clusters: dict[str, LocalCluster] = {}
+        apis: dict[str, Any] = {}
         for name in CONTEXTS:
             _note(f"starting control plane {name}")
             cluster = stack.enter_context(LocalCluster(work / name))
             api = stack.enter_context(cluster.api_client())
             _prepare(api)
             clusters[name] = cluster
+            apis[name] = api
         log = stack.enter_context((work / "operators.log").open("wb"))
-        pids: dict[str, list[int]] = {n: list(c.pids.values()) for n, c in clusters.items()}
+        control_plane: dict[str, list[int]] = {
+            n: list(c.pids.values()) for n, c in clusters.items()
+        }
+        operators: dict[str, int] = {}
         for name, cluster in clusters.items():
             env = {
                 **os.environ,
@@ -182,7 +242,7 @@ def main() -> int:
             )  # fmt: skip
             stack.callback(operator.wait, 30)
             stack.callback(operator.terminate)
-            pids[name].append(operator.pid)
+            operators[name] = operator.pid
         kubeconfig = merged_kubeconfig(
             work / "kubeconfig", {n: c.kubeconfig for n, c in clusters.items()}
         )
@@ -198,22 +258,42 @@ def main() -> int:
         cpu: list[float] = []  # each single kill's CPU seconds
         cores_busy: list[float] = []
         floors: list[float] = []
+        parts: dict[str, list[float]] = {"control_plane": [], "operator": [], "spilloverctl": []}
+        direct: list[float] = []  # each bare rollout restart's wall seconds
+        direct_cpu: list[float] = []  # its control plane's CPU seconds
+        direct_client_cpu: list[float] = []  # this process's, as its client
+        direct_operator_cpu: list[float] = []  # what the operator spent watching it
+        rollout_floors: list[float] = []
         for round_ in range(ROUNDS):
             _note(f"round {round_ + 1} of {ROUNDS}")
             this_round = []
             round_cpu = 0.0
+            round_direct_cpu = 0.0
             for name in CONTEXTS:
-                before = _children_cpu_s() + sum(cpu_seconds(p) for p in pids[name])
+                before = _parts_cpu_s(control_plane[name], operators[name])
                 seconds = _ctl(kubeconfig, "--context", name, "kill", *wait)
-                used = _children_cpu_s() + sum(cpu_seconds(p) for p in pids[name]) - before
+                after = _parts_cpu_s(control_plane[name], operators[name])
+                used = {part: after[part] - before[part] for part in parts}
+                for part, value in used.items():
+                    parts[part].append(value)
                 singles[name].append(seconds)
                 this_round.append(seconds)
-                cpu.append(used)
-                cores_busy.append(used / seconds)
-                round_cpu += used
+                cpu.append(sum(used.values()))
+                cores_busy.append(sum(used.values()) / seconds)
+                round_cpu += sum(used.values())
                 _ctl(kubeconfig, "--context", name, "restore", *wait)
+                # The direct path on the same cluster: a bare rollout restart.
+                cp_before = sum(cpu_seconds(p) for p in control_plane[name])
+                op_before, self_before = cpu_seconds(operators[name]), _self_cpu_s()
+                direct.append(_rollout_restart(apis[name], f"{round_}-{name}"))
+                spent = sum(cpu_seconds(p) for p in control_plane[name]) - cp_before
+                direct_cpu.append(spent)
+                direct_client_cpu.append(_self_cpu_s() - self_before)
+                direct_operator_cpu.append(cpu_seconds(operators[name]) - op_before)
+                round_direct_cpu += spent
             slowest.append(max(this_round))
             floors.append(round_cpu / (os.cpu_count() or 1) / max(this_round))
+            rollout_floors.append(round_direct_cpu / (os.cpu_count() or 1) / max(this_round))
             fleet.append(_ctl(kubeconfig, *fleet_args, "kill", *wait))
             _ctl(kubeconfig, *fleet_args, "restore", *wait)
             # The same three changes as three spilloverctl processes at once: what the
@@ -238,6 +318,13 @@ def main() -> int:
     print(f"cores_busy_single_kill={statistics.median(cores_busy):.2f}")
     print(f"host_cores={os.cpu_count()}")
     print(f"ratio_floor fleet_kill_wait_3={statistics.median(floors):.2f}")
+    for part, values in parts.items():
+        print(f"cpu_single_kill_{part}_s={statistics.median(values):.2f}")
+    print(f"rollout_restart_direct_s={statistics.median(direct):.2f}")
+    print(f"cpu_rollout_restart_control_plane_s={statistics.median(direct_cpu):.2f}")
+    print(f"cpu_rollout_restart_client_s={statistics.median(direct_client_cpu):.2f}")
+    print(f"cpu_rollout_restart_operator_s={statistics.median(direct_operator_cpu):.2f}")
+    print(f"ratio_floor_rollout_only fleet_kill_wait_3={statistics.median(rollout_floors):.2f}")
     print(f"load_average_1m={os.getloadavg()[0]:.1f}")
     return 0
 
