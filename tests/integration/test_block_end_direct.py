@@ -394,14 +394,16 @@ def test_a_block_whose_pods_were_replaced_before_its_end_was_read_counts_their_l
     tmp_path: Any,
     prometheus_factory: Callable[..., PrometheusServer],
 ) -> None:
-    """The targets read at the switch are the replacement's (their counters at 0): the
-    block's own pod is read from Prometheus' last scrape of it, so the block agrees."""
+    """The targets Prometheus lists at the switch are the replacement's (their counters
+    at 0), not the block's own pod: the end read waits for it to be listed, then reads
+    Prometheus after its scrape past the block's last run, which holds the block's pod's
+    last values, so the block agrees."""
     blocks, checks = _replaced_after_the_block(tmp_path, prometheus_factory, scraped_first=True)
 
     _every_block_agrees(blocks, checks)
     assert any(
-        "the pod(s) mcp-host-0 that served the block were replaced before its end was read: "
-        "their counters are Prometheus' last scrape of them" in n
+        "read from Prometheus after a scrape past its last run (Prometheus does not list the "
+        "pod(s) mcp-host-0 among its targets (not found yet, or replaced))" in n
         for n in _notes(checks)
     ), checks.lines
     assert blocks[0].end_unscraped == []
@@ -426,3 +428,70 @@ def test_a_replaced_pod_prometheus_never_scraped_past_the_block_is_not_called_a_
     assert any(
         line.startswith("block off (") and line.endswith(": agree") for line in _judged(checks)
     ), checks.lines
+
+
+def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
+    tmp_path: Any,
+    prometheus_factory: Callable[..., PrometheusServer],
+) -> None:
+    """A short block right after a switch: its runs end before Prometheus' discovery
+    (it applies changes every 5 s) has found the block's new pod, while it still lists
+    the pod the switch replaced, gone. The end read waits until Prometheus lists the
+    block's pod and reads that, so the block agrees with its runs: it is never judged
+    on no series at all ("+0 ... differ", as `make validate-local` once reported)."""
+    targets = tmp_path / "targets.json"
+    write_file_targets(targets, [])
+    prom = prometheus_factory(
+        [], scrape_interval_s=INTERVAL, labels=LABELS, discovery=file_targets(targets),
+        wait_for_targets=False,
+    )  # fmt: skip
+    collector = PrometheusCollector(
+        prom.url, selectors='namespace="clerum"', scrape_interval_s=INTERVAL
+    )
+
+    def group(sim: Sim, pod: str) -> dict[str, object]:
+        return {"targets": [sim.target], "labels": {"namespace": "clerum", "pod": pod}}
+
+    def run(block: Block, sim: Sim, spec: RunSpec) -> None:
+        status = sim.run(*spec)
+        block.runs.append(f"{block.config}-{len(block.runs)}")
+        block.persisted += status["spilloverPersisted"]
+        block.reads += status["spilloverReads"]
+        block.last_end = time.time()
+
+    old_server, old_thread = serve(host="127.0.0.1", port=0)
+    new_server, new_thread = serve(host="127.0.0.1", port=0)
+    old, new = Sim(old_server), Sim(new_server)
+    try:
+        write_file_targets(targets, [group(old, "mcp-host-0")])
+        prom.wait_for_targets_up(timeout_s=30, expected=1)
+        first = Block("off", time.time(), pods={"mcp-host-0"})
+        run(first, old, ("summarize", "document", OFF))
+        capture_end(collector, first)  # the driver, at the switch
+        assert first.end_series is not None, first.end_notes
+        # The switch replaces the pod: the old one goes at once, Prometheus still lists it.
+        old_server.shutdown()
+        old_server.server_close()
+        old_thread.join(10)
+        second = Block("32KiB", time.time(), pods={"mcp-host-1"})
+        for _ in range(2):
+            run(second, new, ("code-review", "large", T32))
+        assert second.persisted > 0, "nothing spilled: proves nothing"
+        # The discovery learns of the new pod only after the end read has begun, so
+        # Prometheus cannot have found it before.
+        late = threading.Timer(2.0, write_file_targets, (targets, [group(new, "mcp-host-1")]))
+        late.start()
+        try:
+            capture_end(collector, second)  # the driver, at the next switch
+        finally:
+            late.join()
+        assert second.end_series is not None, second.end_notes
+        checks = check_blocks(collector, [first, second])
+    finally:
+        new_server.shutdown()
+        new_server.server_close()
+        new_thread.join(10)
+
+    _every_block_agrees([first, second], checks)
+    assert any("read directly from 1 target(s)" in n for n in second.end_notes), second.end_notes
+    assert not any("replaced before its end was read" in n for n in _notes(checks)), checks.lines

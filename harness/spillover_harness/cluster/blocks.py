@@ -30,7 +30,7 @@ instead of "differ".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,10 +137,17 @@ def _series_key(metric: Mapping[str, str]) -> SeriesKey:
 
 
 def _read_at_end(
-    collector: PrometheusCollector, prom: Any, end: float, direct: bool, *, retry: bool
+    collector: PrometheusCollector,
+    prom: Any,
+    end: float,
+    direct: bool,
+    *,
+    retry: bool,
+    pods: Collection[str] = (),
 ) -> tuple[DirectRead | None, str]:
     """The matched targets read directly `END_MARGIN_S` after `end`, or None and why not
-    (`direct` false: not tried). With `retry`, a read refused as `TargetsChanging` is
+    (`direct` false: not tried). With `retry`, a read refused as `TargetsChanging` (also
+    while Prometheus does not list one of `pods`, the pods that served the block) is
     tried again until `catch_up_s`; any other failure (pods the harness cannot reach)
     gives up at once: waiting changes nothing."""
     if not direct:
@@ -156,6 +163,8 @@ def _read_at_end(
                 COUNTERS,
                 collector.selectors,
                 timeout_s=min(DIRECT_TIMEOUT_S, collector.query_timeout_s),
+                pods=pods,
+                pod_label=POD_LABEL,
             )
         except Exception as exc:  # any failure: the caller's scrape wait still answers
             why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
@@ -181,7 +190,7 @@ def _end_series(
     ones, down, and finds the new ones seconds late, health unknown until scraped) is
     tried again until `catch_up_s`; any other failure (pods the harness cannot reach)
     falls back at once to Prometheus after its next scrape of them."""
-    read, why = _read_at_end(collector, prom, block.last_end, direct, retry=True)
+    read, why = _read_at_end(collector, prom, block.last_end, direct, retry=True, pods=block.pods)
     if read is not None:
         urls = ", ".join(t.scrape_url for t in read.targets)
         notes.append(f"read directly from {len(read.targets)} target(s) ({urls})")
@@ -208,8 +217,11 @@ def _end_series(
 
 
 def _pods_not_read(series: Mapping[SeriesKey, float], pods: set[str]) -> list[str]:
-    """The block's pods absent from `series` ([] when no series names its pod: the
-    targets' labels then cannot tell which pods were read)."""
+    """The block's pods absent from `series`: every one when there is no series at all
+    (nothing was read); [] when series exist but none names its pod (the targets'
+    labels then cannot tell which pods were read)."""
+    if not series:
+        return sorted(pods)
     named = {v for _, labels in series for k, v in labels if k == POD_LABEL}
     return sorted(pods - named) if named else []
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,15 +174,34 @@ def fetch_series(
 
 
 def read_direct(
-    prom: Any, names: tuple[str, ...], selectors: str, *, timeout_s: float
+    prom: Any,
+    names: tuple[str, ...],
+    selectors: str,
+    *,
+    timeout_s: float,
+    pods: Collection[str] = (),
+    pod_label: str = "pod",
 ) -> DirectRead:
     """The counters `names`, summed over the matched targets' series, read from the
-    targets themselves (see the module doc). `prom`: a connected PrometheusConnect."""
+    targets themselves (see the module doc). `prom`: a connected PrometheusConnect.
+
+    `pods`: the pods whose counters the caller needs. While a matched target names its
+    pod (`pod_label`) and one of `pods` is not among them, Prometheus has not found it
+    yet (its discovery applies changes every 5 s, and a pod replaced by a switch may
+    still be listed) or it was replaced: TargetsChanging, before any target is fetched
+    (the caller's retries tell the two apart by time)."""
     matchers = parse_matchers(selectors)
     active = prom.get_targets(state="active").get("activeTargets") or []
     targets = matched_targets(active, matchers)
     if not targets:
         raise TargetsChanging("no active target matches the selector")
+    listed = {t.labels[pod_label] for t in targets if pod_label in t.labels}
+    unlisted = sorted(set(pods) - listed) if listed else []
+    if unlisted:
+        raise TargetsChanging(
+            f"Prometheus does not list the pod(s) {', '.join(unlisted)} among its targets "
+            "(not found yet, or replaced)"
+        )
     known = {frozenset(t.labels.items()) for t in targets}
     for sample in prom.custom_query(f"up{_selector(selectors)}"):
         labels = frozenset((k, v) for k, v in sample["metric"].items() if k != "__name__")

@@ -3,7 +3,7 @@ judged on its own series (the Prometheus side is tests/integration/test_block_en
 
 from __future__ import annotations
 
-from spillover_harness.cluster.blocks import series_deltas
+from spillover_harness.cluster.blocks import _pods_not_read, series_deltas
 from spillover_harness.collectors.prometheus import PERSISTED, READS
 
 
@@ -32,3 +32,18 @@ def test_a_series_that_went_down_restarted_and_counts_its_end_value() -> None:
 
 def test_unknown_metric_names_are_ignored() -> None:
     assert series_deltas({}, {("other_total", frozenset()): 5.0})[PERSISTED] == 0.0
+
+
+def test_no_series_at_all_means_none_of_the_block_s_pods_was_read() -> None:
+    """An end read that found nothing (the block's pods not found yet, the replaced ones
+    gone) must not pass for "+0": every pod of the block is unread."""
+    assert _pods_not_read({}, {"b", "a"}) == ["a", "b"]
+
+
+def test_the_pods_not_named_by_any_series_are_the_unread_ones() -> None:
+    end = {key(READS, "a"): 1.0, key(PERSISTED, "other", tool="read"): 2.0}
+    assert _pods_not_read(end, {"a", "b"}) == ["b"]
+
+
+def test_series_without_a_pod_label_cannot_tell_which_pods_were_read() -> None:
+    assert _pods_not_read({(READS, frozenset({"instance": "x"}.items())): 1.0}, {"a"}) == []
