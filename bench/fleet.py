@@ -8,7 +8,8 @@ each with the CRD, a WRC Deployment (3 replicas), its policy and the real operat
 each cluster alone (`--context X`, restored after), then `kill --wait` with the three
 `--context`s, then restore, then three single-context processes at once (what the
 clusters cost in parallel on this host without the fleet), then restore. Prints one
-`name=value` per line (medians over the rounds);
+`name=value` per line (medians over the rounds); every measured change starts after
+`SETTLE_S` of quiet.
 `ratio fleet_kill_wait_3` = fleet / slowest single (goal <= 1.3). Asserts nothing.
 Needs the control plane binaries: `make controlplane`.
 
@@ -17,18 +18,22 @@ kube-apiserver, the controllers, kwok), its operator and the `spilloverctl` proc
 used while it ran, read from /proc: `cpu_single_kill_s`, and `cores_busy_single_kill`
 (that CPU time over the kill's wall time). From these, modelled rather than measured,
 `ratio_floor fleet_kill_wait_3`: the three single kills' CPU time spread perfectly over
-the host's cores, against the slowest single kill; no client gets the fleet under it on
-this host. The CPU time is also split by who used it (`cpu_single_kill_<part>_s`: the
-control plane, the operator, `spilloverctl`).
+the host's cores, against the slowest single kill (the fleet starts one `spilloverctl`
+where the singles start three, so it may come a little under). The CPU time is also
+split by who used it (`cpu_single_kill_<part>_s`: the control plane, the operator,
+`spilloverctl`).
 
-The direct path, side by side in each round: a bare rollout restart of each cluster's
-WRC Deployment (a template annotation patched and the Deployment watched by this
-process, as `kubectl rollout restart` and `rollout status` do), what any change to the
-WRC costs with no spilloverctl and no policy change; its CPU time is split into the
-control plane's, the operator's (it watches the Deployment) and this client's.
-`ratio_floor_rollout_only fleet_kill_wait_3` (modelled): three such rollouts' control-
-plane CPU time spread over the host's cores, against the slowest single kill: the part
-of the floor that no client can remove.
+The direct path, side by side in each round: the same change made straight to a twin
+of the WRC Deployment that no policy targets. After each single kill and its restore,
+this process copies the WRC's container environment as the operator left it onto the
+twin (the killed one measured, the restored one after), and watches the twin as
+`kubectl rollout status` does until the rollout is complete. Both Deployments move
+between the same two templates, so their ReplicaSets are reused alike. It prints that
+rollout's wall time (`ratio kill_wait_vs_direct_rollout` = single kill / direct
+rollout) and its CPU time split into the control plane's, the operator's (it sees the
+twin's events) and this client's. `ratio_floor_rollout_only fleet_kill_wait_3`
+(modelled): three such rollouts' control-plane CPU time spread over the host's cores,
+against the slowest single kill: the part of the floor that no client can remove.
 """
 
 from __future__ import annotations
@@ -59,6 +64,11 @@ BIN = Path(sys.executable).parent
 ROUNDS = int(os.environ.get("FLEET_ROUNDS", "3"))
 NAMESPACE = "bench"
 WRC = "workflow-recipe-controller"
+TWIN = "wrc-twin"  # the direct path's Deployment: no policy targets it
+# Quiet before each measured change (a single kill, the direct path's, the fleet's, the
+# three processes'): here a rollout started right after another on the same cluster
+# took up to six times as long (1.07-1.12 s against 0.18 s).
+SETTLE_S = 2.0
 CONTEXTS = ("east", "west", "north")
 
 
@@ -66,13 +76,13 @@ def _note(text: str) -> None:
     print(f"# {text}", file=sys.stderr, flush=True)
 
 
-def _wrc() -> dict[str, Any]:
-    labels = {"app": "wrc"}
+def _wrc(name: str = WRC) -> dict[str, Any]:
+    labels = {"app": name}
     container = {"name": "controller", "image": "example.invalid/wrc:1", "env": []}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": WRC, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {
             "replicas": 3,
             "selector": {"matchLabels": labels},
@@ -90,6 +100,7 @@ def _prepare(api: Any) -> None:
             break
         time.sleep(0.25)
     client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, _wrc())
+    client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, _wrc(TWIN))
     policy = {
         "apiVersion": "spillover.clerum.io/v1alpha1",
         "kind": "SpilloverPolicy",
@@ -135,21 +146,29 @@ def _self_cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _rollout_restart(api: Any, stamp: str) -> float:
-    """The direct path: restart the WRC's pods by a template annotation, as
-    `kubectl rollout restart` does, and watch the Deployment, as `kubectl rollout
-    status` does, until the rollout is complete (every replica updated and available,
-    no old one left). Returns the wall seconds."""
+def _wrc_env(api: Any) -> list[Any]:
+    """The WRC's container environment as the operator left it."""
+    apps: Any = client.AppsV1Api(api)
+    wrc = apps.read_namespaced_deployment(WRC, NAMESPACE)
+    return list(api.sanitize_for_serialization(wrc.spec.template.spec.containers[0].env) or [])
+
+
+def _roll_twin(api: Any, env: list[Any]) -> float:
+    """The direct path: set the twin's container environment to `env` (a JSON patch,
+    the one change) and watch the twin, as `kubectl rollout status` does, until the
+    rollout is complete (every replica updated and available, no old one left).
+    Returns the wall seconds."""
     apps: Any = client.AppsV1Api(api)
     start = time.perf_counter()
     patched = apps.patch_namespaced_deployment(
-        WRC, NAMESPACE,
-        {"spec": {"template": {"metadata": {"annotations": {"bench/restartedAt": stamp}}}}},
+        TWIN, NAMESPACE,
+        [{"op": "replace", "path": "/spec/template/spec/containers/0/env", "value": env}],
+        _content_type="application/json-patch+json",
     )  # fmt: skip
     generation, want = patched.metadata.generation, patched.spec.replicas
     stream = watch.Watch().stream(
         apps.list_namespaced_deployment, NAMESPACE,
-        field_selector=f"metadata.name={WRC}",
+        field_selector=f"metadata.name={TWIN}",
         resource_version=patched.metadata.resource_version, timeout_seconds=300,
     )  # fmt: skip
     for event in stream:
@@ -161,7 +180,7 @@ def _rollout_restart(api: Any, stamp: str) -> float:
             and status.replicas == want
         ):
             return time.perf_counter() - start
-    raise SystemExit("bench: the WRC's rollout restart did not complete in 300 s")
+    raise SystemExit("bench: the twin Deployment's rollout did not complete in 300 s")
 
 
 def _ctl(kubeconfig: Path, *args: str) -> float:
@@ -250,6 +269,8 @@ def main() -> int:
         wait = ("--wait", "--timeout", "300")
         _note("first apply on every cluster")
         _ctl(kubeconfig, *fleet_args, "restore", *wait)
+        for name in CONTEXTS:  # the twin starts where the WRC does
+            _roll_twin(apis[name], _wrc_env(apis[name]))
 
         singles: dict[str, list[float]] = {name: [] for name in CONTEXTS}
         slowest: list[float] = []
@@ -259,7 +280,8 @@ def main() -> int:
         cores_busy: list[float] = []
         floors: list[float] = []
         parts: dict[str, list[float]] = {"control_plane": [], "operator": [], "spilloverctl": []}
-        direct: list[float] = []  # each bare rollout restart's wall seconds
+        kills: list[float] = []  # each single kill's wall seconds, in the order run
+        direct: list[float] = []  # each direct rollout's wall seconds, beside it
         direct_cpu: list[float] = []  # its control plane's CPU seconds
         direct_client_cpu: list[float] = []  # this process's, as its client
         direct_operator_cpu: list[float] = []  # what the operator spent watching it
@@ -270,6 +292,7 @@ def main() -> int:
             round_cpu = 0.0
             round_direct_cpu = 0.0
             for name in CONTEXTS:
+                time.sleep(SETTLE_S)
                 before = _parts_cpu_s(control_plane[name], operators[name])
                 seconds = _ctl(kubeconfig, "--context", name, "kill", *wait)
                 after = _parts_cpu_s(control_plane[name], operators[name])
@@ -277,27 +300,33 @@ def main() -> int:
                 for part, value in used.items():
                     parts[part].append(value)
                 singles[name].append(seconds)
+                kills.append(seconds)
                 this_round.append(seconds)
                 cpu.append(sum(used.values()))
                 cores_busy.append(sum(used.values()) / seconds)
                 round_cpu += sum(used.values())
+                killed = _wrc_env(apis[name])
                 _ctl(kubeconfig, "--context", name, "restore", *wait)
-                # The direct path on the same cluster: a bare rollout restart.
+                # The direct path on the same cluster: the same change on the twin.
+                time.sleep(SETTLE_S)
                 cp_before = sum(cpu_seconds(p) for p in control_plane[name])
                 op_before, self_before = cpu_seconds(operators[name]), _self_cpu_s()
-                direct.append(_rollout_restart(apis[name], f"{round_}-{name}"))
+                direct.append(_roll_twin(apis[name], killed))
                 spent = sum(cpu_seconds(p) for p in control_plane[name]) - cp_before
                 direct_cpu.append(spent)
                 direct_client_cpu.append(_self_cpu_s() - self_before)
                 direct_operator_cpu.append(cpu_seconds(operators[name]) - op_before)
                 round_direct_cpu += spent
+                _roll_twin(apis[name], _wrc_env(apis[name]))  # restored, as the WRC
             slowest.append(max(this_round))
             floors.append(round_cpu / (os.cpu_count() or 1) / max(this_round))
             rollout_floors.append(round_direct_cpu / (os.cpu_count() or 1) / max(this_round))
+            time.sleep(SETTLE_S)
             fleet.append(_ctl(kubeconfig, *fleet_args, "kill", *wait))
             _ctl(kubeconfig, *fleet_args, "restore", *wait)
             # The same three changes as three spilloverctl processes at once: what the
             # clusters themselves cost in parallel on this host, without the fleet.
+            time.sleep(SETTLE_S)
             processes.append(_parallel(kubeconfig, "kill", *wait))
             _ctl(kubeconfig, *fleet_args, "restore", *wait)
 
@@ -320,10 +349,14 @@ def main() -> int:
     print(f"ratio_floor fleet_kill_wait_3={statistics.median(floors):.2f}")
     for part, values in parts.items():
         print(f"cpu_single_kill_{part}_s={statistics.median(values):.2f}")
-    print(f"rollout_restart_direct_s={statistics.median(direct):.2f}")
-    print(f"cpu_rollout_restart_control_plane_s={statistics.median(direct_cpu):.2f}")
-    print(f"cpu_rollout_restart_client_s={statistics.median(direct_client_cpu):.2f}")
-    print(f"cpu_rollout_restart_operator_s={statistics.median(direct_operator_cpu):.2f}")
+    print(f"rollout_direct_s={statistics.median(direct):.2f}")
+    print(
+        "ratio kill_wait_vs_direct_rollout="
+        f"{statistics.median([k / d for k, d in zip(kills, direct, strict=True)]):.2f}"
+    )
+    print(f"cpu_rollout_direct_control_plane_s={statistics.median(direct_cpu):.2f}")
+    print(f"cpu_rollout_direct_client_s={statistics.median(direct_client_cpu):.2f}")
+    print(f"cpu_rollout_direct_operator_s={statistics.median(direct_operator_cpu):.2f}")
     print(f"ratio_floor_rollout_only fleet_kill_wait_3={statistics.median(rollout_floors):.2f}")
     print(f"load_average_1m={os.getloadavg()[0]:.1f}")
     return 0
