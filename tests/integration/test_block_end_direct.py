@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -322,6 +323,28 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
     assert any("judged per series" in n for n in _notes(checks)), checks.lines
 
 
+def _discovered_from_a_file(
+    tmp_path: Any, prometheus_factory: Callable[..., PrometheusServer]
+) -> tuple[Path, PrometheusServer, PrometheusCollector]:
+    """A Prometheus whose targets come from a file (empty at first), as pods come and go
+    through a Kubernetes discovery, and the collector reading it."""
+    targets = tmp_path / "targets.json"
+    write_file_targets(targets, [])
+    prom = prometheus_factory(
+        [], scrape_interval_s=INTERVAL, labels=LABELS, discovery=file_targets(targets),
+        wait_for_targets=False,
+    )  # fmt: skip
+    collector = PrometheusCollector(
+        prom.url, selectors='namespace="clerum"', scrape_interval_s=INTERVAL
+    )
+    return targets, prom, collector
+
+
+def _group(sim: Sim, pod: str) -> dict[str, object]:
+    """The target file's group for one pod served by `sim`."""
+    return {"targets": [sim.target], "labels": {"namespace": "clerum", "pod": pod}}
+
+
 def _replaced_after_the_block(
     tmp_path: Any,
     prometheus_factory: Callable[..., PrometheusServer],
@@ -332,26 +355,15 @@ def _replaced_after_the_block(
     configuration) after the block's last run, before the driver captures its end at
     the switch. `scraped_first`: Prometheus scraped the old pod past the block's last
     run before it went; otherwise Prometheus never found it (discovered too late)."""
-    targets = tmp_path / "targets.json"
-    write_file_targets(targets, [])
-    prom = prometheus_factory(
-        [], scrape_interval_s=INTERVAL, labels=LABELS, discovery=file_targets(targets),
-        wait_for_targets=False,
-    )  # fmt: skip
-    collector = PrometheusCollector(
-        prom.url, selectors='namespace="clerum"', scrape_interval_s=INTERVAL
-    )
+    targets, prom, collector = _discovered_from_a_file(tmp_path, prometheus_factory)
     large = ("code-review", "large", T32)
-
-    def group(sim: Sim, pod: str) -> dict[str, object]:
-        return {"targets": [sim.target], "labels": {"namespace": "clerum", "pod": pod}}
 
     old_server, old_thread = serve(host="127.0.0.1", port=0)
     new_server, new_thread = serve(host="127.0.0.1", port=0)
     old, new = Sim(old_server), Sim(new_server)
     try:
         if scraped_first:
-            write_file_targets(targets, [group(old, "mcp-host-0")])
+            write_file_targets(targets, [_group(old, "mcp-host-0")])
             prom.wait_for_targets_up(timeout_s=30, expected=1)
         first = Block("32KiB", time.time(), pods={"mcp-host-0"})
         for k in range(2):
@@ -368,7 +380,7 @@ def _replaced_after_the_block(
         old_server.shutdown()
         old_server.server_close()
         old_thread.join(10)
-        write_file_targets(targets, [group(new, "mcp-host-1")])
+        write_file_targets(targets, [_group(new, "mcp-host-1")])
         if scraped_first:
             _until_dropped(prom, old.target)
         prom.wait_for_targets_up(timeout_s=30, expected=1)
@@ -439,18 +451,7 @@ def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
     the pod the switch replaced, gone. The end read waits until Prometheus lists the
     block's pod and reads that, so the block agrees with its runs: it is never judged
     on no series at all ("+0 ... differ", as `make validate-local` once reported)."""
-    targets = tmp_path / "targets.json"
-    write_file_targets(targets, [])
-    prom = prometheus_factory(
-        [], scrape_interval_s=INTERVAL, labels=LABELS, discovery=file_targets(targets),
-        wait_for_targets=False,
-    )  # fmt: skip
-    collector = PrometheusCollector(
-        prom.url, selectors='namespace="clerum"', scrape_interval_s=INTERVAL
-    )
-
-    def group(sim: Sim, pod: str) -> dict[str, object]:
-        return {"targets": [sim.target], "labels": {"namespace": "clerum", "pod": pod}}
+    targets, prom, collector = _discovered_from_a_file(tmp_path, prometheus_factory)
 
     def run(block: Block, sim: Sim, spec: RunSpec) -> None:
         status = sim.run(*spec)
@@ -463,7 +464,7 @@ def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
     new_server, new_thread = serve(host="127.0.0.1", port=0)
     old, new = Sim(old_server), Sim(new_server)
     try:
-        write_file_targets(targets, [group(old, "mcp-host-0")])
+        write_file_targets(targets, [_group(old, "mcp-host-0")])
         prom.wait_for_targets_up(timeout_s=30, expected=1)
         first = Block("off", time.time(), pods={"mcp-host-0"})
         run(first, old, ("summarize", "document", OFF))
@@ -479,7 +480,7 @@ def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
         assert second.persisted > 0, "nothing spilled: proves nothing"
         # The discovery learns of the new pod only after the end read has begun, so
         # Prometheus cannot have found it before.
-        late = threading.Timer(2.0, write_file_targets, (targets, [group(new, "mcp-host-1")]))
+        late = threading.Timer(2.0, write_file_targets, (targets, [_group(new, "mcp-host-1")]))
         late.start()
         try:
             capture_end(collector, second)  # the driver, at the next switch
