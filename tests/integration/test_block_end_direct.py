@@ -109,6 +109,15 @@ def _collector(prom: PrometheusServer, instance: str) -> PrometheusCollector:
     )
 
 
+def _record_run(block: Block, sim: Sim, spec: RunSpec) -> None:
+    """One run on `sim`, noted in `block` as the driver does (its own counts, its end)."""
+    status = sim.run(*spec)
+    block.runs.append(f"{block.config}-{len(block.runs)}")
+    block.persisted += status["spilloverPersisted"]
+    block.reads += status["spilloverReads"]
+    block.last_end = time.time()
+
+
 def _run_blocks(
     collector: PrometheusCollector,
     sim: Sim,
@@ -126,12 +135,8 @@ def _run_blocks(
             # Within the last block, after its start: a scrape between the two would
             # otherwise put the restart's reset into the block before's end.
             before_last()
-        for n, (recipe, input_name, env) in enumerate(runs):
-            status = sim.run(recipe, input_name, env)
-            block.runs.append(f"{config}-{n}")
-            block.persisted += status["spilloverPersisted"]
-            block.reads += status["spilloverReads"]
-            block.last_end = time.time()
+        for spec in runs:
+            _record_run(block, sim, spec)
         blocks.append(block)
         if k < len(plan) - 1:
             with collector.connect() as prom:
@@ -297,12 +302,8 @@ def test_blocks_whose_pods_are_replaced_at_each_switch_are_judged_on_their_own_s
             # Later blocks run before Prometheus has found their new pod (its discovery
             # applies changes every 5 s): the end read waits for it to catch up.
             block = Block(config, time.time())
-            for k, (recipe, input_name, env) in enumerate(runs):
-                status = sim.run(recipe, input_name, env)
-                block.runs.append(f"{config}-{k}")
-                block.persisted += status["spilloverPersisted"]
-                block.reads += status["spilloverReads"]
-                block.last_end = time.time()
+            for spec in runs:
+                _record_run(block, sim, spec)
             blocks.append(block)
             if n < len(plan) - 1:
                 # The driver, before it applies the next configuration.
@@ -366,12 +367,8 @@ def _replaced_after_the_block(
             write_file_targets(targets, [_group(old, "mcp-host-0")])
             prom.wait_for_targets_up(timeout_s=30, expected=1)
         first = Block("32KiB", time.time(), pods={"mcp-host-0"})
-        for k in range(2):
-            status = old.run(*large)
-            first.runs.append(f"32KiB-{k}")
-            first.persisted += status["spilloverPersisted"]
-            first.reads += status["spilloverReads"]
-            first.last_end = time.time()
+        for _ in range(2):
+            _record_run(first, old, large)
         assert first.persisted > 0, "nothing spilled: proves nothing"
         if scraped_first:
             with collector.connect() as conn:
@@ -389,11 +386,7 @@ def _replaced_after_the_block(
         assert first.end_series is not None, first.end_notes
 
         second = Block("off", time.time(), pods={"mcp-host-1"})
-        status = new.run("summarize", "document", OFF)
-        second.runs.append("off-0")
-        second.persisted += status["spilloverPersisted"]
-        second.reads += status["spilloverReads"]
-        second.last_end = time.time()
+        _record_run(second, new, ("summarize", "document", OFF))
         checks = check_blocks(collector, [first, second])
     finally:
         new_server.shutdown()
@@ -453,13 +446,6 @@ def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
     on no series at all ("+0 ... differ", as `make validate-local` once reported)."""
     targets, prom, collector = _discovered_from_a_file(tmp_path, prometheus_factory)
 
-    def run(block: Block, sim: Sim, spec: RunSpec) -> None:
-        status = sim.run(*spec)
-        block.runs.append(f"{block.config}-{len(block.runs)}")
-        block.persisted += status["spilloverPersisted"]
-        block.reads += status["spilloverReads"]
-        block.last_end = time.time()
-
     old_server, old_thread = serve(host="127.0.0.1", port=0)
     new_server, new_thread = serve(host="127.0.0.1", port=0)
     old, new = Sim(old_server), Sim(new_server)
@@ -467,7 +453,7 @@ def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
         write_file_targets(targets, [_group(old, "mcp-host-0")])
         prom.wait_for_targets_up(timeout_s=30, expected=1)
         first = Block("off", time.time(), pods={"mcp-host-0"})
-        run(first, old, ("summarize", "document", OFF))
+        _record_run(first, old, ("summarize", "document", OFF))
         capture_end(collector, first)  # the driver, at the switch
         assert first.end_series is not None, first.end_notes
         # The switch replaces the pod: the old one goes at once, Prometheus still lists it.
@@ -476,7 +462,7 @@ def test_a_block_that_ends_before_prometheus_found_its_pod_waits_for_it(
         old_thread.join(10)
         second = Block("32KiB", time.time(), pods={"mcp-host-1"})
         for _ in range(2):
-            run(second, new, ("code-review", "large", T32))
+            _record_run(second, new, ("code-review", "large", T32))
         assert second.persisted > 0, "nothing spilled: proves nothing"
         # The discovery learns of the new pod only after the end read has begun, so
         # Prometheus cannot have found it before.
