@@ -59,6 +59,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from controlplane.fleet import merged_kubeconfig  # noqa: E402
 from controlplane.localcluster import LocalCluster  # noqa: E402
 from controlplane.processes import cpu_seconds  # noqa: E402
+from spillover_operator.domain.rollout import rollout_state  # noqa: E402
 
 BIN = Path(sys.executable).parent
 ROUNDS = int(os.environ.get("FLEET_ROUNDS", "3"))
@@ -155,9 +156,9 @@ def _wrc_env(api: Any) -> list[Any]:
 
 def _roll_twin(api: Any, env: list[Any]) -> float:
     """The direct path: set the twin's container environment to `env` (a JSON patch,
-    the one change) and watch the twin, as `kubectl rollout status` does, until the
-    rollout is complete (every replica updated and available, no old one left).
-    Returns the wall seconds."""
+    the one change) and watch the twin until its rollout is complete
+    (`rollout_state`, the logic of `kubectl rollout status`). Returns the wall
+    seconds."""
     apps: Any = client.AppsV1Api(api)
     start = time.perf_counter()
     patched = apps.patch_namespaced_deployment(
@@ -165,20 +166,13 @@ def _roll_twin(api: Any, env: list[Any]) -> float:
         [{"op": "replace", "path": "/spec/template/spec/containers/0/env", "value": env}],
         _content_type="application/json-patch+json",
     )  # fmt: skip
-    generation, want = patched.metadata.generation, patched.spec.replicas
     stream = watch.Watch().stream(
         apps.list_namespaced_deployment, NAMESPACE,
         field_selector=f"metadata.name={TWIN}",
         resource_version=patched.metadata.resource_version, timeout_seconds=300,
     )  # fmt: skip
     for event in stream:
-        status = event["object"].status
-        if (
-            (status.observed_generation or 0) >= generation
-            and status.updated_replicas == want
-            and status.available_replicas == want
-            and status.replicas == want
-        ):
+        if rollout_state(api.sanitize_for_serialization(event["object"])).complete:
             return time.perf_counter() - start
     raise SystemExit("bench: the twin Deployment's rollout did not complete in 300 s")
 
@@ -296,26 +290,27 @@ def main() -> int:
                 before = _parts_cpu_s(control_plane[name], operators[name])
                 seconds = _ctl(kubeconfig, "--context", name, "kill", *wait)
                 after = _parts_cpu_s(control_plane[name], operators[name])
-                used = {part: after[part] - before[part] for part in parts}
-                for part, value in used.items():
-                    parts[part].append(value)
+                for part in parts:
+                    parts[part].append(after[part] - before[part])
+                used = sum(after.values()) - sum(before.values())
                 singles[name].append(seconds)
                 kills.append(seconds)
                 this_round.append(seconds)
-                cpu.append(sum(used.values()))
-                cores_busy.append(sum(used.values()) / seconds)
-                round_cpu += sum(used.values())
+                cpu.append(used)
+                cores_busy.append(used / seconds)
+                round_cpu += used
                 killed = _wrc_env(apis[name])
                 _ctl(kubeconfig, "--context", name, "restore", *wait)
                 # The direct path on the same cluster: the same change on the twin.
                 time.sleep(SETTLE_S)
-                cp_before = sum(cpu_seconds(p) for p in control_plane[name])
-                op_before, self_before = cpu_seconds(operators[name]), _self_cpu_s()
+                before = _parts_cpu_s(control_plane[name], operators[name])
+                self_before = _self_cpu_s()
                 direct.append(_roll_twin(apis[name], killed))
-                spent = sum(cpu_seconds(p) for p in control_plane[name]) - cp_before
+                after = _parts_cpu_s(control_plane[name], operators[name])
+                spent = after["control_plane"] - before["control_plane"]
                 direct_cpu.append(spent)
                 direct_client_cpu.append(_self_cpu_s() - self_before)
-                direct_operator_cpu.append(cpu_seconds(operators[name]) - op_before)
+                direct_operator_cpu.append(after["operator"] - before["operator"])
                 round_direct_cpu += spent
                 _roll_twin(apis[name], _wrc_env(apis[name]))  # restored, as the WRC
             slowest.append(max(this_round))
