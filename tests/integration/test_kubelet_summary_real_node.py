@@ -6,6 +6,7 @@ Prometheus' peak stands for it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -80,3 +81,31 @@ def test_the_summary_gives_a_real_pods_working_set_and_a_kwok_node_is_refused(
     assert sampler.peaks.get("on-the-real-node", 0) > 0
     assert "on-a-kwok-node" not in sampler.peaks
     assert set(sampler.refused) == {"kwok-node-0"}, sampler.refused
+
+
+def test_the_sampler_waits_for_a_new_pods_first_figure_and_not_for_a_kwok_pod(
+    pods: LocalCluster,
+) -> None:
+    conn = connect(str(pods.kubeconfig), None, NS, field_manager="spillover-harness-test")
+    with pods.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_pod(NS, _pod("new-on-the-real-node", real=True))
+        wait_for(
+            "the new probe pod running",
+            lambda: core.read_namespaced_pod("new-on-the-real-node", NS).status.phase == "Running",
+            timeout=180,
+        )
+        try:
+            # as a block starts right after a switch made new pods
+            with SummarySampler(conn, LABEL, "mcp-host", step_s=0.5) as sampler:
+                unmeasured = sampler.wait_measured(120)
+                waited_until = time.time()
+                assert unmeasured == set(), unmeasured
+                # every running pod on the real node has a figure read before the wait
+                # ended; the kwok pod, on a node that is refused, was not waited for
+                assert {"on-the-real-node", "new-on-the-real-node"} <= set(sampler.first)
+                assert sampler.first["new-on-the-real-node"].at <= waited_until
+                assert "on-a-kwok-node" not in sampler.first
+                assert set(sampler.refused) == {"kwok-node-0"}, sampler.refused
+        finally:
+            core.delete_namespaced_pod("new-on-the-real-node", NS, grace_period_seconds=0)

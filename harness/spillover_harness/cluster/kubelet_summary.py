@@ -15,12 +15,20 @@ own housekeeping interval (about 10 s by default for cAdvisor; the Summary's
 `memory.time` says when): a finer step than that sees no more, so the step is an
 upper bound on the resolution, not a promise of it.
 
+A new pod has no figure until the kubelet's first housekeeping of its container, and a
+configuration switch makes new pods: the block then waits (`wait_measured`) until every
+running pod has one before its runs start, so that its working set at the start is a
+figure of the idle pod. The sampler keeps each pod's first and last figure, and
+`block_edges` takes the block's working set at its start and end from them where
+Prometheus had no sample of the new pods yet.
+
 Pure except `SummarySampler`, which never raises (a metrics source never stops a stage).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +38,10 @@ from spillover_operator.client import ClientError, Connection, list_pods, node_s
 __all__ = [
     "MAX_SAMPLES",
     "STEP_S",
+    "Figure",
     "PeakReading",
     "SummarySampler",
+    "block_edges",
     "combine_peak",
     "source_label",
     "working_sets",
@@ -110,12 +120,52 @@ def combine_peak(
     return PeakReading(None, None)
 
 
+@dataclass(frozen=True)
+class Figure:
+    """One pod's working set as a Summary gave it, and when the sampler read it
+    (seconds since the epoch)."""
+
+    bytes: int
+    at: float
+
+
+def block_edges(
+    first: Mapping[str, Figure],
+    last: Mapping[str, Figure],
+    pods: list[str] | set[str],
+    start: float,
+    end: float,
+    step_s: float = STEP_S,
+) -> tuple[int | None, int | None]:
+    """The summed working set of `pods` at a block's start and at its end, from each
+    pod's first and last sampled figure: the start only when every pod's first figure
+    was read by `start` (plus one step: before its runs could move it), the end only
+    when every pod's last figure was read at `end` or later (less one step). None:
+    not measured, never a figure read mid-block."""
+    if not pods:
+        return None, None
+    at_start = [first.get(p) for p in pods]
+    at_end = [last.get(p) for p in pods]
+    start_bytes = (
+        sum(f.bytes for f in at_start if f is not None)
+        if all(f is not None and f.at <= start + step_s for f in at_start)
+        else None
+    )
+    end_bytes = (
+        sum(f.bytes for f in at_end if f is not None)
+        if all(f is not None and f.at >= end - step_s for f in at_end)
+        else None
+    )
+    return start_bytes, end_bytes
+
+
 class SummarySampler:
     """Samples, every `step_s` until `stop()` (at most `max_samples` times), the Summary
     of each node running a pod that `selector` matches in the connection's namespace,
-    and keeps per pod the highest working set of `container`. The pods are listed
-    again at each step: a configuration switch may replace them while it runs. A node
-    whose Summary is refused or not served is not asked again (`refused` says why)."""
+    and keeps per pod the highest working set of `container` and its first and last
+    figure. The pods are listed again at each step: a configuration switch may replace
+    them while it runs. A node whose Summary is refused or not served is not asked
+    again (`refused` says why)."""
 
     def __init__(
         self,
@@ -132,6 +182,12 @@ class SummarySampler:
         self.step_s = step_s
         self.max_samples = max_samples
         self.peaks: dict[str, int] = {}
+        self.first: dict[str, Figure] = {}
+        self.last: dict[str, Figure] = {}
+        # running pods, on nodes whose Summary is read, without a figure at the last step
+        # (None: no step yet)
+        self.unmeasured: set[str] | None = None
+        self._stepped = threading.Condition()
         self.samples = 0  # steps at which at least one Summary was read
         self.refused: dict[str, str] = {}  # node -> why its Summary is not read
         self._stop = threading.Event()
@@ -149,6 +205,19 @@ class SummarySampler:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def wait_measured(self, timeout_s: float) -> set[str]:
+        """Wait until a step found a figure for every running pod on a node whose
+        Summary is read (at most `timeout_s`); the pods still without one (empty: all
+        measured). Pods on refused nodes are not waited for: nothing would measure them."""
+        deadline = time.monotonic() + timeout_s
+        with self._stepped:
+            while self.unmeasured is None or self.unmeasured:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    break
+                self._stepped.wait(left)
+            return set(self.unmeasured or ())
+
     def stop(self) -> None:
         """Take one last sample's worth of time at most, then return (idempotent)."""
         self._stop.set()
@@ -164,12 +233,19 @@ class SummarySampler:
     def sample_once(self) -> None:
         """One step: list the pods, read their nodes' Summaries. Never raises."""
         try:
+            self._sample()
+        finally:
+            with self._stepped:
+                self._stepped.notify_all()
+
+    def _sample(self) -> None:
+        try:
             pods = list_pods(self.conn, self.selector)
-        except ClientError as exc:
-            self.refused.setdefault("(pods)", exc.message)
-            return
         except Exception as exc:  # never stop a stage over a metrics source
-            self.refused.setdefault("(pods)", type(exc).__name__)
+            why = exc.message if isinstance(exc, ClientError) else type(exc).__name__
+            self.refused.setdefault("(pods)", why)
+            if self.unmeasured is None:
+                self.unmeasured = set()  # no pod known: none to wait for
             return
         nodes = sorted(
             {
@@ -191,6 +267,23 @@ class SummarySampler:
                 self.refused[node] = type(exc).__name__
                 continue
             read_any = True
+            now = time.time()
             for pod, value in working_sets(summary, self.conn.namespace, self.container).items():
                 self.peaks[pod] = max(self.peaks.get(pod, 0), value)
+                self.first.setdefault(pod, Figure(value, now))
+                self.last[pod] = Figure(value, now)
         self.samples += read_any
+        self.unmeasured = {
+            name
+            for p in pods
+            if (name := str((p.get("metadata") or {}).get("name") or ""))
+            and _running(p)
+            and str((p.get("spec") or {}).get("nodeName") or "") not in self.refused
+            and name not in self.first
+        }
+
+
+def _running(pod: Any) -> bool:
+    """Running and not being deleted: a pod whose container the kubelet measures."""
+    deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
+    return not deleting and (pod.get("status") or {}).get("phase") == "Running"

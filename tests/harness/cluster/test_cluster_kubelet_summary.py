@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from spillover_harness.cluster.kubelet_summary import (
+    Figure,
+    block_edges,
     combine_peak,
     source_label,
     working_sets,
@@ -122,3 +124,24 @@ def test_without_samples_the_prometheus_peak_stands_and_says_so() -> None:
 def test_source_labels() -> None:
     assert source_label("prometheus", 30.0) == "prometheus@30s"
     assert source_label("kubelet-summary", 1.0) == "kubelet-summary@1s"
+
+
+def test_a_blocks_edges_are_its_pods_first_and_last_figures_summed() -> None:
+    """A block from 100 to 160 (1 s step): each pod's first figure read by its start
+    (plus a step), its last at its end (less a step) or later."""
+    first = {"a": Figure(200 * MIB, 99.5), "b": Figure(100 * MIB, 101.0)}
+    last = {"a": Figure(230 * MIB, 161.0), "b": Figure(120 * MIB, 159.5)}
+    assert block_edges(first, last, ["a", "b"], 100.0, 160.0) == (300 * MIB, 350 * MIB)
+    assert block_edges(first, last, {"a"}, 100.0, 160.0) == (200 * MIB, 230 * MIB)
+
+
+def test_a_figure_read_mid_block_is_not_its_start_or_end() -> None:
+    first = {"a": Figure(200 * MIB, 99.0), "late": Figure(150 * MIB, 130.0)}
+    last = {"a": Figure(230 * MIB, 161.0), "late": Figure(150 * MIB, 140.0)}
+    # the late pod was first measured mid-block, and last read 20 s before the end
+    assert block_edges(first, last, ["a", "late"], 100.0, 160.0) == (None, None)
+    # a pod never measured: neither edge is the block's
+    assert block_edges(first, last, ["a", "unseen"], 100.0, 160.0) == (None, None)
+    assert block_edges(first, last, [], 100.0, 160.0) == (None, None)
+    # the step is the tolerance on both sides
+    assert block_edges(first, last, ["late"], 128.0, 142.0, step_s=2) == (150 * MIB, 150 * MIB)

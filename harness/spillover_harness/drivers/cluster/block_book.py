@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from spillover_operator.client import ClientError, Connection, list_pods
 
 from spillover_harness.cluster.blocks import Block, capture_end
-from spillover_harness.cluster.kubelet_summary import SummarySampler, combine_peak
+from spillover_harness.cluster.kubelet_summary import SummarySampler, block_edges, combine_peak
 from spillover_harness.collectors.memory import (
     BlockMemory,
     ContainerRestarts,
@@ -22,6 +22,10 @@ from spillover_harness.collectors.memory import (
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.profile import Profile
+
+# How long a block waits, before its runs, for the kubelet's first figure of new mcp-host
+# pods (its first housekeeping of a container comes about 10 s after the start).
+MEASURED_WAIT_S = 30.0
 
 
 class BlockBook:
@@ -47,6 +51,10 @@ class BlockBook:
                 block.sampler = SummarySampler(
                     self.cluster, self.profile.pods.mcp_host.selector, self._mcp_host_container()
                 ).start()
+                # the switch may have made new pods: their working set at the block's
+                # start is the idle pod's only once the kubelet has measured them
+                block.sampler.wait_measured(MEASURED_WAIT_S)
+                block.first_start = time.time()
         if previous is not None:
             previous.stop()  # its memory is read at the switch; no later sample is its
         if self.profile.memory.restarts_from == "pod-status":
@@ -105,6 +113,7 @@ class BlockBook:
         if block.sampler is not None:
             block.sampler.stop()
             self._finer_peak(memory, block)
+            self._kubelet_edges(memory, block)
         if from_status and queries.source != "none":
             after = self._container_restarts()
             if block.restarts_before is None or after is None:
@@ -139,6 +148,30 @@ class BlockBook:
                 "memory: the kubelet Summary was not read"
                 + (f" ({why[:200]})" if why else "")
                 + "; the peak is Prometheus' alone, a lower bound at its scrape interval"
+            )
+
+    @staticmethod
+    def _kubelet_edges(memory: BlockMemory, block: Block) -> None:
+        """The working set at the block's start and end from the kubelet Summary's
+        first and last figures of its pods, where Prometheus had no sample of them there
+        (new pods, a short block): both from the one source, or neither."""
+        sampler = block.sampler
+        assert sampler is not None
+        if memory.start_bytes is not None and memory.end_bytes is not None:
+            return
+        start, end = block_edges(
+            sampler.first,
+            sampler.last,
+            block.pods,
+            block.first_start,
+            block.last_end,
+            sampler.step_s,
+        )
+        if start is not None and end is not None:
+            memory.start_bytes, memory.end_bytes = start, end
+            memory.notes.append(
+                "memory: the working set at the block's start and end is the kubelet "
+                "Summary's (Prometheus had no sample of its pods there)"
             )
 
     def close(self) -> None:
