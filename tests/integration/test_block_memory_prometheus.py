@@ -154,6 +154,38 @@ def test_default_queries_give_the_block_figures_of_its_pods_only(
     assert both.start_bytes is not None and both.end_bytes is not None
 
 
+def test_a_block_that_ended_before_its_new_pods_first_scrape_is_read_one_scrape_later(
+    prometheus_factory, stand_in: KubeletMetricsStandIn
+) -> None:
+    """A switch made the pod and the block's one run ended before Prometheus first
+    scraped it: its figures are read after that scrape, never its start."""
+    prom = prometheus_factory([stand_in.target], scrape_interval_s=INTERVAL_S, honor_labels=True)
+    collector = PrometheusCollector(prom.url, scrape_interval_s=INTERVAL_S)
+    _scrapes()
+    start = time.time()
+    end = start + 0.05
+    time.sleep(0.05)
+    stand_in.set("mcp-host-new", working_set=80 * MIB, restarts=0, oom=None)
+    got = read_block_memory(
+        collector,
+        MemoryQueries(),
+        namespace="clerum",
+        pods=["mcp-host-new"],
+        container="mcp-host",
+        start=start,
+        end=end,
+    )
+    assert (got.peak_bytes, got.limit_bytes, got.end_bytes) == (80 * MIB, 512 * MIB, 80 * MIB)
+    assert (got.restarts, got.oom_kills) == (0, 0), got.notes
+    assert got.start_bytes is None
+    assert got.notes == [
+        "memory: working_set at the block's start gave no single number",
+        "memory: peak_working_set, limit, restarts, oom_kills, end_bytes read one scrape "
+        "interval after the block's end (Prometheus had no sample of its pods by then; "
+        "the pods were idle since)",
+    ]
+
+
 def test_an_unreachable_prometheus_leaves_every_figure_unmeasured() -> None:
     collector = PrometheusCollector("http://127.0.0.1:9", query_timeout_s=1)
     got = read_block_memory(

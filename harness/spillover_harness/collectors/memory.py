@@ -4,16 +4,17 @@ the profile's PromQL (`profile.memory`, docs/cluster-profile.md "memory").
 The cluster driver calls `read_block_memory` at each block's end, before the next
 configuration is applied (the switch may replace the pods whose series these are).
 Each query is evaluated at the block's end over a range as long as the block (the
-`working_set` query at the block's start and at its end: the leak figure); its one
-number is the figure, an empty answer is None ("not measured", with a note), and a
-Prometheus that cannot be reached leaves every figure None: a metrics source never
-stops a stage.
+`working_set` query at the block's start and at its end: the leak figure), and where
+it has no sample by then, one scrape interval later; its one number is the figure,
+an empty answer is None ("not measured", with a note), and a Prometheus that cannot
+be reached leaves every figure None: a metrics source never stops a stage.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from string import Template
@@ -33,6 +34,10 @@ __all__ = [
 ]
 
 FIGURES = ("peak_working_set", "limit", "restarts", "oom_kills")
+# the `working_set` query's two readings: at the block's start and at its end
+EDGES = ["start_bytes", "end_bytes"]
+# how long after a scrape's timestamp its samples can be taken as queryable
+SCRAPE_MARGIN_S = 1.0
 
 
 @dataclass
@@ -90,9 +95,15 @@ def read_block_memory(
     container: str,
     start: float,
     end: float,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> BlockMemory:
-    """The block's figures, each query evaluated at `end` over `[start, end]`. Never
-    raises."""
+    """The block's figures, each query evaluated at `end` over `[start, end]`. A figure
+    with no sample by `end` (a short block of pods the switch made: Prometheus' first
+    scrape of them came after it) is evaluated again one scrape interval later, after
+    waiting for that scrape when it is still to come: the caller reads before anything
+    else runs on the pods, so what it adds is the idle pods after the block. The start
+    is never read later (a sample after the runs is not the start). Never raises."""
     out = BlockMemory()
     if queries.source == "none":
         out.notes.append("memory: not read (profile memory.source: none)")
@@ -100,45 +111,58 @@ def read_block_memory(
     if not pods:
         out.notes.append("memory: no mcp-host pod is known to have served the block")
         return out
-    values: dict[str, float | None] = {}
+    interval = collector.scrape_interval_s
+    # the block's pods may be new at its start: read the working set one scrape into it,
+    # the first sample they can have (an instant query takes the latest sample)
+    first = min(start + interval, end)
+
+    def read(prom: Any, at: float, names: Sequence[str]) -> dict[str, float | None]:
+        got: dict[str, float | None] = {}
+        for name in names:
+            query = getattr(queries, "working_set" if name in EDGES else name)
+            text = render_query(
+                query,
+                namespace=namespace,
+                pods=pods,
+                container=container,
+                window_s=at - start + interval,
+            )
+            when = first if name == "start_bytes" else at
+            got[name] = single_value(prom.custom_query(text, params={"time": f"{when:.3f}"}))
+        return got
+
+    names = [n for n in FIGURES if getattr(queries, n) is not None]
+    if queries.working_set is not None:
+        names += EDGES
+    later: list[str] = []
     try:
         with collector.connect() as prom:
-            for name in FIGURES:
-                query = getattr(queries, name)
-                if query is None:
-                    continue
-                text = render_query(
-                    query,
-                    namespace=namespace,
-                    pods=pods,
-                    container=container,
-                    window_s=end - start + collector.scrape_interval_s,
-                )
-                values[name] = single_value(prom.custom_query(text, params={"time": f"{end:.3f}"}))
-                if values[name] is None:
-                    out.notes.append(f"memory: {name} query gave no single number")
-            if queries.working_set is not None:
-                text = render_query(
-                    queries.working_set,
-                    namespace=namespace,
-                    pods=pods,
-                    container=container,
-                    window_s=end - start + collector.scrape_interval_s,
-                )
-                # the block's pods may be new at its start: read one scrape into it, the
-                # first sample they can have (an instant query takes the latest sample)
-                first = min(start + collector.scrape_interval_s, end)
-                for name, at in (("start_bytes", first), ("end_bytes", end)):
-                    values[name] = single_value(
-                        prom.custom_query(text, params={"time": f"{at:.3f}"})
-                    )
-                    if values[name] is None:
-                        out.notes.append(
-                            f"memory: working_set at the block's {name[:-6]} gave no single number"
-                        )
+            values = read(prom, end, names)
+            missing = [n for n in names if values[n] is None and n != "start_bytes"]
+            if missing:
+                at = end + interval + SCRAPE_MARGIN_S
+                wait = at + SCRAPE_MARGIN_S - clock()
+                if wait > 0:
+                    sleep(min(wait, interval + 2 * SCRAPE_MARGIN_S))
+                for name, value in read(prom, at, missing).items():
+                    if value is not None:
+                        values[name] = value
+                        later.append(name)
     except Exception as exc:  # never stop a stage over a metrics source
         out.notes.append(f"memory: not read ({collector._unreachable(exc)})")
         return out
+    for name in names:
+        if values[name] is None:
+            out.notes.append(
+                f"memory: working_set at the block's {name[:-6]} gave no single number"
+                if name in EDGES
+                else f"memory: {name} query gave no single number"
+            )
+    if later:
+        out.notes.append(
+            f"memory: {', '.join(later)} read one scrape interval after the block's end "
+            "(Prometheus had no sample of its pods by then; the pods were idle since)"
+        )
 
     def whole(name: str) -> int | None:
         value = values.get(name)
@@ -146,7 +170,7 @@ def read_block_memory(
 
     out.peak_bytes = whole("peak_working_set")
     if out.peak_bytes is not None:
-        out.peak_source = f"prometheus@{collector.scrape_interval_s:g}s"
+        out.peak_source = f"prometheus@{interval:g}s"
     out.limit_bytes = whole("limit")
     out.restarts = whole("restarts")
     out.oom_kills = whole("oom_kills")
