@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from spillover_harness.collectors.memory import read_block_memory
+from spillover_harness.collectors.memory import BlockMemory, read_block_memory
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.profile import MemoryQueries
 
@@ -84,6 +84,20 @@ def stand_in() -> Iterator[KubeletMetricsStandIn]:
         s.server.server_close()
 
 
+def _read(
+    collector: PrometheusCollector,
+    queries: MemoryQueries,
+    pods: list[str],
+    start: float,
+    end: float,
+) -> BlockMemory:
+    """The block's memory for `pods` of namespace clerum, container mcp-host."""
+    return read_block_memory(
+        collector, queries, namespace="clerum", pods=pods, container="mcp-host",
+        start=start, end=end,
+    )  # fmt: skip
+
+
 def _scrapes(n: int = 3) -> None:
     time.sleep(n * INTERVAL_S + 0.3)
 
@@ -107,41 +121,23 @@ def test_default_queries_give_the_block_figures_of_its_pods_only(
     _scrapes()
     collector = PrometheusCollector(prom.url, scrape_interval_s=INTERVAL_S)
 
-    both = read_block_memory(
-        collector,
-        MemoryQueries(),
-        namespace="clerum",
-        pods=["mcp-host-a", "mcp-host-b"],
-        container="mcp-host",
-        start=start,
-        end=end,
-    )
+    both = _read(collector, MemoryQueries(), ["mcp-host-a", "mcp-host-b"], start, end)
     assert both.notes == []
     assert (both.peak_bytes, both.limit_bytes) == (300 * MIB, 512 * MIB)
     assert (both.restarts, both.oom_kills) == (1, 1)
 
     # pod b alone: its restarts did not move during the block, and it has no
     # OOMKilled series: zero, not "not measured"
-    b = read_block_memory(
-        collector,
-        MemoryQueries(),
-        namespace="clerum",
-        pods=["mcp-host-b"],
-        container="mcp-host",
-        start=start,
-        end=end,
-    )
+    b = _read(collector, MemoryQueries(), ["mcp-host-b"], start, end)
     assert (b.peak_bytes, b.restarts, b.oom_kills) == (50 * MIB, 0, 0)
 
     # a query that finds nothing: not measured, with a note; null queries are not run
-    none = read_block_memory(
+    none = _read(
         collector,
         MemoryQueries(limit=None, restarts=None, oom_kills=None),
-        namespace="clerum",
-        pods=["mcp-host-gone"],
-        container="mcp-host",
-        start=start,
-        end=end,
+        ["mcp-host-gone"],
+        start,
+        end,
     )
     assert none.peak_bytes is None and none.limit_bytes is None
     assert none.start_bytes is None and none.end_bytes is None
@@ -166,15 +162,7 @@ def test_a_block_that_ended_before_its_new_pods_first_scrape_is_read_one_scrape_
     end = start + 0.05
     time.sleep(0.05)
     stand_in.set("mcp-host-new", working_set=80 * MIB, restarts=0, oom=None)
-    got = read_block_memory(
-        collector,
-        MemoryQueries(),
-        namespace="clerum",
-        pods=["mcp-host-new"],
-        container="mcp-host",
-        start=start,
-        end=end,
-    )
+    got = _read(collector, MemoryQueries(), ["mcp-host-new"], start, end)
     assert (got.peak_bytes, got.limit_bytes, got.end_bytes) == (80 * MIB, 512 * MIB, 80 * MIB)
     assert (got.restarts, got.oom_kills) == (0, 0), got.notes
     assert got.start_bytes is None
@@ -188,14 +176,6 @@ def test_a_block_that_ended_before_its_new_pods_first_scrape_is_read_one_scrape_
 
 def test_an_unreachable_prometheus_leaves_every_figure_unmeasured() -> None:
     collector = PrometheusCollector("http://127.0.0.1:9", query_timeout_s=1)
-    got = read_block_memory(
-        collector,
-        MemoryQueries(),
-        namespace="clerum",
-        pods=["mcp-host-a"],
-        container="mcp-host",
-        start=0.0,
-        end=1.0,
-    )
+    got = _read(collector, MemoryQueries(), ["mcp-host-a"], 0.0, 1.0)
     assert (got.peak_bytes, got.limit_bytes, got.restarts, got.oom_kills) == (None,) * 4
     assert got.notes and "prometheus unreachable" in got.notes[0]
