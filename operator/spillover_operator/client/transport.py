@@ -19,6 +19,7 @@ import json
 import os
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,19 @@ from typing import Any, Protocol
 Query = list[tuple[str, str]]
 Timeout = tuple[float, float]
 JSON = "application/json"
+# A kept connection idle longer than this is closed rather than reused: the API server
+# closes its own after 90 s idle, load balancers often after 60 s, and a request sent
+# on a connection the server closed fails where a new one would not.
+IDLE_REUSE_S = 30.0
+# What sending on a kept connection the server closed meanwhile raises: the request is
+# sent once more on a new connection (a TLS connection cut without close_notify gives
+# SSLEOFError, "EOF occurred in violation of protocol").
+_CLOSED_MEANWHILE = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+)
 ANY = "*/*"  # a container's log, an endpoint behind the proxy: whatever it sends
 
 
@@ -83,6 +97,7 @@ class HttpTransport:
         headers: Mapping[str, str],
         make_api_client: Callable[[], Any],
         extra_headers: Sequence[tuple[str, str]] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.server = server.rstrip("/")
         parsed = urllib.parse.urlsplit(server)
@@ -96,7 +111,9 @@ class HttpTransport:
         self.extra_headers = list(extra_headers)
         self._make_api_client = make_api_client
         self._api_client: Any = None
-        self._idle: list[http.client.HTTPConnection] = []
+        # kept connections, with when each was last used (`clock`)
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._clock = clock
         self._lock = threading.Lock()
 
     def _connect(self, timeout: Timeout) -> http.client.HTTPConnection:
@@ -146,15 +163,14 @@ class HttpTransport:
         if payload is not None:
             headers["Content-Type"] = content_type or "application/json"
         url = _url(path, query)
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
+        conn = self._kept()
         reused = conn is not None
         if conn is None:
             conn = self._connect(timeout)
         try:
             try:
                 resp = self._send(conn, method, url, payload, headers, timeout)
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except _CLOSED_MEANWHILE:
                 if not reused:
                     raise
                 conn.close()  # a kept connection the server closed meanwhile: once more
@@ -168,10 +184,24 @@ class HttpTransport:
             conn.close()
         else:
             with self._lock:
-                self._idle.append(conn)
+                self._idle.append((conn, self._clock()))
         if resp.status >= 400:
             raise HttpStatusError(resp.status, resp.reason, data.decode("utf-8", "replace"))
         return data
+
+    def _kept(self) -> http.client.HTTPConnection | None:
+        """The most recently used kept connection idle less than IDLE_REUSE_S (older
+        ones are closed), or None."""
+        stale: list[http.client.HTTPConnection] = []
+        with self._lock:
+            now = self._clock()
+            fresh = [(c, at) for c, at in self._idle if now - at < IDLE_REUSE_S]
+            stale = [c for c, at in self._idle if now - at >= IDLE_REUSE_S]
+            self._idle = fresh
+            conn = self._idle.pop()[0] if self._idle else None
+        for old in stale:
+            old.close()
+        return conn
 
     def stream(self, path: str, *, query: Query, timeout: Timeout) -> Iterator[bytes]:
         conn = self._connect(timeout)

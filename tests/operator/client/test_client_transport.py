@@ -20,6 +20,7 @@ import yaml
 from controlplane.localcluster import _PKI
 from spillover_operator.client import connect
 from spillover_operator.client.transport import (
+    IDLE_REUSE_S,
     ApiClientTransport,
     HttpTransport,
     NotPlain,
@@ -215,3 +216,70 @@ def test_both_transports_send_the_accept_header_asked_for(echo_accept: str) -> N
         anything = transport.request("GET", "/x", timeout=(5.0, 5.0), accept="*/*")
         assert json.loads(plain) == {"accept": "application/json"}, type(transport).__name__
         assert json.loads(anything) == {"accept": "*/*"}, type(transport).__name__
+
+
+class _KeepAlive(http.server.BaseHTTPRequestHandler):
+    """A real HTTP/1.1 server that keeps connections open, counts the connections it
+    accepted, and closes a kept connection without saying so when told to (as an API
+    server closes one idle too long)."""
+
+    protocol_version = "HTTP/1.1"
+    connections: list[int] = []
+    cut_after_answer = False
+
+    def setup(self) -> None:
+        super().setup()
+        type(self).connections.append(id(self))
+
+    def do_GET(self) -> None:
+        body = b"{}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        if type(self).cut_after_answer:
+            self.close_connection = True  # no "Connection: close": the client keeps it
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def keep_alive() -> Iterator[tuple[str, type[_KeepAlive]]]:
+    handler = type("KeepAlive", (_KeepAlive,), {"connections": [], "cut_after_answer": False})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_kept_connection_is_reused_only_while_fresh(
+    keep_alive: tuple[str, type[_KeepAlive]],
+) -> None:
+    url, server = keep_alive
+    now = [0.0]
+    transport = HttpTransport(url, None, {}, lambda: None, clock=lambda: now[0])
+    transport.request("GET", "/x", timeout=(5.0, 5.0))
+    now[0] += IDLE_REUSE_S - 1
+    transport.request("GET", "/x", timeout=(5.0, 5.0))
+    assert len(server.connections) == 1  # kept and reused
+    now[0] += IDLE_REUSE_S
+    transport.request("GET", "/x", timeout=(5.0, 5.0))
+    assert len(server.connections) == 2  # idle too long: closed, a new one
+
+
+def test_a_kept_connection_the_server_closed_meanwhile_is_replaced(
+    keep_alive: tuple[str, type[_KeepAlive]],
+) -> None:
+    url, server = keep_alive
+    server.cut_after_answer = True
+    transport = HttpTransport(url, None, {}, lambda: None)
+    for _ in range(3):
+        assert transport.request("GET", "/x", timeout=(5.0, 5.0)) == b"{}"
+    assert len(server.connections) == 3
