@@ -160,7 +160,10 @@ def test_a_block_that_ended_before_its_new_pods_first_scrape_is_read_one_scrape_
     _scrapes()
     start = time.time()
     end = start + 0.05
-    time.sleep(0.05)
+    # The pod appears once every scrape stamped by the block's end is over (a scrape
+    # lasts at most its timeout, one interval): one still in flight when it appeared
+    # would give it a sample at or before the end.
+    time.sleep(max(0.0, end + INTERVAL_S + 0.1 - time.time()))
     stand_in.set("mcp-host-new", working_set=80 * MIB, restarts=0, oom=None)
     got = _read(collector, MemoryQueries(), ["mcp-host-new"], start, end)
     assert (got.peak_bytes, got.limit_bytes, got.end_bytes) == (80 * MIB, 512 * MIB, 80 * MIB)
