@@ -8,7 +8,9 @@ stand-in.
 from __future__ import annotations
 
 import copy
+import hashlib
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,7 +33,19 @@ WAIT = 120.0  # seconds: a generous bound for slow machines, never a timing asse
 
 T = TypeVar("T")
 # kubernetes ships py.typed but leaves the dynamic client unannotated.
-DynamicClient = cast(Callable[[client.ApiClient], Any], _DynamicClient)
+_dynamic_client = cast(Callable[..., Any], _DynamicClient)
+# The dynamic client's discovery cache. Left to itself the library writes one
+# /tmp/osrcp-<hash>.json per API server and never removes it; this directory goes when
+# the tests end.
+_DISCOVERY_CACHE = tempfile.TemporaryDirectory(prefix="spillover-tests-discovery-")
+
+
+def DynamicClient(api: client.ApiClient) -> Any:
+    """The kubernetes dynamic client on `api`, its discovery cache (one file per API
+    server, as the library keys it) in a directory removed when the tests end."""
+    host = hashlib.md5(str(api.configuration.host).encode(), usedforsecurity=False).hexdigest()
+    cache = Path(_DISCOVERY_CACHE.name) / f"discovery-{host}.json"
+    return _dynamic_client(api, cache_file=str(cache))
 
 
 # ---------------------------------------------------------------------------- waiting
