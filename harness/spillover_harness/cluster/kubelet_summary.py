@@ -247,13 +247,7 @@ class SummarySampler:
             if self.unmeasured is None:
                 self.unmeasured = set()  # no pod known: none to wait for
             return
-        nodes = sorted(
-            {
-                str((p.get("spec") or {}).get("nodeName") or "")
-                for p in pods
-                if (p.get("spec") or {}).get("nodeName")
-            }
-        )
+        nodes = sorted({node for p in pods if (node := _node_of(p))})
         read_any = False
         for node in nodes:
             if node in self.refused:
@@ -278,9 +272,14 @@ class SummarySampler:
             for p in pods
             if (name := str((p.get("metadata") or {}).get("name") or ""))
             and _running(p)
-            and str((p.get("spec") or {}).get("nodeName") or "") not in self.refused
+            and _node_of(p) not in self.refused
             and name not in self.first
         }
+
+
+def _node_of(pod: Any) -> str:
+    """The node a pod is bound to; "" while it is not scheduled."""
+    return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
 def _running(pod: Any) -> bool:
