@@ -20,6 +20,7 @@ import kopf
 from spillover_operator import exit_codes
 from spillover_operator.domain import settings as settings_module
 from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
+from spillover_operator.domain.rollout import rollout_step
 from spillover_operator.handlers import election, liveness, policies, runtime, views
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -237,7 +238,13 @@ def deployment_event(
     generation = (body.get("metadata") or {}).get("generation")
     template = ((body.get("spec") or {}).get("template") or {}).get("metadata") or {}
     policies.deployment_event(
-        runtime.of(memo), reader, name, generation, logger, template.get("labels")
+        runtime.of(memo),
+        reader,
+        name,
+        generation,
+        logger,
+        template.get("labels"),
+        rollout_step=type is not None and type != "DELETED" and rollout_step(body),
     )
 
 

@@ -106,3 +106,15 @@ def rollout_state(deployment: Mapping[str, Any]) -> RolloutState:
             "are available",
         )
     return state(True, f"deployment {name!r} successfully rolled out")
+
+
+def rollout_step(deployment: Mapping[str, Any]) -> bool:
+    """Whether the Deployment is in a rollout the controller has already observed: its
+    status is at a step on the way (counts moving), not at a change of its spec (a new
+    generation not observed yet) nor at the rollout's end."""
+    state = rollout_state(deployment)
+    return (
+        not state.complete
+        and state.generation is not None
+        and state.observed_generation == state.generation
+    )

@@ -329,6 +329,8 @@ def deployment_event(
     generation: Any,
     logger: Logger,
     pod_labels: Mapping[str, Any] | None = None,
+    *,
+    rollout_step: bool = False,
 ) -> None:
     """A target Deployment appeared, changed or went away: reconcile its policies (with
     nothing to change on it, a status update during a rollout, that writes only the
@@ -338,7 +340,12 @@ def deployment_event(
 
     Any other Deployment whose pods (`pod_labels`, its template's labels) a policy's
     recipe-pod selector matches: its rollout is what a refresh waits for, so those
-    policies are reconciled as on a pod event."""
+    policies are reconciled as on a pod event.
+
+    `rollout_step`: the event is a step of a rollout the controller has observed
+    (`domain.rollout.rollout_step`): its pass settles `ROLLOUT_STEP_SETTLE_SECONDS`, so
+    the steps of a burst cost one pass; the rollout's end, a new generation and a
+    deletion run at once."""
     if name is None:
         return
     if not reader.names_targeting(name):
@@ -346,6 +353,10 @@ def deployment_event(
             pod_event(rt, reader, pod_labels, logger)
         return
     if not rt.note_generation(reader.namespace, name, generation):
+        return
+    if rollout_step:
+        rt.leave_pass(reader.namespace, name, reader, settle=ROLLOUT_STEP_SETTLE_SECONDS)
+        _settle_then_drain(rt, reader.namespace, name, logger, timer="rollout")
         return
     rt.leave_pass(reader.namespace, name, reader)
     _schedule_drain(rt, reader.namespace, name, logger)
@@ -372,24 +383,31 @@ def pod_event(
 # the ConfigMaps its pods read, a status write) a second, not one per event. A policy
 # change or a target Deployment event makes the pass due at once.
 POD_SETTLE_SECONDS = 1.0
+# A target Deployment's status moves at every step of its rollout (about fifteen events
+# for three replicas, even after kopf's batching), and each pass is a reconcile: a
+# read of the Deployment, a LIST of the recipe pods, a status write (which every
+# `kill --wait` watching the policy looks at again). A step's pass runs this long
+# after the first step of a burst; the step that ends the rollout runs at once.
+ROLLOUT_STEP_SETTLE_SECONDS = 0.25
 
 
 def _settle_then_drain(
-    rt: OperatorRuntime, namespace: str, deployment: str, logger: Logger
+    rt: OperatorRuntime, namespace: str, deployment: str, logger: Logger, timer: str = "pods"
 ) -> None:
     """`_schedule_drain` once the pass left is due (`OperatorRuntime.pass_wait`): until
-    then a timer (one per Deployment, `later_once`) looks again, and meanwhile `_drain`
-    leaves the pass alone."""
+    then a timer (one per Deployment and `timer` kind, `later_once`) looks again, and
+    meanwhile `_drain` leaves the pass alone."""
     wait = rt.pass_wait(namespace, deployment)
     if wait > 0:
         rt.later_once(
-            (namespace, deployment, "pods"),
+            (namespace, deployment, timer),
             wait,
             _settle_then_drain,
             rt,
             namespace,
             deployment,
             logger,
+            timer,
         )
     else:
         _schedule_drain(rt, namespace, deployment, logger)

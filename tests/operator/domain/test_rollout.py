@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from spillover_operator.domain.rollout import rollout_state
+from spillover_operator.domain.rollout import rollout_state, rollout_step
 
 
 def dep(
@@ -84,3 +84,17 @@ def test_to_status_leaves_unknown_out() -> None:
     body = state.to_status()
     assert "generation" not in body and "observedGeneration" not in body
     assert body["complete"] is True
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "step"),
+    [
+        ({"updated": 1, "available": 1}, True),  # observed, on its way
+        ({"total": 3}, True),  # an old replica still terminating
+        ({}, False),  # the end of the rollout
+        ({"observed": 2, "updated": 1}, False),  # a new generation: a change, not a step
+        ({"observed": None, "updated": 1}, False),  # nothing observed yet
+    ],
+)
+def test_rollout_step(kwargs: dict[str, Any], step: bool) -> None:
+    assert rollout_step(dep(**kwargs)) is step

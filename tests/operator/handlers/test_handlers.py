@@ -299,3 +299,56 @@ def test_a_pod_events_pass_runs_once_due(monkeypatch: pytest.MonkeyPatch) -> Non
     assert ran == ["pod-2"]
     rt.pass_threads.shutdown(wait=True)
     assert ran == ["pod-2"] and not rt.has_pass("ns", "wrc")  # one drain for the burst
+
+
+def test_a_rollout_steps_pass_settles_and_its_end_runs_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A target Deployment's event that is a step of its rollout leaves a pass that
+    waits `ROLLOUT_STEP_SETTLE_SECONDS` (the burst's later steps join it, then its timer
+    runs it once); the event that ends the rollout runs its pass at once."""
+    from spillover_operator.handlers import policies
+
+    rt = _runtime()
+    drained = threading.Event()
+    ran: list[str] = []
+
+    def record(rt_: runtime.OperatorRuntime, ns: str, dep: str, _: object) -> None:
+        left = rt_.take_pass(ns, dep)
+        if left is not None:
+            ran.append(str(left.reader))
+        drained.set()
+
+    class Reader:
+        namespace = "ns"
+
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def names_targeting(self, name: str) -> list[str]:
+            return ["spillover"]
+
+        def __str__(self) -> str:
+            return self.label
+
+    monkeypatch.setattr(policies, "_run_pass", record)
+    monkeypatch.setattr(policies, "ROLLOUT_STEP_SETTLE_SECONDS", 0.3)
+    logger = logging.getLogger("test")
+    for step in ("step-1", "step-2"):
+        policies.deployment_event(rt, Reader(step), "wrc", 2, logger, None, rollout_step=True)  # type: ignore[arg-type]
+    assert 0 < rt.pass_wait("ns", "wrc") <= 0.3  # not run yet: it settles
+    assert drained.wait(5)  # its timer ran it
+    rt.pass_threads.shutdown(wait=True)
+    assert ran == ["step-2"]  # one pass for the burst, with the latest reader
+
+    rt = _runtime()
+    drained.clear()
+    timers: list[float] = []  # the step's timer, recorded rather than started
+    monkeypatch.setattr(rt, "later", lambda delay, work, *args: timers.append(delay))
+    monkeypatch.setattr(policies, "ROLLOUT_STEP_SETTLE_SECONDS", 60)
+    policies.deployment_event(rt, Reader("step"), "wrc", 2, logger, None, rollout_step=True)  # type: ignore[arg-type]
+    assert len(timers) == 1 and 59 < timers[0] <= 60
+    policies.deployment_event(rt, Reader("end"), "wrc", 2, logger, None)  # type: ignore[arg-type]
+    assert drained.wait(5)  # at once, not after the step's 60 s
+    rt.pass_threads.shutdown(wait=True)
+    assert ran == ["step-2", "end"] and not rt.has_pass("ns", "wrc")
