@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -53,6 +55,7 @@ from spillover_operator.client import (
     selector_string,
     server_version,
 )
+from spillover_operator.domain.assess import StatusReport
 from spillover_operator.domain.envplan import plan_apply
 from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR, SPILLOVER_VARS
 from spillover_operator.domain.policy import parse_spec
@@ -445,3 +448,62 @@ def test_wait_stops_when_the_operator_refused_or_the_target_is_missing(
     patch_policy(conn, "spillover", {"spec": other})
     with pytest.raises(NotFound, match="container 'missing' not found"):
         wait_until_settled(conn, "spillover", timeout=60)
+
+
+def test_wait_looks_seldom_while_the_operator_reports_a_rollout_and_at_once_when_done(
+    conn: Connection, admin: client.ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Watch events while the policy's last event says the operator is still rolling
+    out make a look (a GET of the policy and the Deployment, a LIST of pods) at most
+    every LOOK_EVERY_S; the event of Ready=True makes one at once, which settles."""
+    from spillover_operator.observed import waiting
+
+    create_object(admin, _wrc(namespace))
+    create_object(admin, policy_manifest(namespace, SPEC))
+    wait_for("the WRC to roll out", lambda: _rolled_out(admin, namespace))
+    spec = parse_spec(SPEC)  # applied as the operator would
+    patch_deployment_env(
+        conn, "wrc", plan_apply(get_deployment(conn, "wrc"), spec, config_maps=no_config_maps)
+    )
+    wait_for("the applied WRC to roll out", lambda: _rolled_out(admin, namespace))
+    _settle_policy_status(conn, "RolloutInProgress", ready=False)
+
+    every = 1.0
+    monkeypatch.setattr(waiting, "LOOK_EVERY_S", every)
+    looks: list[float] = []
+    real_observe = waiting.observe
+
+    def counted_observe(*args: Any, **kwargs: Any) -> Any:  # the real look, counted
+        looks.append(time.monotonic())
+        return real_observe(*args, **kwargs)
+
+    monkeypatch.setattr(waiting, "observe", counted_observe)
+    ended: list[Any] = []
+
+    def wait() -> None:
+        try:
+            ended.append(wait_until_settled(conn, "spillover", timeout=120, recipe_pods=False))
+        except Exception as exc:  # reported by the main thread below
+            ended.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    wait_for("the first look", lambda: looks)
+    # A burst of policy events (an annotation each) while the operator says "rolling out".
+    start = time.monotonic()
+    for i in range(40):
+        patch_policy(conn, "spillover", {"metadata": {"annotations": {"test/burst": str(i)}}})
+    end = time.monotonic()
+    during = [t for t in looks if start <= t <= end]
+    bound = int((end - start) / every) + 2
+    assert len(during) <= bound, (
+        f"{len(during)} looks during a burst of 40 events in {end - start:.2f} s; at most "
+        f"{bound} expected while the operator reports the rollout in progress"
+    )
+    _settle_policy_status(conn, "RolloutComplete", ready=True)
+    waiter.join(120)
+    assert ended, "the wait did not end once the operator reported Ready=True"
+    report = ended[0]
+    assert isinstance(report, StatusReport), report
+    ready = report.condition("Ready")
+    assert ready is not None and ready.get("status") == "True"

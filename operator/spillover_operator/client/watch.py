@@ -3,8 +3,11 @@ server says something changed instead of sleeping before each look."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Collection
+from typing import Any
 
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.transport import HttpStatusError
@@ -26,17 +29,23 @@ def named(path: str, name: str) -> Watched:
 class ChangeSignal:
     """Watches on collections (`Watched`: the objects a selector picks) in
     background threads; `wait(timeout)` returns True as soon as any of them reported
-    an event since the last `wait`.
+    an event since the last `wait`. For the collections in `keep` (watches of one named
+    object), `latest(path)` is the object as its last event left it: a hint of what
+    changed, not a read (None: no event yet, or it was deleted).
 
     A watch that cannot be opened (no `watch` permission, an old server) marks the
     signal `broken`: callers then poll as before. The threads are daemons and end
     within `WATCH_SECONDS` after `close()`.
     """
 
-    def __init__(self, conn: Connection, watched: list[Watched]) -> None:
+    def __init__(
+        self, conn: Connection, watched: list[Watched], *, keep: Collection[str] = ()
+    ) -> None:
         self._conn = conn
         self._event = threading.Event()
         self._closed = threading.Event()
+        self._keep = frozenset(keep)
+        self._latest: dict[str, dict[str, Any] | None] = {}
         self.broken = False
         for path, kind, selector in watched:
             thread = threading.Thread(
@@ -52,7 +61,9 @@ class ChangeSignal:
         timeout = (self._conn.request_timeout[0], WATCH_SECONDS + 10.0)
         while not self._closed.is_set():
             try:
-                for _ in self._conn.transport.stream(path, query=query, timeout=timeout):
+                for line in self._conn.transport.stream(path, query=query, timeout=timeout):
+                    if path in self._keep:
+                        self._remember(path, line)
                     self._event.set()
                     if self._closed.is_set():
                         return
@@ -64,6 +75,24 @@ class ChangeSignal:
                 # The API server is unreachable for a moment: the caller's safety-net
                 # look still runs; watch again shortly.
                 time.sleep(0.5)
+
+    def _remember(self, path: str, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            return
+        kind = event.get("type")
+        if kind in ("ADDED", "MODIFIED"):
+            self._latest[path] = event["object"]
+        elif kind == "DELETED":
+            self._latest[path] = None
+
+    def latest(self, path: str) -> dict[str, Any] | None:
+        """The object of the kept watch on `path` as its last event left it (None: no
+        event yet, or deleted)."""
+        return self._latest.get(path)
 
     def wait(self, timeout: float) -> bool:
         changed = self._event.wait(timeout)

@@ -5,20 +5,33 @@ own record)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from spillover_operator.client.connection import Connection
 from spillover_operator.client.errors import NotFound, OperatorRefused, TimedOut
 from spillover_operator.client.pods import selector_string
 from spillover_operator.client.watch import ChangeSignal, named
 from spillover_operator.domain.assess import Area, Finding, StatusReport
-from spillover_operator.domain.model import COND_READY, REASON_STALE_AFTER_REFRESH, REFUSED_REASONS
+from spillover_operator.domain.model import (
+    COND_READY,
+    PENDING_REASONS,
+    REASON_STALE_AFTER_REFRESH,
+    REFUSED_REASONS,
+)
 from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
+from spillover_operator.domain.rollout import rollout_state
 from spillover_operator.observed.observing import observe
 
 INITIAL_DELAY = 0.5
 MAX_DELAY = 5.0
+# While the last watch events say a look cannot end the wait (the operator reports the
+# rollout still in progress), events make a look at most this often: each look is a
+# GET of the policy and of the Deployment and a LIST of the pods, and a rollout of
+# three replicas makes some twenty events. An event after which a look may end the
+# wait makes one at once.
+LOOK_EVERY_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -124,7 +137,8 @@ def wait_until_settled(
     try:
         while True:
             report = observe(conn, name, recipe_pods=recipe_pods)
-            done = _look(conn, report, ignore, direct, clock() - start, timeout, progress, last)
+            looked = clock()
+            done = _look(conn, report, ignore, direct, looked - start, timeout, progress, last)
             if isinstance(done, StatusReport):
                 return done
             if follow and signal is None:
@@ -138,6 +152,7 @@ def wait_until_settled(
             if signal is not None and not signal.broken:
                 if signal.wait(wait):
                     delay = INITIAL_DELAY / 1.5  # a change: look now, and soon again
+                    _hold(signal, conn.namespace, direct, since=looked, clock=clock)
                 sleep(0)
             else:
                 sleep(wait)
@@ -147,22 +162,69 @@ def wait_until_settled(
             signal.close()
 
 
+def _policies(namespace: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+
+def _deployments(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/deployments"
+
+
 def _follow(
     conn: Connection, name: str, report: StatusReport, *, recipe_pods: bool
 ) -> ChangeSignal:
-    """Watch the policy, its Deployment and (when waited for) the recipe pods its
-    selector picks."""
+    """Watch the policy, its Deployment (keeping the last event's object of each, for
+    `_hold`) and (when waited for) the recipe pods its selector picks."""
     namespace = conn.namespace
-    watched = [named(f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}", name)]
+    watched = [named(_policies(namespace), name)]
     if report.deployment_name:
-        watched.append(
-            named(f"/apis/apps/v1/namespaces/{namespace}/deployments", report.deployment_name)
-        )
+        watched.append(named(_deployments(namespace), report.deployment_name))
     if recipe_pods and report.spec is not None:
         # parse_spec validated the selector: selector_string cannot refuse it.
         selector = selector_string(report.spec.recipe_pods.selector)
         watched.append((f"/api/v1/namespaces/{namespace}/pods", "labelSelector", selector))
-    return ChangeSignal(conn, watched)
+    return ChangeSignal(conn, watched, keep=(_policies(namespace), _deployments(namespace)))
+
+
+def _hold(
+    signal: ChangeSignal,
+    namespace: str,
+    direct: bool,
+    *,
+    since: float,
+    clock: Callable[[], float],
+) -> None:
+    """After an event: return at once when a look may end the wait (`may_end_wait` on
+    the objects as their last events left them), else when `LOOK_EVERY_S` has passed
+    since the last look (`since`), or sooner at an event after which it may."""
+    while not may_end_wait(
+        signal.latest(_policies(namespace)), signal.latest(_deployments(namespace)), direct=direct
+    ):
+        left = since + LOOK_EVERY_S - clock()
+        if left <= 0 or not signal.wait(left):
+            return
+
+
+def may_end_wait(
+    policy: Mapping[str, Any] | None, deployment: Mapping[str, Any] | None, *, direct: bool
+) -> bool:
+    """Whether a look may end the wait (settled, or failing fast), judged from the
+    policy and its Deployment as watch events last showed them (None: not known, so it
+    may). Not while the operator reports this generation still rolling out (Ready=False
+    for a pending reason) or has not reported it yet; with `direct`, not while the
+    Deployment's rollout is incomplete. A hint for when to look: the look decides."""
+    if direct:
+        return deployment is None or rollout_state(deployment).complete
+    if policy is None:
+        return True
+    generation = (policy.get("metadata") or {}).get("generation")
+    status = policy.get("status") or {}
+    if not isinstance(status, Mapping) or status.get("observedGeneration") != generation:
+        return False
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == COND_READY:
+            return cond.get("status") == "True" or cond.get("reason") not in PENDING_REASONS
+    return True
 
 
 def _look(
