@@ -34,6 +34,12 @@ rollout) and its CPU time split into the control plane's, the operator's (it see
 twin's events) and this client's. `ratio_floor_rollout_only fleet_kill_wait_3`
 (modelled): three such rollouts' control-plane CPU time spread over the host's cores,
 against the slowest single kill: the part of the floor that no client can remove.
+
+And measured, each round: the three twins' direct rollouts at once (this process, one
+thread each), against the slowest of the round's single direct rollouts:
+`ratio direct_rollout_3`. That is what three clusters' bare rollouts cost each other on
+this host, with no `spilloverctl` and no policy change: a `kill --wait` that adds no
+idle time to its rollout cannot do better than it.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -177,6 +184,15 @@ def _roll_twin(api: Any, env: list[Any]) -> float:
     raise SystemExit("bench: the twin Deployment's rollout did not complete in 300 s")
 
 
+def _roll_twins_at_once(apis: dict[str, Any], envs: dict[str, list[Any]]) -> float:
+    """The direct path on every cluster at once (a thread each); wall seconds until
+    the last twin's rollout is complete."""
+    start = time.perf_counter()
+    with ThreadPoolExecutor(len(envs)) as pool:
+        list(pool.map(lambda name: _roll_twin(apis[name], envs[name]), envs))
+    return time.perf_counter() - start
+
+
 def _ctl(kubeconfig: Path, *args: str) -> float:
     start = time.perf_counter()
     done = subprocess.run(
@@ -280,9 +296,13 @@ def main() -> int:
         direct_client_cpu: list[float] = []  # this process's, as its client
         direct_operator_cpu: list[float] = []  # what the operator spent watching it
         rollout_floors: list[float] = []
+        direct_slowest: list[float] = []  # each round's slowest single direct rollout
+        direct_three: list[float] = []  # the three direct rollouts at once
         for round_ in range(ROUNDS):
             _note(f"round {round_ + 1} of {ROUNDS}")
             this_round = []
+            round_direct: list[float] = []
+            killed_envs: dict[str, list[Any]] = {}
             round_cpu = 0.0
             round_direct_cpu = 0.0
             for name in CONTEXTS:
@@ -299,13 +319,14 @@ def main() -> int:
                 cpu.append(used)
                 cores_busy.append(used / seconds)
                 round_cpu += used
-                killed = _wrc_env(apis[name])
+                killed = killed_envs[name] = _wrc_env(apis[name])
                 _ctl(kubeconfig, "--context", name, "restore", *wait)
                 # The direct path on the same cluster: the same change on the twin.
                 time.sleep(SETTLE_S)
                 before = _parts_cpu_s(control_plane[name], operators[name])
                 self_before = _self_cpu_s()
                 direct.append(_roll_twin(apis[name], killed))
+                round_direct.append(direct[-1])
                 after = _parts_cpu_s(control_plane[name], operators[name])
                 spent = after["control_plane"] - before["control_plane"]
                 direct_cpu.append(spent)
@@ -324,6 +345,13 @@ def main() -> int:
             time.sleep(SETTLE_S)
             processes.append(_parallel(kubeconfig, "kill", *wait))
             _ctl(kubeconfig, *fleet_args, "restore", *wait)
+            # The direct path on the three clusters at once: the same three changes on
+            # the twins, against the slowest single direct rollout of the round.
+            time.sleep(SETTLE_S)
+            direct_slowest.append(max(round_direct))
+            direct_three.append(_roll_twins_at_once(apis, killed_envs))
+            for name in CONTEXTS:  # restored, as the WRCs
+                _roll_twin(apis[name], _wrc_env(apis[name]))
 
     ratios = [f / s for f, s in zip(fleet, slowest, strict=True)]
     print(f"rounds={ROUNDS}")
@@ -353,6 +381,11 @@ def main() -> int:
     print(f"cpu_rollout_direct_client_s={statistics.median(direct_client_cpu):.2f}")
     print(f"cpu_rollout_direct_operator_s={statistics.median(direct_operator_cpu):.2f}")
     print(f"ratio_floor_rollout_only fleet_kill_wait_3={statistics.median(rollout_floors):.2f}")
+    print(f"rollout_direct_slowest_single_s={statistics.median(direct_slowest):.2f}")
+    print(f"rollout_direct_3_at_once_s={statistics.median(direct_three):.2f}")
+    direct_ratios = [t / slow for t, slow in zip(direct_three, direct_slowest, strict=True)]
+    print(f"ratio direct_rollout_3={statistics.median(direct_ratios):.2f}")
+    print(f"ratio_range direct_rollout_3={min(direct_ratios):.2f}-{max(direct_ratios):.2f}")
     print(f"load_average_1m={os.getloadavg()[0]:.1f}")
     return 0
 
