@@ -274,12 +274,8 @@ def test_a_pod_events_pass_waits_for_its_burst_unless_something_else_is_due() ->
     assert rt.pass_wait("ns", "wrc") == 0  # none left
 
 
-def test_a_pod_events_pass_runs_once_due(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`_settle_then_drain` has the pass threads drain it once it is due (its timer),
-    once for the burst however many events asked."""
-    from spillover_operator.handlers import policies
-
-    rt = _runtime()
+def _pass_recorder() -> tuple[list[str], threading.Event, Any]:
+    """A `_run_pass` stand-in: takes the pass left, records its reader, sets the event."""
     drained = threading.Event()
     ran: list[str] = []
 
@@ -289,6 +285,16 @@ def test_a_pod_events_pass_runs_once_due(monkeypatch: pytest.MonkeyPatch) -> Non
             ran.append(str(left.reader))
         drained.set()
 
+    return ran, drained, record
+
+
+def test_a_pod_events_pass_runs_once_due(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_settle_then_drain` has the pass threads drain it once it is due (its timer),
+    once for the burst however many events asked."""
+    from spillover_operator.handlers import policies
+
+    rt = _runtime()
+    ran, drained, record = _pass_recorder()
     monkeypatch.setattr(policies, "_run_pass", record)
     logger = logging.getLogger("test")
     rt.leave_pass("ns", "wrc", "pod-1", settle=0.3)
@@ -310,14 +316,7 @@ def test_a_rollout_steps_pass_settles_and_its_end_runs_at_once(
     from spillover_operator.handlers import policies
 
     rt = _runtime()
-    drained = threading.Event()
-    ran: list[str] = []
-
-    def record(rt_: runtime.OperatorRuntime, ns: str, dep: str, _: object) -> None:
-        left = rt_.take_pass(ns, dep)
-        if left is not None:
-            ran.append(str(left.reader))
-        drained.set()
+    ran, drained, record = _pass_recorder()
 
     class Reader:
         namespace = "ns"
