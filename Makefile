@@ -125,8 +125,12 @@ apply-decision: $(STAMP) ## Set the SpilloverPolicy to the decision of $(RESULTS
 	$(BIN)/spillover-harness apply-decision --results $(RESULTS)/$(STAGE) --policy $(POLICY) -n $(NAMESPACE) $(APPLY_ARGS)
 
 .PHONY: bench
-bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records
+bench: $(STAMP) ## Benchmarks: sim matrix wall time, evaluating 100,000 records, adaptive repetitions vs uniform
 	$(PYTHON) -m spillover_harness.bench.bench
+
+.PHONY: calibrate
+calibrate: $(STAMP) ## Benchmark: is the verdict's reproduction probability calibrated? Seeded stages per scenario vs fresh ones (CALIBRATE_ARGS=--stages 80)
+	$(PYTHON) -m spillover_harness.bench.calibrate $(CALIBRATE_ARGS)
 
 .PHONY: bench-cluster
 bench-cluster: $(STAMP) controlplane prometheus ## Benchmark: the cluster stage's overhead per run (reduced matrix, local control plane, simulator, 30 s scrapes)

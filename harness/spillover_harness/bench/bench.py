@@ -7,9 +7,9 @@
    jobs straight through the driver;
 2. evaluating 100,000 synthetic records (`bench_evaluate`), beside the direct
    path: one plain pass computing each cell's success count and median tokens;
-3. the runs `run --until-stable 0.9` spends on the default sim stage, beside the runs
-   a uniform increase of repetitions needs to reach the same stability
-   (`bench_adaptive`).
+3. the runs `run --until-stable 0.9` spends on marginal scenarios, beside the runs a
+   uniform increase of repetitions needs to reach the same target, the runs it spends
+   on the shipped simulator, and its error rates (`bench.adaptive`).
 
 The figures depend on the machine; tests never assert timings.
 """
@@ -81,7 +81,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--concurrency", type=int, default=None, help="sim runs at once (default: the matrix's)"
     )
+    parser.add_argument(
+        "--seeds", type=int, default=5, help="seeds per marginal scenario (default 5)"
+    )
+    parser.add_argument(
+        "--error-seeds", type=int, default=40,
+        help="seeds per scenario for --until-stable's error rates (default 40)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cap", type=int, default=20, help="--max-repetitions of the adaptive runs (default 20)"
+    )
     args = parser.parse_args(argv)
+    if not 1 <= args.seeds <= 1000 or not 1 <= args.error_seeds <= 1000:
+        parser.error("--seeds and --error-seeds must be between 1 and 1000")
+    if not 5 <= args.cap <= 200:
+        parser.error("--cap must be between 5 and 200")
 
     from spillover_harness.bench.evaluate import bench_evaluate_side_by_side
 
@@ -99,17 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"evaluate_s={ours:.3f}")
     print(f"evaluate_direct_s={plain:.3f}")
     print(f"ratio evaluate={ours / plain:.2f}")
-    from spillover_harness.bench.adaptive import bench_adaptive
+    from spillover_harness.bench.adaptive import print_adaptive
 
-    adaptive = bench_adaptive()
-    print(f"adaptive_runs={adaptive.adaptive_runs}")
-    print(f"adaptive_stability={adaptive.adaptive_stability:.3f}")
-    if adaptive.uniform_runs is None:
-        print(f"uniform_runs=none_up_to_{adaptive.cap}_repetitions")
-    else:
-        print(f"uniform_repetitions={adaptive.uniform_repetitions}")
-        print(f"uniform_runs={adaptive.uniform_runs}")
-        print(f"ratio adaptive_runs={adaptive.adaptive_runs / adaptive.uniform_runs:.2f}")
+    print_adaptive(0.9, args.cap, args.seeds, args.error_seeds)
     return 0
 
 

@@ -81,6 +81,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 simulated_platform=stage is not None and stage.simulated_platform,
                 faults=stage.driver.faults if stage is not None else (),
                 provenance=stage.provenance if stage is not None else None,
+                rounds=stage.rounds if stage is not None else (),
             )
     except KeyboardInterrupt:
         raise Interrupted("interrupted during the evaluation: no verdict was printed") from None

@@ -105,8 +105,17 @@ def rules_line(verdict: Verdict) -> str:
     return f"rules: {chosen}; the literal rule decides {literal}{same}"
 
 
+def reproducibility_line(verdict: Verdict) -> str:
+    """`reproducibility: 131072; a fresh sim stage of this design would decide the same
+    with probability 0.93 ...` (evaluate.reproducibility): the figure to read first."""
+    from spillover_harness.evaluate.reproducibility import describe
+
+    return f"reproducibility: {describe(verdict.decision, verdict.stage, verdict.reproducibility)}"
+
+
 def stability_line(verdict: Verdict) -> str:
-    """`stability: 131072, the same in 97% of 1000 resamples` (evaluate.stability)."""
+    """`stability: 131072 in 97% of 1000 resamples of this stage's own runs (a
+    diagnostic ...)` (evaluate.stability)."""
     from spillover_harness.evaluate.stability import describe
 
     return f"stability: {describe(verdict.decision, verdict.stability)}"
@@ -176,6 +185,7 @@ def print_outcome(
             "matrix, not the shipped default"
         )
     print(decision_line(verdict, matrix))
+    print(reproducibility_line(verdict))
     print(stability_line(verdict))
     if verdict.rules:
         print(rules_line(verdict))

@@ -166,7 +166,12 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
     from statistics import mean, median, pstdev
 
     from spillover_harness.plan.false_fail import Assumptions
-    from spillover_harness.results.results_dir import ResultsDirError, StageDir, matrix_hash
+    from spillover_harness.results.results_dir import (
+        ResultsDirError,
+        StageDir,
+        matrix_hash,
+        stored_matrix,
+    )
 
     if not directory.is_dir():
         raise BadInput(f"--from {directory}: not a results directory (run --out DIR writes one)")
@@ -183,7 +188,11 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
             "other contents): rates of other cells or configurations do not carry over. "
             "Plan with that stage's matrix (--matrix), or give rates (--success-rate ...)"
         )
-    records = load_records(StageDir(directory).records_file, matrix)
+    try:  # a stage `run --until-stable` extended holds more repetitions than the matrix
+        ran = stored_matrix(stage_file, source=str(directory / "stage.json")) or matrix
+    except ResultsDirError as exc:
+        raise BadInput(f"--from {directory}: {exc}") from None
+    records = load_records(StageDir(directory).records_file, ran)
     base = matrix.acceptance.baseline
     first = matrix.decision.chain[0].config
     success: dict[tuple[str, str], float] = {}

@@ -49,6 +49,7 @@ class CellData:
         "quality_known",
         "quality_true",
         "reads",
+        "rep_values",
         "report_bytes",
         "runs",
         "succeeded",
@@ -87,6 +88,10 @@ class CellData:
         # runs that never finished: the mcp-host was OOM-killed under them, or the harness
         # could not run or observe them (`completeness.never_finished`)
         self.unfinished_ids: list[str] = []
+        # per repetition of a valid run: (succeeded, hit the limit, quality_ok,
+        # input_tokens), so the runs of one seed can be compared across configurations
+        # (`reproducibility`)
+        self.rep_values: dict[int, tuple[bool, bool | None, bool | None, int | None]] = {}
 
     def add(self, r: RunRecord) -> None:
         self.runs += 1
@@ -130,6 +135,7 @@ class CellData:
             self.reads.append(r.spillover_reads)
         if r.status_report_bytes is not None:
             self.report_bytes.append(r.status_report_bytes)
+        self.rep_values[r.repetition] = (outcome == "succeeded", hit, r.quality_ok, r.input_tokens)
         if r.quality_ok is not None:
             self.quality_known += 1
             if r.quality_ok:

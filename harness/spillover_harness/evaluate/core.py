@@ -50,6 +50,8 @@ from spillover_harness.evaluate.completeness import (
 )
 from spillover_harness.evaluate.context import Context, group
 from spillover_harness.evaluate.decide import Decision, decide, decision_values, judge_config
+from spillover_harness.evaluate.reproducibility import DRAWS as REPRODUCIBILITY_DRAWS
+from spillover_harness.evaluate.reproducibility import reproducibility
 from spillover_harness.evaluate.stability import RESAMPLES as STABILITY_RESAMPLES
 from spillover_harness.evaluate.stability import stability
 from spillover_harness.plan.matrix import Matrix
@@ -58,6 +60,7 @@ from spillover_harness.results.verdict import (
     DECISION_INCONCLUSIVE,
     Advisory,
     ConfigVerdict,
+    Reproducibility,
     RunsNeeded,
     Stability,
     Verdict,
@@ -88,6 +91,7 @@ def evaluate(
     resamples: int = 2000,
     seed: int = 0,
     stability_resamples: int = STABILITY_RESAMPLES,
+    reproducibility_draws: int = REPRODUCIBILITY_DRAWS,
 ) -> Verdict:
     """Judge the records of one stage against the matrix (docs/reference.md §3). Pure.
 
@@ -97,7 +101,9 @@ def evaluate(
     `inconclusive` unless `allow_incomplete` (then the criteria judge what is
     there and `verdict.incomplete.judged` says so). `confidence`, `resamples`
     and `seed` drive the advisory bootstrap; `stability_resamples` and `seed` the
-    decision's stability (`evaluate.stability`). Neither changes the decision.
+    decision's stability (`evaluate.stability`); `reproducibility_draws` and `seed` the
+    probability that a fresh stage decides the same (`evaluate.reproducibility`). None
+    of them changes the decision.
     """
     stage = _stage_of(records, stage)
     base = matrix.acceptance.baseline
@@ -174,9 +180,22 @@ def evaluate(
             method="not resampled: no run of a configuration finished",
             flipping_cells=(),
         )
+        fresh = Reproducibility(
+            decision=None,
+            distribution={},
+            method="not drawn: no run of a configuration finished",
+            paired=ctx.seeded,
+            paired_why="",
+            draws=0,
+            seed=seed,
+            cells=(),
+        )
     else:
         steady = stability(
             ctx, matrix, configs, decision.value, resamples=stability_resamples, seed=seed
+        )
+        fresh = reproducibility(
+            ctx, matrix, configs, decision.value, draws=reproducibility_draws, seed=seed
         )
     return Verdict(
         decision=decision.value,
@@ -205,6 +224,7 @@ def evaluate(
         tolerance=tolerance,
         config_env={c.name: dict(c.env) for c in matrix.configurations},
         stability=steady,
+        reproducibility=fresh,
         rules={k: r.rule for k, r in matrix.acceptance.rules.items() if r.rule != "literal"},
         literal_decision=literal_decision,
     )

@@ -72,10 +72,17 @@ def token_ratio_upper(
     config: Sequence[int], base: Sequence[int], confidence: float, *, seed: int = 0
 ) -> float | None:
     """The one-sided upper bound of median(config) / median(base), None when a side has
-    too few values for any interval of a median at `confidence`."""
+    too few values for any interval of a median at `confidence`. At a confidence of 0.5
+    (which the matrix allows) the bound is the bootstrap distribution's median: a
+    two-sided level of 0, which the percentile interval has no other form for."""
     least = min_runs_for(2 * confidence - 1)
     if len(config) < least or len(base) < least:
         return None
+    if 2 * confidence - 1 <= 0.0:
+        mid = stats.bootstrap_median_ratio_ci(
+            config, base, confidence=0.01, resamples=TOKEN_RESAMPLES, seed=seed
+        )
+        return None if mid is None else (mid[0] + mid[1]) / 2
     ci = stats.bootstrap_median_ratio_ci(
         config, base, confidence=2 * confidence - 1, resamples=TOKEN_RESAMPLES, seed=seed
     )

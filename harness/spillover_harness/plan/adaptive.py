@@ -1,25 +1,31 @@
 """Adaptive repetitions (`run --until-stable S --max-repetitions N`): which cells get more
-runs next, from the verdict's stability. Pure.
+runs next, from the verdict's reproduction probability. Pure.
 
-After the matrix's own repetitions, while the decision is the same in fewer than S of
-the stability resamples, the cells whose resampling flips it (`Stability.flipping_cells`
-with a share of at least HINGE_SHARE, the first always; every configuration of those
-(recipe, input) cells, so the comparisons stay paired) get the matrix's repetitions once
-more, up to N per cell. The stage records each round
-in stage.json before its runs start (`results_dir.extend_stage`).
+After the matrix's own repetitions, while the probability that a fresh stage of the
+design decides the same (`Verdict.reproducibility`) is below S, the cells whose fresh
+runs most often go with another decision (`Reproducibility.cells` with a share of at
+least HINGE_SHARE, the first always; every configuration of those (recipe, input)
+cells, so the comparisons stay paired) get half the matrix's repetitions more (at least
+ROUND_MIN), up to N per cell. A cell a configuration did not act on (paired, its runs
+equal the baseline's seed for seed) is drawn as the baseline's: it never moves the
+decision, so it is never chosen for it. The stage records each round in stage.json
+before its runs start (`results_dir.extend_stage`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spillover_harness.evaluate.stability import percent
 from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.verdict import Verdict
 
-# A flipping cell counts when its status differs in at least this share of the resamples
-# that decide otherwise (Stability.flipping_cells' `share`).
+# A cell counts when its status differs in at least this share of the fresh stages that
+# decide otherwise (Reproducibility.cells' `share`).
 HINGE_SHARE = 0.2
+# A round adds half the stage's repetitions (at least ROUND_MIN) to each chosen cell:
+# small rounds overshoot the target less; each round costs a configuration switch on a
+# cluster, so not one run at a time.
+ROUND_MIN = 2
 
 
 @dataclass(frozen=True)
@@ -27,13 +33,13 @@ class Round:
     """One extension: the cells' new repetitions (recipe/input -> in all) and why."""
 
     cells: dict[str, int]
-    stability: float
+    reproducibility: float
     decision: str
     why: str
 
     def record(self) -> dict[str, object]:
         return {
-            "stability": self.stability,
+            "reproducibility": self.reproducibility,
             "decision": self.decision,
             "cells": dict(self.cells),
             "why": self.why,
@@ -50,18 +56,19 @@ class Stop:
 def next_round(
     matrix: Matrix, stage: str, verdict: Verdict, *, target: float, cap: int
 ) -> Round | Stop:
-    steady = verdict.stability
+    fresh = verdict.reproducibility
     if verdict.incomplete is not None and not verdict.incomplete.judged:
         return Stop("the stage is incomplete: finish it first (--resume)")
-    if steady is None or steady.resamples == 0:
-        return Stop("the decision was not resampled (no configuration was judged)")
-    if steady.decision >= target:
+    if fresh is None or fresh.decision is None:
+        return Stop("the reproduction probability was not computed (no configuration was judged)")
+    p = fresh.decision
+    if p >= target:
         return Stop(
-            f"stable: {verdict.decision} in {percent(steady.decision)} of the resamples "
-            f"(target {_target(target)})"
+            f"a fresh stage would decide {verdict.decision} with probability {p:.2f} "
+            f"(target {target:g})"
         )
     # The units that flip it often enough to matter (the first one always).
-    flips = [c for n, c in enumerate(steady.flipping_cells) if n == 0 or c.share >= HINGE_SHARE]
+    flips = [c for n, c in enumerate(fresh.cells) if n == 0 or c.share >= HINGE_SHARE]
     hinge = list(dict.fromkeys((c.recipe, c.input) for c in flips if c.input))
     hinge += [
         (c.recipe, i.name)
@@ -71,8 +78,11 @@ def next_round(
         if r.name == c.recipe and (c.recipe, i.name) not in hinge
     ]
     if not hinge:
-        hinge = [(r.name, i.name) for r, i in matrix.cells()]
-    step = matrix.repetitions.for_stage(stage)
+        return Stop(
+            f"no cell's fresh runs move the decision ({verdict.decision} with probability "
+            f"{p:.2f}): more runs would not change it"
+        )
+    step = max(ROUND_MIN, matrix.repetitions.for_stage(stage) // 2)
     cells: dict[str, int] = {}
     for recipe, inp in hinge:
         now = matrix.repetitions_for(stage, recipe, inp)
@@ -81,9 +91,9 @@ def next_round(
             cells[f"{recipe}/{inp}"] = more
     if not cells:
         return Stop(
-            f"the cap: the cells that flip the decision have {cap} repetitions already "
-            f"(--max-repetitions); {verdict.decision} in {percent(steady.decision)} of the "
-            "resamples"
+            f"the cap: the cells that move the decision have {cap} repetitions already "
+            f"(--max-repetitions); a fresh stage would decide {verdict.decision} with "
+            f"probability {p:.2f}"
         )
     named = ", ".join(
         f"{key} ({matrix.repetitions_for(stage, *key.split('/', 1))} -> {n})"
@@ -91,19 +101,14 @@ def next_round(
     )
     return Round(
         cells=cells,
-        stability=steady.decision,
+        reproducibility=p,
         decision=verdict.decision,
         why=(
-            f"{verdict.decision} in only {percent(steady.decision)} of the resamples (target "
-            f"{_target(target)}); the cells whose resampling flips it get more runs: {named}"
+            f"a fresh stage would decide {verdict.decision} with probability only {p:.2f} "
+            f"(target {target:g}); the cells whose fresh runs most often move it get more "
+            f"runs: {named}"
         ),
     )
-
-
-def _target(share: float) -> str:
-    """0.9 as 90%, 0.999 as 99.9% (never rounded up to 100%)."""
-    whole = f"{share:.0%}"
-    return whole if abs(share * 100 - round(share * 100)) < 1e-9 else f"{share:.1%}"
 
 
 def extended(matrix: Matrix, step: Round) -> Matrix:

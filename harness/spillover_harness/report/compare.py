@@ -75,6 +75,13 @@ def _stability(side: ComparedStage) -> str:
     return f"`{side.verdict.decision}` in {s.decision:.1%} of {s.resamples:,} resamples"
 
 
+def _reproducibility(side: ComparedStage) -> str:
+    r = side.verdict.reproducibility
+    if r is None or r.decision is None:
+        return "not computed"
+    return f"`{side.verdict.decision}` with probability {r.decision:.2f}"
+
+
 def _provenance(side: ComparedStage) -> str:
     p = side.stage.provenance
     if p is None:
@@ -157,6 +164,7 @@ def render_comparison(a: ComparedStage, b: ComparedStage) -> str:
             _row("matrix", f"`{va.matrix_name or ''}`", f"`{vb.matrix_name or ''}`"),
             _row("decision", f"`{va.decision}`", f"`{vb.decision}`"),
             _row("why", va.decision_reason or "—", vb.decision_reason or "—"),
+            _row("reproducibility", _reproducibility(a), _reproducibility(b)),
             _row("stability", _stability(a), _stability(b)),
             _row(
                 "figures",

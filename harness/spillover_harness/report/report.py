@@ -29,6 +29,7 @@ from spillover_harness.evaluate import ALL_CRITERIA
 from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, TOO_FEW, min_runs_for
 from spillover_harness.evaluate.noise import rate_lower_p, weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
+from spillover_harness.evaluate.reproducibility import describe as describe_reproducibility
 from spillover_harness.evaluate.stability import describe as describe_stability
 from spillover_harness.names import unsafe_chars
 from spillover_harness.plan.matrix import Matrix, load_matrix
@@ -216,11 +217,22 @@ def _deciding_cells(verdict: Verdict, matrix: Matrix) -> list[str]:
         bullets.append(f"`{cv.name}` {word}: {shown}")
         if cv.verdict != "fail":
             break
-    steady = verdict.stability
-    if steady is not None and steady.flipping_cells:
-        flips = "; ".join(c.label for c in steady.flipping_cells)
-        bullets.append(f"resampling flips the decision through: {flips}")
+    fresh = verdict.reproducibility
+    if fresh is not None and fresh.cells:
+        moving = "; ".join(c.label for c in fresh.cells)
+        bullets.append(f"a fresh stage's runs most often move the decision through: {moving}")
+    if fresh is not None and fresh.paired_cells:
+        bullets.append(
+            "drawn as the baseline's (their runs equal it seed for seed: the configuration "
+            f"did not act there): {', '.join(fresh.paired_cells)}"
+        )
     return ["**What decides it:**", "", *(f"- {b}" for b in bullets), ""]
+
+
+def _round_figure(r: AdaptiveRound) -> str:
+    if r.reproducibility is not None:
+        return f"{r.reproducibility:.2f}"
+    return "—" if r.stability is None else f"stability {r.stability:.1%}"
 
 
 def _rounds_lead(rounds: Sequence[AdaptiveRound], matrix: Matrix, stage: str | None) -> list[str]:
@@ -231,20 +243,23 @@ def _rounds_lead(rounds: Sequence[AdaptiveRound], matrix: Matrix, stage: str | N
     added = sum((reps - own) * len(matrix.configurations) for reps in matrix.extension.values())
     lines = [
         f"**Repetitions added (`--until-stable`):** {added} run(s) beyond the matrix's {own} "
-        f"repetition(s), in {len(rounds)} round(s), only to the cells whose resampling "
-        "flipped the decision:",
+        f"repetition(s), in {len(rounds)} round(s), only to the cells whose fresh runs "
+        "most often moved the decision:",
         "",
     ]
     rows = [
         [
             n,
-            "—" if r.stability is None else f"{r.stability:.1%}",
+            _round_figure(r),
             ", ".join(f"{cell} → {reps}" for cell, reps in r.cells.items()),
             r.why,
         ]
         for n, r in enumerate(rounds, 1)
     ]
-    lines.extend(_table(["round", "stability before", "cells (repetitions in all)", "why"], rows))
+    lines.extend(
+        _table(["round", "reproduction probability before", "cells (repetitions in all)", "why"],
+               rows)
+    )  # fmt: skip
     lines.append("")
     return lines
 
@@ -806,6 +821,8 @@ def render_markdown(
         lines.extend([f"> {faults_note(faults)}", ""])
     lines.extend(_other_matrix_note(matrix))
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
+    fresh = describe_reproducibility(verdict.decision, stage, verdict.reproducibility)
+    lines.extend([f"**Reproducibility:** {fresh}.", ""])
     lines.extend([f"**Stability:** {describe_stability(verdict.decision, verdict.stability)}.", ""])
     lines.extend(_deciding_cells(verdict, matrix))
     lines.extend(_rounds_lead(rounds, matrix, stage))

@@ -580,7 +580,8 @@ class StageDriver(_FileModel):
 class AdaptiveRound(_FileModel):
     """One round `run --until-stable` added (`extend_stage`)."""
 
-    stability: float | None = None
+    stability: float | None = None  # a round recorded before the reproduction probability
+    reproducibility: float | None = None
     decision: StrictStr | None = None
     cells: dict[StrictStr, int] = {}
     why: StrictStr = ""
@@ -669,6 +670,7 @@ _HEADER_FIELDS = (
     "baseline",
     "config_env",
     "stability",
+    "reproducibility",
     "configs",
     "cells",
 )

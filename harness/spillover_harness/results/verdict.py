@@ -266,6 +266,26 @@ class Stability(_Schema):
     flipping_cells: tuple[FlippingCell, ...]
 
 
+class Reproducibility(_Schema):
+    """The probability that a fresh stage of the same design (matrix, stage, repetitions,
+    rule) reaches the same decision (evaluate.reproducibility): `decision` (None: not
+    drawn, e.g. no configuration was judged), every decision's probability
+    (`distribution`), and the cells whose fresh runs most often go with another decision
+    (`cells`: where more runs would most change the figure). `paired`: whether the stage
+    pairs runs across configurations (`paired_why`); `paired_cells`: the configuration
+    cells drawn as the baseline's because their runs equal it seed for seed."""
+
+    decision: float | None
+    distribution: dict[str, float]
+    method: str
+    paired: bool
+    paired_why: str
+    draws: int
+    seed: int
+    cells: tuple[FlippingCell, ...]
+    paired_cells: tuple[str, ...] = ()
+
+
 class IncompleteCell(_Schema):
     """Runs of one (configuration, recipe, input) the stage plans but the records lack."""
 
@@ -359,6 +379,9 @@ class Verdict(_Schema):
     # How often the decision comes out the same with each cell's runs drawn again
     # (evaluate.stability). Absent from an older verdict.json.
     stability: Stability | None = None
+    # The probability that a fresh stage of this design decides the same
+    # (evaluate.reproducibility): the headline figure. Absent from an older verdict.json.
+    reproducibility: Reproducibility | None = None
     # The opt-in rules that judged criteria (criterion -> rule; {}: all literal), and
     # the decision the literal rule would reach then (None when all were literal).
     rules: dict[str, str] = {}

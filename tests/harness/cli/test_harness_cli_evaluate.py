@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from harness_cli import Run
 from spillover_harness.cli import main
 from spillover_operator.exit_codes import BAD_INPUT, INCONCLUSIVE, OK
 
@@ -228,3 +229,33 @@ def test_fixtures_export_writes_the_16_mib_input_only_with_all(
     assert inputs(tmp_path / "all") == inputs(tmp_path / "plain") | {"code-review/budget-16MiB"}
     written = (tmp_path / "all" / "code-review" / "budget-16MiB").rglob("*")
     assert sum(p.stat().st_size for p in written if p.is_file()) > 16 * 1024 * 1024
+
+
+def test_a_token_rule_at_the_lowest_confidence_the_docs_allow_evaluates(
+    cli: Run, tmp_path: Path
+) -> None:
+    """`input_tokens: {rule: non_inferiority, confidence: 0.5}` (the matrix allows 0.5 to
+    0.999): at 0.5 the one-sided bound is the middle of the bootstrap, and the stage is
+    judged, through `run` and again through `evaluate`, instead of crashing after every
+    run was spent."""
+    import yaml
+
+    default = resources.files("spillover_harness.plan.matrices") / "spillover-default.yaml"
+    data = yaml.safe_load(default.read_text(encoding="utf-8"))
+    data["acceptance"]["rules"] = {
+        "input_tokens": {"rule": "non_inferiority", "margin": 0.1, "confidence": 0.5}
+    }
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(yaml.safe_dump(data), encoding="utf-8")
+    out = tmp_path / "sim"
+    code, stdout, stderr = cli(
+        ["run", "--stage", "sim", "--matrix", str(matrix), "--out", str(out), "--no-progress"]
+    )
+    assert code in (OK, INCONCLUSIVE), stderr
+    assert "Traceback" not in stderr and "confidence must be" not in stderr
+    assert "rules: input_tokens by non-inferiority" in stdout
+    code, stdout, stderr = cli(
+        ["evaluate", "--records", str(out / "runs.jsonl"), "--format", "json"]
+    )
+    assert code in (OK, INCONCLUSIVE), stderr
+    assert '"input_tokens": "non_inferiority"' in stdout

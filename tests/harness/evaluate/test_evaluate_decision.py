@@ -205,6 +205,7 @@ def test_to_json_shape() -> None:
         "advisory",
         "config_env",
         "stability",
+        "reproducibility",
         "rules",
         "literal_decision",
         "memory",  # memory as a check (report time, beside the records): null here
@@ -303,10 +304,12 @@ def test_evaluate_is_pure() -> None:
 
 def _without_advisory(v: Verdict) -> dict[str, Any]:
     """The verdict less what the seed and resample counts drive (the advisory figures
-    and the stability of the decision, which report on it and never change it)."""
+    and the stability and reproducibility of the decision, which report on it and never
+    change it)."""
     data = v.to_json()
     data.pop("advisory")
     data.pop("stability")
+    data.pop("reproducibility")
     return data
 
 

@@ -73,7 +73,9 @@ def test_the_stability_of_the_decision_follows_the_cells_noise() -> None:
     assert set(steady.distribution) == {"32768", "131072"}
     first = steady.flipping_cells[0]
     assert first.label == "128KiB success_rate code-review/small" and first.share == 1.0
-    assert describe(noisy.decision, steady).startswith("unstable: 32768 in only ")
+    assert describe(noisy.decision, steady).startswith(
+        "32768 in 70% of 1000 resamples of this stage's own runs (otherwise: 131072 30%)"
+    )
 
     clear = verdict_with([FAILED] * 5, [{}] * 5)
     assert clear.decision == "32768"
@@ -82,7 +84,8 @@ def test_the_stability_of_the_decision_follows_the_cells_noise() -> None:
     assert clear.stability.distribution == {"32768": 1.0}
     assert clear.stability.flipping_cells == ()
     assert describe(clear.decision, clear.stability) == (
-        "32768, the same in 100% of 1000 resamples"
+        "32768 in 100% of 1000 resamples of this stage's own runs (a diagnostic of this "
+        "verdict's fragility, not a probability)"
     )
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from record_builders import make_dataset, plain_record
 from spillover_harness.evaluate import evaluate
+from spillover_harness.evaluate.rule_draws import observed_statuses
 from spillover_harness.evaluate.rules import difference_lower, wilson
-from spillover_harness.evaluate.stability import observed_statuses
 from spillover_harness.plan.false_fail import Assumptions, p_non_inferior, plan
 from spillover_harness.plan.matrix import Matrix, MatrixError, load_matrix, parse_matrix
 from spillover_harness.report.report import render_markdown

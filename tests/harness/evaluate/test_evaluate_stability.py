@@ -12,7 +12,8 @@ import pytest
 from record_builders import CELLS, CONFIGS, make_dataset, plain_record
 from spillover_harness.evaluate import evaluate
 from spillover_harness.evaluate.context import Context, group
-from spillover_harness.evaluate.stability import observed_statuses, stability
+from spillover_harness.evaluate.rule_draws import observed_statuses
+from spillover_harness.evaluate.stability import stability
 from spillover_harness.plan.matrix import Matrix, load_matrix
 from spillover_harness.results.records import RunRecord
 

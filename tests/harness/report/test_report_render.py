@@ -176,12 +176,19 @@ def test_the_first_screen_holds_the_decision_its_stability_and_the_cells_decidin
     text = render_markdown(v, records, MATRIX)
     first = text[: text.index("## Configurations")]
     assert "These figures come from the embedded simulator" in first
-    assert "**Stability:** unstable: false in only" in first
+    assert (
+        "**Reproducibility:** false; a fresh sim stage of this design would decide the same"
+        in first
+    )
+    assert "**Stability:** false in " in first
     assert "**What decides it:**" in first
     assert "- `128KiB` fails: input_tokens code-review/large" in first
     # 4/5 against 5/5: a literal fail a configuration as good as off shows half the time
     assert "- `32KiB` fails: success_rate summarize/document (within noise: p=0.50)" in first
-    assert "- resampling flips the decision through: 32KiB success_rate summarize/document" in first
+    assert (
+        "- a fresh stage's runs most often move the decision through: 32KiB success_rate "
+        "summarize/document" in first
+    )
     assert text.index("<details>") < text.index("## Criteria") < text.index("</details>")
 
 
