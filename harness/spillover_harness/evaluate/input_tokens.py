@@ -155,9 +155,16 @@ class InputTokens(CellCriterion):
         return by_rule(literal, rule.rule, *reading)
 
     def noise(self, ctx: Context, unit: Unit, c: CellData, b: CellData) -> Noise:
-        """The permutation p-value of median(config) - median(baseline) (no interval:
-        not a rate; the advisory bootstrap gives the median ratio's interval)."""
-        return Noise(median_higher_p(c.tokens, b.tokens))
+        """The permutation p-value of the criterion's own question (no interval: not a
+        rate; the advisory bootstrap gives the median ratio's interval). Small and medium
+        inputs: could a configuration exactly at the tolerance (median 1.10 x the
+        baseline's) show a median this high? Its values divided by 1 + tolerance are then
+        exchangeable with the baseline's. Large inputs: could one exactly as good (no
+        fewer tokens) show a median this high?"""
+        if unit.large:
+            return Noise(median_higher_p(c.tokens, b.tokens))
+        at_limit = [v / (1 + float(ctx.tolerance)) for v in c.tokens]
+        return Noise(median_higher_p(at_limit, b.tokens))
 
     def cell_text(self, ev: CellEvidence, baseline: str) -> CellText:
         op = "<" if ev.size_class == "large" else "<="

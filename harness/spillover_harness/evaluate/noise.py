@@ -9,7 +9,9 @@ They say, cell by cell, how surprised one should be by what the rule saw:
     totals, alternative "the configuration's rate is lower";
   - counts of iteration-limit hits: the same test, alternative "more hits";
   - medians of input tokens: a permutation test of median(config) - median(baseline),
-    alternative "higher"; exact (every relabelling) when there are at most
+    alternative "higher", the configuration's values first divided by 1 + the tolerance
+    on small and medium inputs (the null: exactly at the limit the criterion allows);
+    exact (every relabelling) when there are at most
     `PERMUTATIONS` of them, else that many seeded random relabellings, fewer for very
     large cells (`PERMUTATION_VALUES` values relabelled in all, never fewer than
     `MIN_PERMUTATIONS`: a p-value resolution of 0.01, enough to tell it from 0.05).
@@ -17,8 +19,9 @@ They say, cell by cell, how surprised one should be by what the rule saw:
   own rate.
 
 A failing cell with `p_value >= NOISE_LEVEL` is *within noise*: a configuration exactly as
-good as the baseline shows such a difference often. A passing rate cell whose interval
-reaches more than `LARGE_DROP` below the baseline's rate is a *weak pass*: the runs cannot
+good as the criterion allows shows such a difference often. A passing rate cell whose
+difference from the baseline's rate has a lower 95% bound (Newcombe's hybrid score
+interval) more than `LARGE_DROP` below 0 is a *weak pass*: the runs of both sides cannot
 rule out a large drop. docs/reference.md ("How sure the verdict is") names the methods.
 """
 
@@ -178,8 +181,16 @@ def within_noise(p_value: float | None) -> bool:
     return p_value is not None and p_value >= NOISE_LEVEL
 
 
-def weak_pass(interval: tuple[float, float] | None, baseline_rate: float | None) -> bool:
-    """A pass whose interval admits a drop of more than LARGE_DROP below the baseline."""
-    if interval is None or baseline_rate is None:
+def drop_bound(k_config: int, n_config: int, k_base: int, n_base: int) -> float:
+    """How far below the baseline's rate the configuration's may be, at 95% one-sided:
+    minus Newcombe's lower bound of rate(config) - rate(base) (both sides' uncertainty)."""
+    from spillover_harness.evaluate.rules import difference_lower
+
+    return -float(difference_lower(k_config, n_config, k_base, n_base, CONFIDENCE))
+
+
+def weak_pass(k_config: int, n_config: int, k_base: int, n_base: int) -> bool:
+    """A pass whose difference from the baseline admits a drop of more than LARGE_DROP."""
+    if n_config == 0 or n_base == 0:
         return False
-    return interval[0] < baseline_rate - LARGE_DROP
+    return drop_bound(k_config, n_config, k_base, n_base) > LARGE_DROP

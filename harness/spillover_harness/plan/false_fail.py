@@ -31,6 +31,7 @@ MAX_REPETITIONS = 1000  # what `plan` searches and accepts, per cell
 TOKEN_DRAWS = 20_000
 SEARCH_DRAWS = 4_000  # Monte Carlo draws per step of the repetitions search
 CHAIN_SCAN = 200  # repetitions tried above the slowest criterion's for the whole chain
+CONFIRM_SCAN = 50  # repetitions tried above the search's answer, with every draw
 EXACT = "exact binomial"
 MONTE_CARLO = f"Monte Carlo of the two medians ({TOKEN_DRAWS} draws, seeded)"
 
@@ -256,6 +257,24 @@ def _smallest(reaches: Callable[[int], bool], exact: bool) -> int | None:
     return low
 
 
+def _at_most(value: float | None, target: float) -> bool:
+    return value is not None and value <= target
+
+
+def _confirmed(n: int, holds: Callable[[int], bool]) -> int | None:
+    """The first n' >= n (up to CONFIRM_SCAN more) where `holds`, computed as the figure
+    `plan` prints is (every Monte Carlo draw): the search's smaller draws can put a
+    Monte Carlo figure just under the target where the full one is just over it."""
+    for more in range(n, min(MAX_REPETITIONS, n + CONFIRM_SCAN) + 1):
+        if holds(more):
+            return more
+    return None
+
+
+def _holds(key: str, matrix: Matrix, a: Assumptions, target: float) -> Callable[[int], bool]:
+    return lambda n: _at_most(criterion_false_fail(key, matrix, a, n), target)
+
+
 def _reaches(key: str, matrix: Matrix, a: Assumptions, target: float) -> Callable[[int], bool]:
     def reaches(n: int) -> bool:
         value = criterion_false_fail(key, matrix, a, n, draws=SEARCH_DRAWS)
@@ -275,6 +294,8 @@ def plan(matrix: Matrix, stage: str, repetitions: int, target: float, a: Assumpt
         exact = key != "input_tokens" and rule is None
         value = criterion_false_fail(key, matrix, a, repetitions)
         needed = _smallest(_reaches(key, matrix, a, target), exact) if value is not None else None
+        if needed is not None and not exact:  # said as it is computed: with every draw
+            needed = _confirmed(needed, _holds(key, matrix, a, target))
         note = ""
         if rule is not None:
             note = (
@@ -313,6 +334,13 @@ def plan(matrix: Matrix, stage: str, repetitions: int, target: float, a: Assumpt
         start = max(c.repetitions_for_target or 1 for c in criteria.values())
         stop = min(MAX_REPETITIONS, start + CHAIN_SCAN)
         chain_needed = next((n for n in range(start, stop + 1) if chain_reaches(n)), None)
+        if chain_needed is not None:
+            chain_needed = _confirmed(
+                chain_needed,
+                lambda n: _at_most(
+                    _chain({k: criterion_false_fail(k, matrix, a, n) for k in KEYS}), target
+                ),
+            )
     return Plan(
         stage=stage,
         repetitions=repetitions,

@@ -27,7 +27,7 @@ from spillover_harness.apply.decision import apply_command
 from spillover_harness.atomic_file import atomic_write_bytes
 from spillover_harness.evaluate import ALL_CRITERIA
 from spillover_harness.evaluate.advisory import CLOSE_CALL_BAND, TOO_FEW, min_runs_for
-from spillover_harness.evaluate.noise import rate_lower_p, weak_pass, within_noise
+from spillover_harness.evaluate.noise import drop_bound, rate_lower_p, weak_pass, within_noise
 from spillover_harness.evaluate.render import CriterionView, number, view_for
 from spillover_harness.evaluate.reproducibility import describe as describe_reproducibility
 from spillover_harness.evaluate.stability import describe as describe_stability
@@ -171,20 +171,31 @@ def criterion_keys(verdict: Verdict) -> list[str]:
 _RATE_CRITERIA = ("success_rate", "summary_quality")
 
 
-def noise_mark(key: str, ev: CellEvidence) -> str:
+def noise_mark(key: str, ev: CellEvidence, *, simulated: bool = False) -> str:
     """What the cell's p-value and interval say about its status (evaluate.noise), and
-    the literal reading where an opt-in rule gave the status and disagrees."""
+    the literal reading where an opt-in rule gave the status and disagrees. On the
+    simulator a fail is never called noise: its runs pair seed for seed, so a difference
+    is the configuration's own effect under the model."""
     if ev.literal_status is not None and ev.literal_status != ev.status:
         return f" ({ev.rule.replace('_', '-')}; literal: {_STATUS[ev.literal_status]})"
+    if ev.status == "fail" and simulated:
+        return " (simulated: the configuration's own effect on the same seeds, not noise)"
     if ev.status == "fail" and within_noise(ev.p_value):
         return f" (within noise: p={ev.p_value:.2f})"
     if ev.status == "fail" and ev.p_value is not None:
         return f" (p={ev.p_value:.3f})"
-    base = float(ev.baseline_value) if ev.baseline_value is not None else None
-    if ev.status == "pass" and key in _RATE_CRITERIA and weak_pass(ev.interval, base):
-        assert ev.interval is not None
-        return f" (weak: the 95% interval reaches {ev.interval[0]:.0%})"
+    counts = _rate_counts(ev)
+    if ev.status == "pass" and key in _RATE_CRITERIA and counts and weak_pass(*counts):
+        return f" (weak: a drop of up to {drop_bound(*counts):.0%} is not ruled out)"
     return ""
+
+
+def _rate_counts(ev: CellEvidence) -> tuple[int, int, int, int] | None:
+    """(k, n) of both sides of a rate cell, from its figures."""
+    if ev.value is None or ev.baseline_value is None or ev.n_baseline is None:
+        return None
+    return (round(ev.value * ev.n), ev.n, round(ev.baseline_value * ev.n_baseline),
+            ev.n_baseline)  # fmt: skip
 
 
 MAX_DECIDING = 6  # cells listed per configuration under the decision
@@ -206,7 +217,7 @@ def _deciding_cells(verdict: Verdict, matrix: Matrix) -> list[str]:
             break
         word = "fails" if cv.verdict == "fail" else "is inconclusive"
         cells = [
-            f"{key} {ev.label}{noise_mark(key, ev)}"
+            f"{key} {ev.label}{noise_mark(key, ev, simulated=verdict.stage == 'sim')}"
             for key, crit in cv.criteria.items()
             for ev in crit.cells
             if ev.status == cv.verdict
@@ -269,6 +280,7 @@ def _criteria_section(
 ) -> list[str]:
     """A table per criterion; each criterion renders its own cells (evaluate.render)."""
     base = verdict.baseline
+    simulated = verdict.stage == "sim"
     lines = ["## Criteria", ""]
     for index, key in enumerate(criterion_keys(verdict), start=1):
         view = view_for(key, views)
@@ -309,7 +321,7 @@ def _criteria_section(
                         text.limit,
                         n,
                         errors,
-                        _STATUS[ev.status] + noise_mark(key, ev),
+                        _STATUS[ev.status] + noise_mark(key, ev, simulated=simulated),
                         ev.reason,
                     ]
                 )
@@ -417,11 +429,12 @@ def quality_below_baseline(verdict: Verdict, quality_recipes: Sequence[str]) -> 
         if good * b_known >= b_good * known:
             continue
         p = rate_lower_p(good, known, b_good, b_known)
-        sure = (
-            "a difference a configuration as good as the baseline shows often"
-            if within_noise(p)
-            else "unlikely to be noise alone"
-        )
+        if verdict.stage == "sim":
+            sure = "the configuration's own effect under the model (the runs pair seed for seed)"
+        elif within_noise(p):
+            sure = "a difference a configuration as good as the baseline shows often"
+        else:
+            sure = "unlikely to be noise alone"
         warnings.append(
             f"⚠ `{recipe}` output quality of `{config}` is {good}/{known} "
             f"({good / known:.0%}), below `{base}`'s {b_good}/{b_known} "

@@ -60,7 +60,7 @@ def test_a_criterion_that_more_runs_settle_gets_its_repetitions(cli: Run) -> Non
     needed = tokens["repetitions_for_target"]
     assert needed is not None and needed > 5
     at = plan_json(cli, "--success-rate", "1", "--quality-rate", "1", "--repetitions", str(needed))
-    assert at["criteria"]["input_tokens"]["false_fail"] <= 0.1 + 0.02  # Monte Carlo search
+    assert at["criteria"]["input_tokens"]["false_fail"] <= 0.1
     assert data["criteria"]["success_rate"]["false_fail"] == 0.0
     assert data["chain"]["repetitions_for_target"] is not None
 
@@ -119,3 +119,24 @@ def test_from_another_matrix_or_a_non_stage_is_refused(cli: Run, tmp_path: Path)
     assert stdout == ""
     code, _, err = cli(["plan", "--from", str(out), "--matrix", matrix, "--success-rate", "0.5"])
     assert code == exit_codes.BAD_INPUT and "both give the rates" in err
+
+
+@pytest.mark.parametrize(("spread", "target"), [("0.1", "0.2"), ("0.1", "0.05")])
+def test_the_repetitions_said_to_reach_a_target_reach_it(
+    cli: Run, spread: str, target: str
+) -> None:
+    """`plan` agrees with itself: the repetitions it names for a target give, when asked
+    for at those repetitions, a false fail under that target (the Monte Carlo figure
+    printed, not the search's cheaper one). Both cases named one repetition too few."""
+    base = ["plan", "--stage", "dev", "--success-rate", "0.99", "--token-spread", spread,
+            "--target", target, "--format", "json"]  # fmt: skip
+    code, stdout, stderr = cli(base)
+    assert code == exit_codes.OK, stderr
+    plan = json.loads(stdout)
+    needed = plan["criteria"]["input_tokens"]["repetitions_for_target"]
+    assert needed is not None
+    code, stdout, stderr = cli([*base, "--repetitions", str(needed)])
+    assert code == exit_codes.OK, stderr
+    assert json.loads(stdout)["criteria"]["input_tokens"]["false_fail"] <= float(target)
+    code, stdout, _ = cli([*base, "--repetitions", str(needed - 1)])
+    assert json.loads(stdout)["criteria"]["input_tokens"]["false_fail"] > float(target)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from record_builders import make_dataset, plain_record
 from spillover_harness.evaluate import evaluate
@@ -14,6 +15,7 @@ from spillover_harness.evaluate.noise import (
     exact_interval,
     median_higher_p,
     rate_lower_p,
+    drop_bound,
     weak_pass,
     within_noise,
 )
@@ -96,8 +98,31 @@ def test_a_pass_whose_interval_admits_a_large_drop_is_weak() -> None:
     assert ev.p_value == pytest.approx(1.0)
     # 5/5 alone cannot rule out a true rate of 0.48 (the exact 95% interval).
     assert ev.interval == pytest.approx((0.4781762498950186, 1.0))
-    assert weak_pass(ev.interval, 1.0)
-    assert not weak_pass((0.95, 1.0), 1.0)
+    # Weak is judged on the difference, both sides' uncertainty: 5/5 against 5/5 cannot
+    # rule out a drop of 10% (Newcombe's bound is about -0.35); 400/400 against 400/400 can.
+    assert weak_pass(5, 5, 5, 5)
+    assert drop_bound(5, 5, 5, 5) == pytest.approx(0.351, abs=0.01)
+    assert not weak_pass(400, 400, 400, 400)
+    # A configuration better than off by a lot is no weak pass, whatever off's estimate
+    assert not weak_pass(100, 100, 50, 100)
+
+
+def test_a_token_fail_is_within_noise_against_the_tolerance_not_identity() -> None:
+    """A configuration exactly at the limit (median 1.10 x off's) fails criterion 3 about
+    half the time; a 5% test calls about 5% of stages a fail beyond noise, not 5-31%."""
+    rng = np.random.default_rng(7)
+    beyond = fails = 0
+    for _ in range(150):
+        base = 1000 * np.exp(0.1 * rng.standard_normal(5))
+        config = 1100 * np.exp(0.1 * rng.standard_normal(5))
+        v = verdict_with(
+            [{"input_tokens": int(t)} for t in config], [{"input_tokens": int(t)} for t in base]
+        )
+        ev = cell(v, "input_tokens")
+        fails += ev.status == "fail"
+        beyond += ev.status == "fail" and not within_noise(ev.p_value)
+    assert 40 <= fails <= 110
+    assert beyond / 150 <= 0.08
 
 
 def test_iteration_limit_counts_more_hits_as_adverse() -> None:
@@ -121,10 +146,13 @@ def test_tokens_get_a_permutation_p_value_and_no_interval() -> None:
     # 1030, 1040 (C(4, 2) = 6).
     assert ev.p_value == pytest.approx(6 / 252)
     assert ev.interval is None
+    # The question is the criterion's: could a configuration exactly at the tolerance
+    # (1.10 x) show this? Its values are divided by 1.10 before the relabellings.
     same = verdict_with(low, low)
     assert cell(same, "input_tokens").p_value == pytest.approx(
-        median_higher_p([1000, 1010, 1020, 1030, 1040], [1000, 1010, 1020, 1030, 1040])
-    )
+        median_higher_p([v / 1.1 for v in (1000, 1010, 1020, 1030, 1040)],
+                        [1000, 1010, 1020, 1030, 1040])
+    )  # fmt: skip
     assert within_noise(cell(same, "input_tokens").p_value)
 
 
