@@ -199,6 +199,9 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
     limit: dict[tuple[str, str], float] = {}
     quality: dict[tuple[str, str], float] = {}
     spread: dict[tuple[str, str], float] = {}
+    counts: dict[str, dict[tuple[str, str], tuple[int, int]]] = {
+        "success": {}, "limit": {}, "quality": {}
+    }
     drops: list[float] = []
     for recipe, inp in ((r.name, i.name) for r, i in matrix.cells()):
         runs = [
@@ -210,11 +213,19 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
                 f"--from {directory}: no valid run of {base} in {recipe}/{inp}, so its rates "
                 "cannot be measured; finish that stage (run --resume) or give rates"
             )
-        success[(recipe, inp)] = mean(r.outcome == "succeeded" for r in runs)
+        # each rate as measured, k of n: `plan` averages over its posterior (5/5 is not 1);
+        # the figure shown is the posterior mean
+        good = sum(r.outcome == "succeeded" for r in runs)
+        counts["success"][(recipe, inp)] = (good, len(runs))
+        success[(recipe, inp)] = (good + 0.5) / (len(runs) + 1)
         hits = [r.hit_iteration_limit for r in runs if r.hit_iteration_limit is not None]
-        limit[(recipe, inp)] = mean(hits) if hits else 0.0
+        if hits:
+            counts["limit"][(recipe, inp)] = (sum(hits), len(hits))
+        limit[(recipe, inp)] = (sum(hits) + 0.5) / (len(hits) + 1) if hits else 0.0
         known = [r.quality_ok for r in runs if r.quality_ok is not None]
-        quality[(recipe, inp)] = mean(known) if known else 1.0
+        if known:
+            counts["quality"][(recipe, inp)] = (sum(known), len(known))
+        quality[(recipe, inp)] = (sum(known) + 0.5) / (len(known) + 1) if known else 1.0
         tokens = [r.input_tokens for r in runs if r.input_tokens is not None]
         spread[(recipe, inp)] = (
             max(pstdev(tokens) / mean(tokens), 0.01) if len(tokens) > 1 and mean(tokens) else 0.1
@@ -236,7 +247,11 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
         quality=quality,
         token_spread=spread,
         large_drop=drop,
-        source=f"measured in {directory} ({base}'s runs; large drop: {first}'s)",
+        source=(
+            f"measured in {directory} ({base}'s runs; large drop: {first}'s); each rate "
+            "averaged over its posterior, Beta(k + 1/2, n - k + 1/2): 5/5 is not a rate of 1"
+        ),
+        measured=counts,
     )
 
 

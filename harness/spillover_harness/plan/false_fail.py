@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from spillover_harness.evaluate.rules import rate_non_inferior
@@ -31,11 +32,13 @@ MAX_REPETITIONS = 1000  # what `plan` searches and accepts, per cell
 TOKEN_DRAWS = 20_000
 SEARCH_DRAWS = 4_000  # Monte Carlo draws per step of the repetitions search
 CHAIN_SCAN = 200  # repetitions tried above the slowest criterion's for the whole chain
+RATE_GRID = 32  # quantiles a measured rate's posterior is averaged over
 CONFIRM_SCAN = 50  # repetitions tried above the search's answer, with every draw
 EXACT = "exact binomial"
 MONTE_CARLO = f"Monte Carlo of the two medians ({TOKEN_DRAWS} draws, seeded)"
 
 Cell = tuple[str, str]  # recipe, input
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,26 @@ class Assumptions:
     token_spread: Mapping[Cell, float]  # coefficient of variation of input tokens
     large_drop: float
     source: str  # "assumed (--success-rate ...)" or "measured in DIR"
+    # Rates measured in an earlier stage: kind ("success", "limit", "quality") -> cell ->
+    # (k, n). A measured rate is uncertain (5/5 is not a rate of 1): the false fail is
+    # averaged over its posterior, Beta(k + 1/2, n - k + 1/2) (`rates`).
+    measured: Mapping[str, Mapping[Cell, tuple[int, int]]] = field(default_factory=dict)
+
+    def rates(self, kind: str, cell: Cell) -> FloatArray:
+        """The rate's values to average over, equally weighted: the assumed value, or
+        RATE_GRID quantiles of a measured rate's posterior."""
+        counts = self.measured.get(kind, {}).get(cell)
+        if counts is None:
+            value: float = getattr(self, kind)[cell]
+            return np.array([value])
+        return self.uniform_grid(*counts)
+
+    @staticmethod
+    def uniform_grid(k: int, n: int) -> FloatArray:
+        """RATE_GRID equally weighted quantiles of Beta(k + 1/2, n - k + 1/2)."""
+        quantiles = (np.arange(RATE_GRID) + 0.5) / RATE_GRID
+        grid: FloatArray = stats.beta.ppf(quantiles, k + 0.5, n - k + 0.5)
+        return grid
 
     @classmethod
     def uniform(
@@ -155,10 +178,13 @@ def p_non_inferior(n: int, p: float, rule: Rule) -> float:
     return float(np.clip((pmf[:, None] * pmf[None, :] * passes).sum(), 0.0, 1.0))
 
 
-def _rates_false_fail(n: int, rates: Sequence[float], rule: Rule | None = None) -> float:
+def _rates_false_fail(n: int, rates: Sequence[FloatArray], rule: Rule | None = None) -> float:
+    """1 - the product over the cells of each cell's pass probability, averaged over the
+    cell's rate values (one value: an assumed rate)."""
     passes = 1.0
-    for p in rates:
-        passes *= p_not_lower(n, p) if rule is None else p_non_inferior(n, p, rule)
+    for grid in rates:
+        cell = [p_not_lower(n, p) if rule is None else p_non_inferior(n, p, rule) for p in grid]
+        passes *= float(np.mean(cell))
     return 1.0 - passes
 
 
@@ -192,10 +218,18 @@ def _quality_false_fail(matrix: Matrix, a: Assumptions, n: int) -> float:
     passes = 1.0
     for recipe in matrix.acceptance.quality_recipes:
         inputs = [i.name for r, i in matrix.cells() if r.name == recipe]
-        rate = float(np.mean([a.quality[(recipe, i)] for i in inputs]))
+        measured = [a.measured.get("quality", {}).get((recipe, i)) for i in inputs]
+        if all(m is not None for m in measured):  # the inputs' runs together
+            k = sum(m[0] for m in measured if m is not None)
+            total = sum(m[1] for m in measured if m is not None)
+            grid = Assumptions.uniform_grid(k, total)
+        else:
+            grid = np.array([float(np.mean([a.quality[(recipe, i)] for i in inputs]))])
         rule = matrix.acceptance.rule_for("summary_quality")
         runs = n * len(inputs)
-        passes *= p_not_lower(runs, rate) if rule is None else p_non_inferior(runs, rate, rule)
+        cell = [p_not_lower(runs, p) if rule is None else p_non_inferior(runs, p, rule)
+                for p in grid]  # fmt: skip
+        passes *= float(np.mean(cell))
     return 1.0 - passes
 
 
@@ -207,10 +241,10 @@ def criterion_false_fail(
     cells = [(r.name, i.name) for r, i in matrix.cells()]
     if key == "success_rate":
         return _rates_false_fail(
-            n, [a.success[c] for c in cells], matrix.acceptance.rule_for("success_rate")
+            n, [a.rates("success", c) for c in cells], matrix.acceptance.rule_for("success_rate")
         )
     if key == "iteration_limit":
-        return _rates_false_fail(n, [a.limit[c] for c in cells])
+        return _rates_false_fail(n, [a.rates("limit", c) for c in cells])
     if key == "input_tokens":
         if matrix.acceptance.rule_for("input_tokens") is not None:
             return None

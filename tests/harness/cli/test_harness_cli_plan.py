@@ -80,9 +80,21 @@ def test_rates_measured_in_an_earlier_stage(cli: Run, tmp_path: Path) -> None:
     rates = {(c["recipe"], c["input"]): c["success_rate"] for c in data["assumptions"]["cells"]}
     records = [json.loads(x) for x in (out / "runs.jsonl").read_text().splitlines()]
     large = [r for r in records if (r["config"], r["input"]) == ("off", "large")]
+    # the posterior mean of k of n, (k + 1/2) / (n + 1): a measured 5/5 is not a rate of 1
     assert rates[("code-review", "large")] == pytest.approx(
-        sum(r["outcome"] == "succeeded" for r in large) / len(large)
+        (sum(r["outcome"] == "succeeded" for r in large) + 0.5) / (len(large) + 1)
     )
+    small = [r for r in records if (r["config"], r["input"]) == ("off", "small")]
+    assert all(r["outcome"] == "succeeded" for r in small)
+    assert rates[("code-review", "small")] == pytest.approx(5.5 / 6)
+    assert "5/5 is not a rate of 1" in data["assumptions"]["source"]
+    # the uncertainty is carried: the same stage's rates read as certain (1 where 5/5)
+    # would give a lower false fail than the plan from the measured stage does
+    point = {c: (1.0 if r > 0.9 else r) for c, r in rates.items()}
+    assert all(v == 1.0 for c, v in point.items() if c != ("code-review", "large"))
+    certain = plan_json(cli, "--stage", "dev", "--success-rate", "1", "--quality-rate", "1")
+    assert data["criteria"]["success_rate"]["false_fail"] > 0.3
+    assert certain["criteria"]["success_rate"]["false_fail"] == 0.0
 
 
 @pytest.mark.parametrize(
