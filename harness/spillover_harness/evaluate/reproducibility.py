@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from scipy.special import ndtri
 
 from spillover_harness.evaluate.context import CellData, Context
 from spillover_harness.evaluate.rule_draws import (
@@ -282,10 +283,23 @@ class Predictive:
         kept = between / (between + own_noise)  # how much of its own mean's distance stays
         centre = grand + kept * (own.mean() - grand)
         mean = centre + np.sqrt(kept * own_noise) * self.rng.standard_normal(self.size)
-        sd = np.sqrt(variance)
-        fresh = mean[:, None] + sd[:, None] * self.rng.standard_normal((self.size, n))
-        medians: FloatArray = np.median(np.exp(fresh), axis=1)
-        return medians
+        return self._fresh_medians(mean, np.sqrt(variance), n)
+
+    def _fresh_medians(self, mean: FloatArray, sd: FloatArray, n: int) -> FloatArray:
+        """The median of n fresh log-normal runs per draw, from the order statistics of n
+        uniforms (the k-th is Beta(k, n - k + 1), the next U + (1 - U) Beta(1, n - k)):
+        exact in distribution, at a cost that does not grow with n."""
+        k = (n + 1) // 2
+        low = self.rng.beta(k, n - k + 1, size=self.size)
+
+        def value(u: FloatArray) -> FloatArray:
+            out: FloatArray = np.exp(mean + sd * ndtri(np.clip(u, 1e-300, 1 - 1e-16)))
+            return out
+
+        if n % 2 == 1:
+            return value(low)
+        high = low + (1 - low) * self.rng.beta(1, n - k, size=self.size)
+        return (value(low) + value(high)) / 2
 
     def _token_cell(self, recipe: str, inp: str) -> tuple[FloatArray, FloatArray, float] | None:
         """Per fresh stage, drawn once for the cell: the spread of log tokens (pooled over

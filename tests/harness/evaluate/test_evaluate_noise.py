@@ -12,10 +12,10 @@ from record_builders import make_dataset, plain_record
 from spillover_harness.evaluate import evaluate
 from spillover_harness.evaluate.noise import (
     count_higher_p,
+    drop_bound,
     exact_interval,
     median_higher_p,
     rate_lower_p,
-    drop_bound,
     weak_pass,
     within_noise,
 )
