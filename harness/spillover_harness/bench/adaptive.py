@@ -161,9 +161,9 @@ def print_adaptive(target: float, cap: int, seeds: int, error_seeds: int) -> Non
     pairs = bench_pairs(target, cap, seeds)
     for p in pairs:
         uniform = "not reached" if p.uniform_runs is None else str(p.uniform_runs)
-        reached = "not reached" if p.adaptive.reached < 0 else f"{p.adaptive.reached:.3f}"
-        print(f"{p.scenario} seed {p.seed}: adaptive {p.adaptive.runs} runs (reached "
-              f"{reached}), uniform {uniform}", file=sys.stderr)  # fmt: skip
+        reached = "not reached" if p.adaptive.reached < 0 else f"reached {p.adaptive.reached:.3f}"
+        print(f"{p.scenario} seed {p.seed}: adaptive {p.adaptive.runs} runs ({reached}), "
+              f"uniform {uniform}", file=sys.stderr)  # fmt: skip
     ratios = [r for p in pairs if (r := p.ratio) is not None]
     print(f"adaptive_target={target}")
     print(f"adaptive_cap={cap}")
@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="run --until-stable against a uniform increase reaching the same target",
     )
     parser.add_argument("--target", type=float, default=0.9)
-    parser.add_argument("--cap", type=int, default=20)
+    parser.add_argument("--cap", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--error-seeds", type=int, default=40)
     args = parser.parse_args(argv)

@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seeds per scenario for --until-stable's error rates (default 40)",
     )  # fmt: skip
     parser.add_argument(
-        "--cap", type=int, default=20, help="--max-repetitions of the adaptive runs (default 20)"
+        "--cap", type=int, default=30, help="--max-repetitions of the adaptive runs (default 30)"
     )
     args = parser.parse_args(argv)
     if not 1 <= args.seeds <= 1000 or not 1 <= args.error_seeds <= 1000:

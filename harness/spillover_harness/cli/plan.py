@@ -200,7 +200,9 @@ def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:
     quality: dict[tuple[str, str], float] = {}
     spread: dict[tuple[str, str], float] = {}
     counts: dict[str, dict[tuple[str, str], tuple[int, int]]] = {
-        "success": {}, "limit": {}, "quality": {}
+        "success": {},
+        "limit": {},
+        "quality": {},
     }
     drops: list[float] = []
     for recipe, inp in ((r.name, i.name) for r, i in matrix.cells()):

@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
             "refused (exit 10).\n"
             "\n"
             "report --compare A B prints two stage directories side by side instead\n"
-            "(Markdown on stdout, nothing written): each one's decision, stability,\n"
+            "(Markdown on stdout, nothing written): each one's decision, reproducibility,\n"
             "per-criterion status and key figures per configuration, read from the\n"
             "stage.json and verdict.json each stage wrote; e.g. Stage 1 against Stage 2:\n"
             "  spillover-harness report --compare results/minikube results/dev\n"

@@ -140,8 +140,8 @@ def check_options_apply(args: argparse.Namespace) -> None:
         raise BadInput(CLUSTER_NEEDS_PROFILE.format(stage=args.stage))
     if (args.until_stable is None) != (args.max_repetitions is None):
         raise BadInput(
-            "--until-stable S and --max-repetitions N go together: S the share of stability "
-            "resamples that must agree, N the most repetitions a cell may reach"
+            "--until-stable S and --max-repetitions N go together: S the probability that a "
+            "fresh stage decides the same, to reach; N the most repetitions a cell may reach"
         )
 
 
@@ -268,9 +268,10 @@ def add_parser(sub: Any) -> None:
         type=_share,
         default=None,
         metavar="S",
-        help="after the matrix's repetitions, add runs to the cells whose resampling flips "
-        "the decision until it is the same in at least S (0 < S < 1) of the stability "
-        "resamples, or every such cell reaches --max-repetitions (docs/harness.md)",
+        help="after the matrix's repetitions, add runs to the cells whose fresh runs most "
+        "often move the decision, until a fresh stage of the design would decide the same "
+        "with probability at least S (0 < S < 1, the verdict's reproducibility), or every "
+        "such cell reaches --max-repetitions (docs/harness.md)",
     )
     run.add_argument(
         "--max-repetitions",

@@ -293,7 +293,9 @@ class Predictive:
         low = self.rng.beta(k, n - k + 1, size=self.size)
 
         def value(u: FloatArray) -> FloatArray:
-            out: FloatArray = np.exp(mean + sd * ndtri(np.clip(u, 1e-300, 1 - 1e-16)))
+            # a spread drawn from few degrees of freedom can be huge: inf is its limit
+            with np.errstate(over="ignore"):
+                out: FloatArray = np.exp(mean + sd * ndtri(np.clip(u, 1e-300, 1 - 1e-16)))
             return out
 
         if n % 2 == 1:
@@ -379,10 +381,12 @@ def reproducibility(
     )
 
 
-def describe(decision: str, stage: str | None, fresh: Reproducibility | None) -> str:
+def describe(
+    decision: str, stage: str | None, fresh: Reproducibility | None, *, cells: bool = True
+) -> str:
     """One sentence a reviewer cannot misread: `131072; a fresh sim stage of this design
-    would decide the same with probability 0.93 (false 0.05, 32768 0.02)`, and where more
-    runs would most change it."""
+    would decide the same with probability 0.93 (false 0.05, 32768 0.02)`, and (`cells`)
+    where more runs would most change it."""
     if fresh is None or fresh.decision is None:
         why = "" if fresh is None else f" ({fresh.method})"
         return f"{decision}; the probability that a fresh stage decides the same: not computed{why}"
@@ -398,7 +402,7 @@ def describe(decision: str, stage: str | None, fresh: Reproducibility | None) ->
     )
     if others:
         text += f" (otherwise: {others})"
-    if fresh.cells:
+    if cells and fresh.cells:
         text += "; more runs would most change this in: " + "; ".join(c.label for c in fresh.cells)
     return text
 

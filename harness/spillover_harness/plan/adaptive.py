@@ -21,11 +21,13 @@ from spillover_harness.results.verdict import Verdict
 
 # A cell counts when its status differs in at least this share of the fresh stages that
 # decide otherwise (Reproducibility.cells' `share`).
-HINGE_SHARE = 0.2
-# A round adds half the stage's repetitions (at least ROUND_MIN) to each chosen cell:
+HINGE_SHARE = 0.5
+# A round adds 1/ROUND_DIVISOR of the stage's repetitions (at least ROUND_MIN) to each
+# chosen cell:
 # small rounds overshoot the target less; each round costs a configuration switch on a
 # cluster, so not one run at a time.
 ROUND_MIN = 2
+ROUND_DIVISOR = 2
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def next_round(
             f"no cell's fresh runs move the decision ({verdict.decision} with probability "
             f"{p:.2f}): more runs would not change it"
         )
-    step = max(ROUND_MIN, matrix.repetitions.for_stage(stage) // 2)
+    step = max(ROUND_MIN, matrix.repetitions.for_stage(stage) // ROUND_DIVISOR)
     cells: dict[str, int] = {}
     for recipe, inp in hinge:
         now = matrix.repetitions_for(stage, recipe, inp)

@@ -339,7 +339,7 @@ def plan(matrix: Matrix, stage: str, repetitions: int, target: float, a: Assumpt
         if value is None:
             note = (
                 "not modelled: the non-inferiority bound of the token ratio is a bootstrap of "
-                "its own; run the stage and read its stability instead"
+                "its own; run the stage and read its reproducibility instead"
             )
         elif rule is not None:
             pass

@@ -1,5 +1,5 @@
 """Two stages side by side (`spillover-harness report --compare A B`, `make
-compare-stages`): each one's decision, stability, per-criterion status and key
+compare-stages`): each one's decision, reproducibility, per-criterion status and key
 figures per configuration, read from the `stage.json` and `verdict.json` each stage
 wrote. Typically Stage 1 (`results/minikube`) against Stage 2 (`results/dev`).
 

@@ -834,7 +834,8 @@ def render_markdown(
         lines.extend([f"> {faults_note(faults)}", ""])
     lines.extend(_other_matrix_note(matrix))
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
-    fresh = describe_reproducibility(verdict.decision, stage, verdict.reproducibility)
+    # the cells that would move it are listed under "What decides it"
+    fresh = describe_reproducibility(verdict.decision, stage, verdict.reproducibility, cells=False)
     lines.extend([f"**Reproducibility:** {fresh}.", ""])
     lines.extend([f"**Stability:** {describe_stability(verdict.decision, verdict.stability)}.", ""])
     lines.extend(_deciding_cells(verdict, matrix))
