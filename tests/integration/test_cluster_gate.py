@@ -317,6 +317,12 @@ def test_dev_refuses_a_stage1_that_decided_false_unless_told_to(
     assert "Stage 1 decided `false`; Stage 2 ran anyway (--override-stage1-false)" in proc.stderr
     provenance = json.loads((out / "stage.json").read_text())["provenance"]
     assert provenance["profile"] == str(gate.profile)
+    # the profile's content, as parsed: a profile edited under the same name shows
+    from spillover_harness.profile.load import load_profile
+    from spillover_harness.results.results_dir import content_hash
+
+    parsed = load_profile(gate.profile).model_dump(mode="json")
+    assert provenance["profile_sha256"] == content_hash(parsed)
     assert provenance["simulator_parameters"] is None
     assert provenance["stage1_gate"] == {
         "status": "overridden",

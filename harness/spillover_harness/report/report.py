@@ -723,9 +723,19 @@ def _provenance_lines(provenance: StageProvenance | None, *, simulator: bool) ->
         if provenance.harness_commit
         else "commit unknown (the harness ran from no git checkout)"
     )
+    if provenance.harness_dirty:
+        commit += (
+            f" **with uncommitted changes to the harness** (diff "
+            f"`{provenance.harness_diff_sha256}`)"
+        )
     parts = [f"spillover-harness {provenance.harness_version or 'unknown'}, {commit}"]
+    if provenance.seed is not None:
+        parts.append(f"seed {provenance.seed}")
     if provenance.profile is not None:
-        parts.append(f"cluster profile `{provenance.profile}`")
+        profile = f"cluster profile `{provenance.profile}`"
+        if provenance.profile_sha256:
+            profile += f" (content `{provenance.profile_sha256}`)"
+        parts.append(profile)
     gate = provenance.stage1_gate
     if gate is not None:
         if gate.status == "overridden":
@@ -832,6 +842,13 @@ def render_markdown(
         lines.extend([f"> {SIMULATED_PLATFORM_DISCLAIMER}", ""])
     if faults:
         lines.extend([f"> {faults_note(faults)}", ""])
+    if provenance is not None and provenance.harness_dirty:
+        lines.extend([
+            "> **Made from a modified checkout:** the harness had uncommitted changes (diff "
+            f"`{provenance.harness_diff_sha256}`); the commit named below does not reproduce "
+            "these figures alone.",
+            "",
+        ])  # fmt: skip
     lines.extend(_other_matrix_note(matrix))
     lines.extend([f"**Decision: `{verdict.decision}`.** {verdict.decision_reason}.", ""])
     # the cells that would move it are listed under "What decides it"

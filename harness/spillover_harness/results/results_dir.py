@@ -298,25 +298,77 @@ def harness_commit(source: Path | None = None) -> str | None:
     return head if done.returncode == 0 and _COMMIT.fullmatch(head) else None
 
 
+def _git(where: Path, *args: str) -> bytes | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(where), *args], capture_output=True, timeout=_GIT_TIMEOUT_S,
+            check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+@dataclass(frozen=True)
+class TreeState:
+    """Whether the harness's source tree differs from its commit, and a hash of how."""
+
+    dirty: bool | None  # None: not a git checkout, or git could not say
+    diff_sha256: str | None = None
+
+
+def harness_tree_state(source: Path | None = None) -> TreeState:
+    """The harness package's uncommitted changes against HEAD (tracked files changed and
+    files git does not ignore that it does not track). The hash covers the diff and each
+    untracked file's name and content, so two modified checkouts that ran differently
+    carry different provenance. Never raises."""
+    where = source if source is not None else Path(__file__).resolve().parent.parent
+    status = _git(where, "status", "--porcelain", "--untracked-files=all", "--", ".")
+    if status is None:
+        return TreeState(None)
+    if not status.strip():
+        return TreeState(False)
+    digest = hashlib.sha256(_git(where, "diff", "HEAD", "--binary", "--", ".") or b"")
+    untracked = _git(where, "ls-files", "--others", "--exclude-standard", "-z", "--", ".")
+    for name in sorted((untracked or b"").split(b"\0")):
+        if name:
+            digest.update(b"\0" + name + b"\0")
+            with contextlib.suppress(OSError):
+                digest.update((where / os.fsdecode(name)).read_bytes())
+    return TreeState(True, "sha256:" + digest.hexdigest())
+
+
+def content_hash(data: Any) -> str:
+    """sha256 of a JSON-able value, keys sorted (a profile as parsed, for provenance)."""
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Provenance:
     """What made a stage, written into stage.json as `provenance` (see the module doc)."""
 
     simulator_parameters: Mapping[str, Any] | None = None  # stage sim: the values in effect
     profile: str | None = None  # cluster stages: `--profile` as given (name or path)
+    profile_sha256: str | None = None  # cluster stages: the profile's content, as parsed
     stage1_gate: Mapping[str, Any] | None = None  # stage dev: how the gate let it start
     version: str = field(default_factory=harness_version)
     commit: str | None = field(default_factory=harness_commit)
+    tree: TreeState = field(default_factory=harness_tree_state)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "harness_version": self.version,
             "harness_commit": self.commit,
+            "harness_dirty": self.tree.dirty,
+            "harness_diff_sha256": self.tree.diff_sha256,
             "simulator_parameters": (
                 dict(self.simulator_parameters) if self.simulator_parameters is not None else None
             ),
             "profile": self.profile,
         }
+        if self.profile_sha256 is not None:
+            data["profile_sha256"] = self.profile_sha256
         if self.stage1_gate is not None:
             data["stage1_gate"] = dict(self.stage1_gate)
         return data
@@ -480,7 +532,11 @@ def prepare_results_dir(out_dir: Path, setup: StageSetup, *, resume: bool) -> No
                 "matrix_source": setup.matrix_source,
                 "resume_command": setup.continue_command(out_dir),
                 "created_at": now_rfc3339(),
-                "provenance": (setup.provenance or Provenance()).to_json(),
+                # the random seed: every run's seed derives from it (run.runner.seed_for)
+                "provenance": {
+                    **(setup.provenance or Provenance()).to_json(),
+                    "seed": setup.matrix.seed,
+                },
             }
         )
     )
@@ -610,6 +666,12 @@ class StageProvenance(_FileModel):
 
     harness_version: StrictStr | None = None
     harness_commit: StrictStr | None = None
+    # True: the harness ran from a checkout with uncommitted changes (its diff's hash
+    # beside it); None: not known (no git checkout), or a stage.json from before
+    harness_dirty: StrictBool | None = None
+    harness_diff_sha256: StrictStr | None = None
+    seed: int | None = None  # the matrix seed every run's seed derives from
+    profile_sha256: StrictStr | None = None  # cluster stages: the profile's content
     # stage sim: {"model": {...}, "memory": {...}}, the simulator's values in effect
     simulator_parameters: dict[StrictStr, dict[StrictStr, int | float | bool | str]] | None = None
     profile: StrictStr | None = None  # cluster stages: --profile as given

@@ -54,6 +54,7 @@ from spillover_harness.results.results_dir import (
     ResultFileUnreadable,
     StageDir,
     VerdictHeader,
+    content_hash,
 )
 from spillover_harness.run.runner import StageOptions, StageResult, run_stage
 from spillover_harness.stages.cluster_plan import block_order
@@ -270,7 +271,9 @@ def run_cluster(
                 matrix_source=options.matrix_source,
                 resume_hint=options.resume_hint,
                 provenance=Provenance(
-                    profile=options.profile_source or profile.name, stage1_gate=gate
+                    profile=options.profile_source or profile.name,
+                    profile_sha256=content_hash(profile.model_dump(mode="json")),
+                    stage1_gate=gate,
                 ),
                 order=lambda jobs: driver.set_plan(
                     block_order(jobs, config_names=[c.name for c in matrix.configurations])

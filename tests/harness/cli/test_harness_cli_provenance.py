@@ -178,3 +178,57 @@ def test_run_help_explains_the_stage1_false_override(flag: str, cli: Run) -> Non
     code, out, _ = cli(["run", "--help"])
     assert code == 0
     assert flag in out and "decided `false`" in out
+
+
+def _checkout_copy(tmp_path: Path) -> Path:
+    """The harness and operator sources in a git checkout of their own, committed."""
+    repo = tmp_path / "checkout"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "harness" / "spillover_harness", repo / "harness" / "spillover_harness",
+                    ignore=ignore)  # fmt: skip
+    shutil.copytree(REPO / "operator" / "spillover_operator",
+                    repo / "operator" / "spillover_operator", ignore=ignore)  # fmt: skip
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "copy"], check=True)
+    return repo
+
+
+def _run_from(repo: Path, out: Path) -> dict:
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'harness'}:{repo / 'operator'}"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from spillover_harness.cli import main; "
+         "sys.exit(main())", "run", "--stage", "sim", "--out", str(out), "--no-progress"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == OK, done.stderr
+    return json.loads((out / "stage.json").read_text(encoding="utf-8"))["provenance"]
+
+
+def test_a_stage_from_a_modified_checkout_says_so(tmp_path: Path) -> None:
+    """A checkout with uncommitted changes to the harness gives another provenance than its
+    commit (the flag and the diff's hash), and the report says so in its header; a clean
+    one says it is clean. The seed is recorded."""
+    repo = _checkout_copy(tmp_path)
+    clean = _run_from(repo, tmp_path / "clean")
+    assert clean["harness_dirty"] is False and clean["harness_diff_sha256"] is None
+    assert clean["seed"] == 20261130
+    assert "modified checkout" not in (tmp_path / "clean" / "report.md").read_text()
+
+    threshold = repo / "harness" / "spillover_harness" / "sim" / "store.py"
+    threshold.write_text(threshold.read_text() + "\n# a local edit\n")
+    dirty = _run_from(repo, tmp_path / "dirty")
+    assert dirty["harness_dirty"] is True
+    assert dirty["harness_diff_sha256"].startswith("sha256:")
+    assert dirty["harness_commit"] == clean["harness_commit"]
+    report = (tmp_path / "dirty" / "report.md").read_text()
+    assert report.index("**Made from a modified checkout:**") < report.index("**Decision:")
+
+    (repo / "harness" / "spillover_harness" / "local.py").write_text("X = 1\n")
+    other = _run_from(repo, tmp_path / "other")
+    assert other["harness_dirty"] is True
+    assert other["harness_diff_sha256"] != dirty["harness_diff_sha256"]
