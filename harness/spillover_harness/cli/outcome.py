@@ -105,6 +105,16 @@ def rules_line(verdict: Verdict) -> str:
     return f"rules: {chosen}; the literal rule decides {literal}{same}"
 
 
+def exercised_line(verdict: Verdict) -> str | None:
+    """`not exercised: 128KiB stored no result on ...` for the configuration that passed,
+    None when it stored results in every cell (or none passed)."""
+    from spillover_harness.results.verdict import unexercised_note
+
+    decided = next((cv for cv in verdict.configs.values() if cv.verdict == "pass"), None)
+    note = None if decided is None else unexercised_note(decided)
+    return None if note is None else f"not exercised: {note}"
+
+
 def reproducibility_line(verdict: Verdict) -> str:
     """`reproducibility: 131072; a fresh sim stage of this design would decide the same
     with probability 0.93 ...` (evaluate.reproducibility): the figure to read first."""
@@ -185,6 +195,9 @@ def print_outcome(
             "matrix, not the shipped default"
         )
     print(decision_line(verdict, matrix))
+    exercised = exercised_line(verdict)
+    if exercised is not None:
+        print(exercised)
     print(reproducibility_line(verdict))
     print(stability_line(verdict))
     if verdict.rules:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,11 +155,45 @@ def cmd_plan(args: argparse.Namespace) -> int:
             source="assumed (--success-rate, --limit-rate, --quality-rate, --token-spread)",
         )
     result = plan(matrix, args.stage, repetitions, args.target, assumptions)
+    result.notes.extend(unexercised_inputs(matrix))
+    for note in result.notes:
+        print(f"warning: {note}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(render(result))
     return exit_codes.OK
+
+
+def unexercised_inputs(matrix: Matrix) -> list[str]:
+    """A line per (configuration, input) the input cannot exercise: its largest file, read
+    whole as one tool result, stays below the configuration's threshold, so spillover
+    stores nothing there and the configuration's passes on it say only that nothing
+    changed (docs/harness.md, "Inputs that exercise a configuration")."""
+    from spillover_harness.fixtures import build_fixtures
+    from spillover_harness.plan.matrix import effective_threshold
+
+    fixtures = build_fixtures(matrix.seed)
+    out: list[str] = []
+    for config in matrix.configurations:
+        threshold = effective_threshold(config)
+        if config.name == matrix.acceptance.baseline or threshold is None:
+            continue
+        short: list[str] = []
+        for recipe, spec in matrix.cells():
+            files = fixtures.get(recipe.name, spec.name).files
+            largest = max((len(c.encode()) if isinstance(c, str) else len(c)
+                           for c in files.values()), default=0)  # fmt: skip
+            if largest < threshold:
+                short.append(f"{recipe.name}/{spec.name} (largest file {largest / 1024:.0f} KiB)")
+        if short:
+            out.append(
+                f"{config.name} (threshold {threshold // 1024} KiB) cannot be exercised by "
+                f"{', '.join(short)}: no result there reaches the threshold, so its passes "
+                "there will say only that nothing changed; add an input with a larger file "
+                "to the matrix (docs/harness.md)"
+            )
+    return out
 
 
 def measured(matrix: Matrix, directory: Path, large_drop: float | None) -> Any:

@@ -159,6 +159,7 @@ def evidence(
         interval=None if noise is None else noise.interval,
         rule=judged.rule,
         literal_status=judged.literal,
+        exercised=any(p > 0 for p in c.persisted) if c.persisted else None,
     )
 
 

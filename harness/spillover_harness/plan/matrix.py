@@ -60,7 +60,7 @@ KNOWN_INPUTS: Final[Mapping[str, Mapping[str, str]]] = {
         "budget": "large",
         "budget-16MiB": "large",
     },
-    "summarize": {"document": "medium"},
+    "summarize": {"document": "medium", "document-140k": "medium"},
 }
 
 # The decision when no configuration of the chain passes: spillover off.

@@ -45,7 +45,13 @@ from spillover_harness.results.results_dir import (
     StageFile,
     StageProvenance,
 )
-from spillover_harness.results.verdict import CRITERIA, CellEvidence, CellSummary, Verdict
+from spillover_harness.results.verdict import (
+    CRITERIA,
+    CellEvidence,
+    CellSummary,
+    Verdict,
+    unexercised_note,
+)
 from spillover_harness.sim.config import parse_spillover_env
 
 SIM_DISCLAIMER = (
@@ -214,6 +220,9 @@ def _deciding_cells(verdict: Verdict, matrix: Matrix) -> list[str]:
             continue
         if cv.verdict == "pass":
             bullets.append(f"`{cv.name}` passes every criterion against `{verdict.baseline}`")
+            note = unexercised_note(cv)
+            if note is not None:
+                bullets.append(f"**not exercised:** {note}")
             break
         word = "fails" if cv.verdict == "fail" else "is inconclusive"
         cells = [

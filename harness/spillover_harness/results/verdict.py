@@ -109,6 +109,10 @@ class CellEvidence(_Schema):
     # literal one, the literal rule's status of the same cell (None otherwise).
     rule: str = "literal"
     literal_status: Status | None = None
+    # Whether the configuration stored at least one result (spillover_persisted > 0) in
+    # the cell's runs: a pass where it stored nothing says only that nothing changed.
+    # None: no run of the cell recorded the count.
+    exercised: bool | None = None
 
     @property
     def label(self) -> str:
@@ -155,6 +159,30 @@ class ConfigVerdict(_Schema):
     # "run id: why" of the runs (this configuration's and the baseline's) whose
     # consistency check broke: the configuration cannot pass (checks/consistency.py)
     consistency: tuple[str, ...] = Field(default=(), exclude=True)
+
+    @property
+    def unexercised(self) -> tuple[str, ...]:
+        """The cells (recipe/input, matrix order) where the configuration stored no result
+        in any run: its passes there say only that nothing changed."""
+        seen: dict[str, bool] = {}
+        for result in self.criteria.values():
+            for ev in result.cells:
+                if ev.input is not None and ev.exercised is not None:
+                    where = f"{ev.recipe}/{ev.input}"
+                    seen[where] = seen.get(where, False) or ev.exercised
+        return tuple(where for where, used in seen.items() if not used)
+
+
+def unexercised_note(config: ConfigVerdict) -> str | None:
+    """`128KiB stored no result on code-review/small, ...: its passes there say only
+    that nothing changed`, or None when it stored one in every cell."""
+    cells = config.unexercised
+    if not cells:
+        return None
+    return (
+        f"{config.name} stored no result on {', '.join(cells)}: its passes there say only "
+        "that nothing changed (the inputs never reached its threshold)"
+    )
 
 
 class CellSummary(_Schema):
