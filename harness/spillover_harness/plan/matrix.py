@@ -621,4 +621,14 @@ def load_matrix(path: Path | None = None) -> Matrix:
         text = read_text_file(path, what="matrix")
     except InputFileError as exc:
         raise MatrixError(str(exc)) from None
-    return _parse_yaml(text, str(path))
+    try:
+        data = load_yaml(text, str(path))
+    except StrictLoadError as exc:
+        raise MatrixError(str(exc)) from None
+    if isinstance(data, dict) and "extension" in data:
+        raise MatrixError(
+            f"{path}: unknown key 'extension': the repetitions `run --until-stable` adds are "
+            "recorded in a stage's stage.json, not set in a matrix; to run more repetitions, "
+            "raise `repetitions`"
+        )
+    return parse_matrix(data, source=str(path))

@@ -702,6 +702,36 @@ class StageFile(_FileModel):
     def _null_is_empty(cls, value: Any) -> Any:
         return {} if value is None else value
 
+    @model_validator(mode="after")
+    def _extension_is_its_rounds(self) -> StageFile:
+        """The stored matrix's `extension` is what the rounds recorded, cell by cell (the
+        last round's repetitions of each): an extension edited above them would make the
+        report count runs no round planned as missing, a round edited would print cells
+        that never ran."""
+        extension = (self.matrix or {}).get("extension") or {}
+        if not isinstance(extension, dict):
+            raise ValueError("matrix.extension: not a mapping of recipe/input to repetitions")
+        last: dict[str, int] = {}
+        for n, r in enumerate(self.rounds, start=1):
+            for cell, reps in r.cells.items():
+                if cell in last and reps <= last[cell]:
+                    raise ValueError(
+                        f"adaptive.rounds[{n}] gives {cell} {reps} repetitions, not more than "
+                        f"an earlier round's {last[cell]}"
+                    )
+                if r.cap is not None and reps > r.cap:
+                    raise ValueError(
+                        f"adaptive.rounds[{n}] gives {cell} {reps} repetitions, above its cap "
+                        f"{r.cap}"
+                    )
+                last[cell] = reps
+        if extension != last:
+            raise ValueError(
+                f"matrix.extension is not what adaptive.rounds recorded: {dict(extension)} "
+                f"against {last or 'no round'}"
+            )
+        return self
+
     @property
     def rounds(self) -> tuple[AdaptiveRound, ...]:
         """The rounds `run --until-stable` added, in order (empty: none)."""
@@ -835,8 +865,11 @@ def _problems(exc: ValidationError) -> str:
     """The validation errors as one line: `decision: Input should be a valid string`."""
     parts = []
     for error in exc.errors()[:8]:
-        where = ".".join(str(p) for p in error["loc"]) or "(the file)"
-        parts.append(f"{where}: {error['msg']}")
+        where = ".".join(str(p) for p in error["loc"])
+        if not where and error["type"] == "value_error":  # a check across fields: it names them
+            parts.append(error["msg"].removeprefix("Value error, "))
+            continue
+        parts.append(f"{where or '(the file)'}: {error['msg']}")
     more = len(exc.errors()) - len(parts)
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 

@@ -214,8 +214,9 @@ def test_report_of_no_records_is_refused_and_writes_nothing(
 def test_fixtures_export_writes_the_16_mib_input_only_with_all(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """code-review/budget-16MiB (~18 MB) is built only when asked for: a plain export
-    leaves it out, `--all` writes it with the others and lists it in the manifest."""
+    """code-review/budget-16MiB (~18 MB) and summarize/document-140k are built only when
+    asked for: a plain export leaves them out, `--all` writes them with the others and
+    lists them in the manifest."""
     assert main(["fixtures", "export", str(tmp_path / "plain"), "--seed", "5"]) == 0
     assert main(["fixtures", "export", str(tmp_path / "all"), "--seed", "5", "--all"]) == 0
     capsys.readouterr()
@@ -226,7 +227,9 @@ def test_fixtures_export_writes_the_16_mib_input_only_with_all(
 
     assert "code-review/budget-16MiB" not in inputs(tmp_path / "plain")
     assert not (tmp_path / "plain" / "code-review" / "budget-16MiB").exists()
-    assert inputs(tmp_path / "all") == inputs(tmp_path / "plain") | {"code-review/budget-16MiB"}
+    built_on_use = {"code-review/budget-16MiB", "summarize/document-140k"}
+    assert not built_on_use & inputs(tmp_path / "plain")
+    assert inputs(tmp_path / "all") == inputs(tmp_path / "plain") | built_on_use
     written = (tmp_path / "all" / "code-review" / "budget-16MiB").rglob("*")
     assert sum(p.stat().st_size for p in written if p.is_file()) > 16 * 1024 * 1024
 

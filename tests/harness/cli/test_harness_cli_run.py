@@ -54,7 +54,8 @@ def test_run_sim_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert verdict["decision"] in DECISIONS
     assert code == (INCONCLUSIVE if verdict["decision"] == "inconclusive" else OK)
     lines = stdout.splitlines()
-    assert lines[-4].startswith(f"decision: {verdict['decision']}")
+    assert lines[-5].startswith(f"decision: {verdict['decision']}")
+    assert lines[-4].startswith("not exercised: ")
     assert lines[-3].startswith(f"reproducibility: {verdict['decision']}; a fresh sim stage")
     assert f"with probability {verdict['reproducibility']['decision']:.2f}" in lines[-3]
     assert lines[-2].startswith("stability: ")

@@ -204,6 +204,7 @@ def test_the_stage_files_extension_admits_its_repetitions_and_no_more() -> None:
         {
             "stage": "sim",
             "matrix": {"repetitions": {"sim": 5}, "extension": {"code-review/small": 10}},
+            "adaptive": {"rounds": [{"cells": {"code-review/small": 10}}]},
         }
     )
     path = Path("results/sim/runs.jsonl")

@@ -21,6 +21,7 @@ from spillover_harness.results.results_dir import (
     ResultsDirLocked,
     StageDir,
     StageSetup,
+    TreeState,
     harness_commit,
     harness_version,
     hold_results_dir,
@@ -154,7 +155,9 @@ def test_a_new_stage_json_holds_provenance_and_a_resume_keeps_it(tmp_path: Path)
         driver={"kind": "cluster", "profile": "dev"},
         matrix_source="<default>",
         resume_command=None,
-        provenance=Provenance(profile="profiles/dev.yaml", stage1_gate=gate, commit=None),
+        provenance=Provenance(
+            profile="profiles/dev.yaml", stage1_gate=gate, commit=None, tree=TreeState(None)
+        ),
     )
     prepare_results_dir(out, setup, resume=False)
     stage = StageDir(out).read_stage()
@@ -162,9 +165,12 @@ def test_a_new_stage_json_holds_provenance_and_a_resume_keeps_it(tmp_path: Path)
     assert stage.to_json()["provenance"] == {
         "harness_version": harness_version(),
         "harness_commit": None,
+        "harness_dirty": None,
+        "harness_diff_sha256": None,
         "simulator_parameters": None,
         "profile": "profiles/dev.yaml",
         "stage1_gate": gate,
+        "seed": matrix.seed,
     }
     (out / "runs.jsonl").write_text('{"run_id": "x"}\n', encoding="utf-8")
     later = StageSetup(
@@ -184,7 +190,10 @@ def test_a_new_stage_json_holds_provenance_and_a_resume_keeps_it(tmp_path: Path)
     assert set(bare_stage.to_json()["provenance"]) == {
         "harness_version",
         "harness_commit",
+        "harness_dirty",
+        "harness_diff_sha256",
         "simulator_parameters",
         "profile",
+        "seed",
     }
     assert bare_stage.provenance is not None and bare_stage.provenance.profile is None
