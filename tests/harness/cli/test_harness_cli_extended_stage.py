@@ -78,7 +78,7 @@ def test_a_stage_json_that_contradicts_its_rounds_is_refused(
     out = _copy_with(extended, tmp_path, edit)
     for argv in (["evaluate", "--records", str(out / "runs.jsonl")],
                  ["report", "--records", str(out / "runs.jsonl"), "--out", str(out)]):  # fmt: skip
-        code, stdout, stderr = cli(argv)
+        code, _, stderr = cli(argv)
         assert code == exit_codes.BAD_INPUT, (argv, stderr)
         assert "stage.json" in stderr and field in stderr, stderr
         assert "Traceback" not in stderr
@@ -93,7 +93,7 @@ def test_a_users_matrix_cannot_carry_an_extension(cli: Run, tmp_path: Path) -> N
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(yaml.safe_dump(data))
     out = tmp_path / "sim"
-    code, stdout, stderr = cli(["run", "--stage", "sim", "--matrix", str(matrix),
+    code, _, stderr = cli(["run", "--stage", "sim", "--matrix", str(matrix),
                                 "--out", str(out)])  # fmt: skip
     assert code == exit_codes.BAD_INPUT
     assert "unknown key 'extension'" in stderr and "raise `repetitions`" in stderr
