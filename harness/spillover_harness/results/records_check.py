@@ -173,6 +173,28 @@ def check_against_stage_file(
             f"({len(beyond)} such record(s)); the stage did not write them: restore the "
             "records file the stage wrote"
         )
+    _check_iteration_limit(records, stage_file, source)
+
+
+def _check_iteration_limit(
+    records: Sequence[NumberedRecord], stage_file: StageFile, source: Path | str
+) -> None:
+    """The simulator's `max_iterations` in the provenance bounds every run's iterations:
+    a provenance edited below them would be reported as the value the runs used."""
+    provenance = stage_file.provenance
+    params = provenance.simulator_parameters if provenance is not None else None
+    limit = (params or {}).get("model", {}).get("max_iterations")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return
+    over = [(n, r) for n, r in records if r.iterations is not None and r.iterations > limit]
+    if over:
+        n, r = over[0]
+        raise RecordError(
+            f"{source}: provenance.simulator_parameters.model.max_iterations is {limit}, but "
+            f"line {n} of the records ({r.run_id}) ran {r.iterations} iterations "
+            f"({len(over)} such record(s)): the provenance is not the one the runs used; "
+            "restore the stage.json the stage wrote"
+        )
 
 
 def read_checked_records(path: Path, matrix: Matrix) -> list[RunRecord]:

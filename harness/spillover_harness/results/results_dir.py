@@ -765,6 +765,7 @@ _HEADER_FIELDS = (
     "reproducibility",
     "configs",
     "cells",
+    "memory",
 )
 
 
@@ -859,6 +860,20 @@ def written_view(
 # the Stage 1 gate read. A view of `Verdict` (its fields, its types): only `decision`
 # is required, so a verdict.json of an earlier version still reads.
 VerdictHeader: Any = written_view(Verdict, only=_HEADER_FIELDS, required=("decision",))
+
+
+_NON_NEGATIVE = ("peak_bytes", "limit_bytes", "ratio_to_baseline", "headroom_executions",
+                 "per_execution_bytes", "lane_max_executions")  # fmt: skip
+
+
+def _negative_memory(memory: Any) -> str | None:
+    """The first memory figure of a verdict that cannot be below 0, as its field path."""
+    for name, config in (memory.configs if memory is not None else {}).items():
+        for field_name in _NON_NEGATIVE:
+            value = getattr(config, field_name, None)
+            if value is not None and value < 0:
+                return f"memory.configs.{name}.{field_name} = {value}"
+    return None
 
 
 def _problems(exc: ValidationError) -> str:
@@ -967,13 +982,17 @@ class StageDir:
         path = self.verdict_file
         data = self._read_object(path, MAX_VERDICT_BYTES)
         try:
-            return VerdictHeader.model_validate(data)
+            header = VerdictHeader.model_validate(data)
         except ValidationError as exc:
             bad_decision = any(
                 e["loc"] == ("decision",) and e["type"] == "missing" for e in exc.errors()
             )
             detail = "no `decision`" if bad_decision else _problems(exc)
             raise ResultFileInvalid(path, "invalid", detail) from None
+        negative = _negative_memory(header.memory)
+        if negative:
+            raise ResultFileInvalid(path, "invalid", f"{negative}: a memory figure below 0")
+        return header
 
     # memory-lane.json
 

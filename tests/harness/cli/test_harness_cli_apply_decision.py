@@ -99,3 +99,28 @@ def test_a_dangling_records_link_is_refused_as_missing(
     assert code == BAD_INPUT, err
     assert f"{stage / 'runs.jsonl'}: no such file" in one_line(err)
     assert manifest.read_text(encoding="utf-8") == MANIFEST
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("ratio_to_baseline", "abc", "memory.configs.128KiB.ratio_to_baseline"),
+        ("peak_bytes", -1, "memory.configs.128KiB.peak_bytes = -1"),
+    ],
+)
+def test_a_verdict_with_an_impossible_memory_figure_is_not_applied(
+    stage: Path, manifest: Path, capsys: pytest.CaptureFixture[str],
+    field: str, value: object, needle: str,
+) -> None:  # fmt: skip
+    """The verdict's memory section is read with the rest: a wrong type or a figure below
+    0 is refused, naming the field, and nothing is applied."""
+    import json
+
+    verdict = json.loads((stage / "verdict.json").read_text())
+    assert verdict["memory"] is not None, "the simulated stage carries a memory section"
+    verdict["memory"]["configs"]["128KiB"][field] = value
+    (stage / "verdict.json").write_text(json.dumps(verdict))
+    code, err = apply(stage, manifest, capsys)
+    assert code == BAD_INPUT, err
+    assert needle in one_line(err)
+    assert manifest.read_text(encoding="utf-8") == MANIFEST

@@ -232,3 +232,17 @@ def test_a_stage_from_a_modified_checkout_says_so(tmp_path: Path) -> None:
     other = _run_from(repo, tmp_path / "other")
     assert other["harness_dirty"] is True
     assert other["harness_diff_sha256"] != dirty["harness_diff_sha256"]
+
+
+def test_a_provenance_edited_below_what_the_runs_used_is_refused(cli: Run, tmp_path: Path) -> None:
+    """provenance max_iterations edited to 3, though the runs used more: the report would
+    print 3 as the value the runs used. Refused, naming the field, by `evaluate`."""
+    out = _sim(cli, tmp_path, "iters")
+    stage_path = out / "stage.json"
+    stage = json.loads(stage_path.read_text(encoding="utf-8"))
+    stage["provenance"]["simulator_parameters"]["model"]["max_iterations"] = 3
+    stage_path.write_text(json.dumps(stage), encoding="utf-8")
+    code, _, err = cli(["evaluate", "--records", str(out / "runs.jsonl")])
+    assert code == BAD_INPUT
+    assert "provenance.simulator_parameters.model.max_iterations is 3" in err
+    assert "Traceback" not in err
