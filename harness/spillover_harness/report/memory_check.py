@@ -113,6 +113,34 @@ def leak(records: Sequence[RunRecord]) -> tuple[int | None, str]:
     return max(deltas), ""
 
 
+def contradictions(records: Sequence[RunRecord]) -> list[str]:
+    """The memory figures of one configuration's runs that cannot all be true, one line
+    each (the first run of each kind named): a figure built on them would be reported
+    as a fact."""
+    found: dict[str, str] = {}
+    for r in records:
+        m = r.mcp_host_memory
+        if m is None:
+            continue
+        peak, limit, start = m.peak_bytes, m.limit_bytes, m.start_bytes
+        if limit == 0:
+            found.setdefault("limit", f"{r.run_id}: a memory limit of 0")
+        if peak is not None and limit and peak > limit and not m.oom_kills:
+            found.setdefault(
+                "peak",
+                f"{r.run_id}: a peak of {peak} bytes above its limit of {limit} with no OOM kill",
+            )
+        if start is not None and peak is not None and start > peak:
+            found.setdefault(
+                "start",
+                f"{r.run_id}: a working set at the start ({start} bytes) above the peak "
+                f"({peak} bytes)",
+            )
+        if peak == 0:
+            found.setdefault("zero", f"{r.run_id}: a peak of 0 bytes measured")
+    return list(found.values())
+
+
 def _completed_cells(records: Sequence[RunRecord], config: str) -> set[tuple[str, str]]:
     return {(r.recipe, r.input) for r in records if r.config == config and r.outcome == "succeeded"}
 
@@ -170,9 +198,13 @@ def check_memory(
         ratio: Fraction | None = None
         if peak is not None and base_peak:
             ratio = Fraction(peak, base_peak)
+        elif base_peak == 0:
+            reasons["ratio_to_baseline"] = f"contradiction: {base}'s peak was measured as 0 bytes"
         else:
             reasons["ratio_to_baseline"] = (
-                f"{base}'s peak is not measured" if not base_peak else "the peak is not measured"
+                f"{base}'s peak is not measured"
+                if base_peak is None
+                else "the peak is not measured"
             )
         points = [p for p in lane.points if p.config == name] if lane is not None else []
         room, per_execution, how = headroom(points)
@@ -184,6 +216,13 @@ def check_memory(
         leaked, why = leak([r for r in mine if r.config == name and r.outcome != "harness_error"])
         if leaked is None:
             reasons["leak_bytes"] = why
+        wrong = contradictions([r for r in mine if r.config == name])
+        if wrong:  # no figure is built on figures that cannot all be true
+            say = "contradiction: " + "; ".join(wrong)
+            peak = limit = ratio = room = leaked = per_execution = None
+            for figure in ("peak_bytes", "limit_bytes", "ratio_to_baseline",
+                           "headroom_executions", "leak_bytes"):  # fmt: skip
+                reasons[figure] = say
         configs[name] = MemoryConfig(
             peak_bytes=peak,
             limit_bytes=limit,

@@ -164,3 +164,45 @@ def test_the_lower_bound_names_the_step_each_peak_was_sampled_at(cli: Run, tmp_p
     assert "A peak read from Prometheus" not in report
     assert "| 128KiB | 1 | 600.0 MiB | 2,048.0 MiB | 29% | `kubelet-summary@1s` |" in report
     assert "| 128KiB | 2 | 800.0 MiB | 2,048.0 MiB | 39% | `prometheus@30s` |" in report
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"peak_bytes": 5 * LIMIT}, "above its limit of 2147483648 with no OOM kill"),
+        ({"limit_bytes": 0}, "a memory limit of 0"),
+        ({"start_bytes": 10 * 1024 * MIB}, "a working set at the start (10737418240 bytes) above"),
+    ],
+)
+def test_impossible_memory_figures_are_flagged_not_reported(
+    cli: Run, tmp_path: Path, edit: dict[str, int], said: str
+) -> None:
+    """A succeeded run at 5x its limit with no OOM kill, a limit of 0, a start above the
+    peak: no figure is built on them (no headroom warning, no -10 GB leak); the memory
+    section says which run contradicts itself."""
+    records = _records(tmp_path)
+    lines = records.read_text(encoding="utf-8").splitlines()
+    spill = json.loads(lines[2])
+    spill["mcp_host_memory"].update(edit)
+    lines[2] = json.dumps(spill)
+    records.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, _, _, report, verdict = _report(cli, records)
+    figures = verdict["memory"]["configs"]["128KiB"]
+    assert figures["peak_bytes"] is None and figures["leak_bytes"] is None
+    assert figures["ratio_to_baseline"] is None
+    assert said in figures["reasons"]["peak_bytes"]
+    assert "contradiction: " in figures["reasons"]["leak_bytes"]
+    assert said in report and "-10" not in report
+
+
+def test_a_baseline_peak_of_0_is_a_contradiction_not_unmeasured(cli: Run, tmp_path: Path) -> None:
+    records = _records(tmp_path)
+    lines = records.read_text(encoding="utf-8").splitlines()
+    off = json.loads(lines[0])
+    off["mcp_host_memory"]["peak_bytes"] = 0
+    off["mcp_host_memory"]["start_bytes"] = 0
+    lines[0] = json.dumps(off)
+    records.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _, _, _, _, verdict = _report(cli, records)
+    reason = verdict["memory"]["configs"]["128KiB"]["reasons"]["ratio_to_baseline"]
+    assert reason == "contradiction: off's peak was measured as 0 bytes"
