@@ -109,6 +109,10 @@ class Unit:
     codes: Codes
 
 
+# The rates judged "at least as high as the baseline's", and what each counts.
+_RATES: dict[str, Quantity] = {"success_rate": "succeeded", "summary_quality": "quality"}
+
+
 def _rate_pass(kc: IntArray, nc: int, kb: IntArray, nb: int) -> BoolArray:
     """kc/nc >= kb/nb, exactly (cross-multiplied integers)."""
     return np.asarray(kc * nb >= kb * nc)
@@ -128,13 +132,15 @@ def _unit_codes(
     rule = ctx.rule(criterion)
     if criterion == "input_tokens" and rule is not None:
         return fixed  # a bootstrap bound within each draw: not drawn (module doc)
-    if criterion == "success_rate":
-        kc = src.count(config, recipe, inputs, "succeeded")
-        kb = src.count(base, recipe, inputs, "succeeded")
+    if criterion in _RATES:
+        quantity = _RATES[criterion]
+        kc = src.count(config, recipe, inputs, quantity)
+        kb = src.count(base, recipe, inputs, quantity)
+        (_, nc), (_, nb) = counts(c, quantity), counts(b, quantity)
         if rule is not None:
-            ok = rate_non_inferior(kc, c.valid, kb, b.valid, rule)
+            ok = rate_non_inferior(kc, nc, kb, nb, rule)
         else:
-            ok = _rate_pass(kc, c.valid, kb, b.valid)
+            ok = _rate_pass(kc, nc, kb, nb)
     elif criterion == "iteration_limit":
         if c.hit_null_ids or b.hit_null_ids:
             return fixed
@@ -151,13 +157,6 @@ def _unit_codes(
             ok = np.asarray(
                 2 * med_c * tol.denominator <= 2 * med_b * (tol.denominator + tol.numerator)
             )
-    elif criterion == "summary_quality":
-        kc = src.count(config, recipe, inputs, "quality")
-        kb = src.count(base, recipe, inputs, "quality")
-        if rule is not None:
-            ok = rate_non_inferior(kc, c.quality_known, kb, b.quality_known, rule)
-        else:
-            ok = _rate_pass(kc, c.quality_known, kb, b.quality_known)
     else:  # a criterion this module does not know is held where it was
         return fixed
     return np.where(ok, CODE[PASS], CODE[FAIL]).astype(np.int8)

@@ -246,6 +246,7 @@ def test_to_json_shape() -> None:
         "interval",
         "rule",
         "literal_status",
+        "exercised",  # whether the configuration stored a result in the cell's runs
     ]
     for key in ("decision_reason", "runs_needed", "harness_errors", "stage", "advisory"):
         assert key in data
