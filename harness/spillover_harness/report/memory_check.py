@@ -130,11 +130,13 @@ def contradictions(records: Sequence[RunRecord]) -> list[str]:
                 "peak",
                 f"{r.run_id}: a peak of {peak} bytes above its limit of {limit} with no OOM kill",
             )
-        if start is not None and peak is not None and start > peak:
+        # Both are samples (a peak is a lower bound), so a start a little above the peak
+        # is the sampling's; more than twice it, no sampling explains.
+        if start is not None and peak is not None and start > 2 * peak:
             found.setdefault(
                 "start",
-                f"{r.run_id}: a working set at the start ({start} bytes) above the peak "
-                f"({peak} bytes)",
+                f"{r.run_id}: a working set at the start ({start} bytes) more than twice the "
+                f"peak ({peak} bytes)",
             )
         if peak == 0:
             found.setdefault("zero", f"{r.run_id}: a peak of 0 bytes measured")

@@ -272,7 +272,10 @@ def run_cluster(
                 resume_hint=options.resume_hint,
                 provenance=Provenance(
                     profile=options.profile_source or profile.name,
-                    profile_sha256=content_hash(profile.model_dump(mode="json")),
+                    # the profile's content; `--kubectl` may replace its kubectl command
+                    profile_sha256=content_hash(
+                        profile.model_dump(mode="json", exclude={"kubectl"})
+                    ),
                     stage1_gate=gate,
                 ),
                 order=lambda jobs: driver.set_plan(
