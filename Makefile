@@ -7,8 +7,9 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # Renamed when the install recipe changes in a way an existing .venv should get too
-# (-2: plain path entries instead of setuptools' editable import hook).
-STAMP := $(VENV)/.installed-2
+# (-2: plain path entries instead of setuptools' editable import hook; -3: the console
+# scripts' launchers).
+STAMP := $(VENV)/.installed-3
 
 # Kill switch / deploy knobs (override on the command line).
 NAMESPACE ?= clerum
@@ -50,6 +51,7 @@ $(STAMP): pyproject.toml
 	@# import hook that every Python start pays for (pathlib and importlib.util, some
 	@# ms of spilloverctl's start-up): two plain path entries do the same for this tree.
 	$(PYTHON) -c "$$EDITABLE_PTH" '$(CURDIR)'
+	$(LAUNCHERS)
 	$(BYTECODE)
 	@touch $(STAMP)
 
@@ -74,6 +76,55 @@ else:
     print(f"note: {len(found)} editable .pth files in {site}; the import hook stays")
 endef
 export EDITABLE_PTH
+
+# The console scripts (spilloverctl, spillover-harness) as launchers that start Python with
+# SIGINT blocked. Python's own Ctrl-C handler is in place from its first moments, but none
+# of the project's code runs before the interpreter, `site` and the script's first import
+# have loaded (~20 ms): a Ctrl-C there printed a traceback (or "Fatal Python error" in
+# `site`). Blocked, it waits until `main` unblocks it inside the try that ends it as exit 130
+# (spillover_operator.interrupts.accept_interrupts). The launcher is a shell script that is
+# also the Python script pip would write: sh traps Ctrl-C (exit 130) for its own moment,
+# then env(1) blocks SIGINT and execs Python on the same file (~1 ms more per command).
+# pip install rewrites them as pip's: `make launchers` again. Where env cannot block a
+# signal (GNU coreutils before 8.31, BSD), pip's scripts stay and a note says so.
+LAUNCHERS = $(PYTHON) -c "$$CONSOLE_LAUNCHERS"
+
+.PHONY: launchers
+launchers: $(STAMP) ## Write the console scripts' launchers again (make install does; after a pip install of the project)
+	$(LAUNCHERS)
+
+define CONSOLE_LAUNCHERS
+import importlib.metadata, os, shlex, shutil, subprocess, sys, sysconfig
+from pathlib import Path
+env = shutil.which("env")
+blocks = env and subprocess.run([env, "--block-signal=INT", "true"], capture_output=True).returncode == 0
+if not blocks:
+    print("note: env cannot block SIGINT (GNU coreutils 8.31+ can): the console scripts stay"
+          " pip's, and a Ctrl-C while Python starts prints a traceback")
+elif "=" in sys.executable:
+    print(f"note: env would take {sys.executable} for a variable: the console scripts stay pip's")
+else:
+    scripts = Path(sysconfig.get_path("scripts"))
+    dist = importlib.metadata.distribution("spillover-ops")
+    for ep in dist.entry_points.select(group="console_scripts"):
+        path = scripts / ep.name
+        temporary = path.with_name(f".{ep.name}.tmp")
+        temporary.write_text(
+            "#!/bin/sh\n"
+            "''':'\n"
+            "# SIGINT blocked while Python starts; main lets it in (Makefile: LAUNCHERS).\n"
+            "trap 'exit 130' INT\n"
+            f'exec {shlex.quote(env)} --block-signal=INT {shlex.quote(sys.executable)} "$$0" "$$@"\n'
+            "'''\n"
+            "import sys\n"
+            f"from {ep.module} import {ep.attr}\n"
+            'if __name__ == "__main__":\n'
+            f"    sys.exit({ep.attr}())\n"
+        )
+        temporary.chmod(0o755)
+        os.replace(temporary, path)
+endef
+export CONSOLE_LAUNCHERS
 
 .PHONY: install
 install: $(STAMP) ## Create the virtualenv in .venv and install the project (+dev tools)

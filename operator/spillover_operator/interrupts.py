@@ -11,7 +11,21 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["caused_by_interrupt", "deliver_lost_interrupts"]
+__all__ = ["accept_interrupts", "caused_by_interrupt", "deliver_lost_interrupts"]
+
+
+def accept_interrupts() -> None:
+    """Let Ctrl-C in, a pending one first: call it inside the try that ends a
+    KeyboardInterrupt as exit 130.
+
+    The launchers `make install` writes for the console scripts start Python with SIGINT
+    blocked, because a Ctrl-C while the interpreter and `site` load comes before any of
+    the project's code could catch it: Python printed a traceback. Blocked, that Ctrl-C
+    waits, pending, and arrives here as KeyboardInterrupt (raised by this call). A blocked
+    signal is inherited by every thread and process started after, kubectl included, so
+    `main` calls this before it starts any. Started otherwise (`python -m`, a test
+    calling `main`), nothing is blocked and this changes nothing."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def deliver_lost_interrupts() -> None:

@@ -9,7 +9,9 @@ printed decision and the exit code.
 This module imports nothing heavy on purpose: the console script imports it
 before anything else, and a Ctrl-C while pydantic, PyYAML and the rest load
 must end as an interruption (exit 130, no traceback), so they load inside
-`main`'s try.
+`main`'s try. A Ctrl-C before that (Python starting, this module loading) is
+held back by the launcher `make install` writes and delivered inside the try
+(`accept_interrupts`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from spillover_operator.interrupts import caused_by_interrupt, deliver_lost_interrupts
+from spillover_operator.interrupts import (
+    accept_interrupts,
+    caused_by_interrupt,
+    deliver_lost_interrupts,
+)
 
 __all__ = ["main"]
 
@@ -26,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script `spillover-harness` (argv defaults to sys.argv[1:])."""
     deliver_lost_interrupts()
     try:
+        accept_interrupts()
         from spillover_harness.cli.app import dispatch
 
         return dispatch(list(sys.argv[1:] if argv is None else argv))

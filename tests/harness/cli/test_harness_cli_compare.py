@@ -158,7 +158,7 @@ def test_make_compare_stages_runs_the_comparison(stages: tuple[Path, Path]) -> N
     a, b = stages
     venv = Path(sys.prefix)
     proc = subprocess.run(
-        ["make", "--no-print-directory", "-s", "-o", f"{venv}/.installed-2", "compare-stages",
+        ["make", "--no-print-directory", "-s", "-o", f"{venv}/.installed-3", "compare-stages",
          f"VENV={venv}", f"A={a}", f"B={b}"],
         cwd=REPO,
         capture_output=True,
@@ -171,7 +171,7 @@ def test_make_compare_stages_runs_the_comparison(stages: tuple[Path, Path]) -> N
     assert f"|  | A: `{a}` | B: `{b}` |" in proc.stdout.splitlines()
     missing = b.parent / "no-such-stage"
     proc = subprocess.run(
-        ["make", "--no-print-directory", "-s", "-o", f"{venv}/.installed-2", "compare-stages",
+        ["make", "--no-print-directory", "-s", "-o", f"{venv}/.installed-3", "compare-stages",
          f"VENV={venv}", f"A={a}", f"B={missing}"],
         cwd=REPO,
         capture_output=True,

@@ -1,7 +1,8 @@
 """The CLI's messages (issue 12, item 6, and issue 8's "resume command built once"):
 the resume command quotes correctly and never says `--matrix <default>`; options
-that do not apply to the stage are refused; Ctrl-C while the modules load prints no
-traceback; Ctrl-C during the evaluation says the report was not written."""
+that do not apply to the stage are refused; Ctrl-C while the modules load, or while
+Python itself starts (issue 38, item 7), prints no traceback; Ctrl-C during the
+evaluation says the report was not written."""
 
 from __future__ import annotations
 
@@ -157,6 +158,64 @@ def test_ctrl_c_in_the_first_moments_prints_no_traceback(after_s: float, tmp_pat
     assert "Traceback" not in err, err
     assert proc.returncode == INTERRUPTED, out + err
     assert "interrupted" in err
+
+
+def _sigint_as_a_terminal_leaves_it() -> None:
+    """The child's SIGINT before exec: the default action, not blocked, whatever this
+    process has (a suite started as a background job ignores it). Ignored or blocked, a
+    Ctrl-C test would pass whatever the console script does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+LAUNCHER_HINT = f"is {EXE} the launcher `make install` writes? (`make launchers`)"
+
+
+@pytest.mark.parametrize("after_s", [0.02, 0.05, 0.1])
+def test_ctrl_c_soon_after_the_command_starts_is_an_interruption(
+    after_s: float, tmp_path: Path
+) -> None:
+    """SIGINT a fixed time after the real console script was started, as a user's Ctrl-C
+    lands: at 0.02 s Python is still starting and loading the script's first import,
+    before any of the project's code can catch it (pip's own script printed a traceback
+    there every time). The launcher holds it back until `main`'s try: exit 130, no
+    traceback."""
+    (tmp_path / "m.yaml").write_text(SMALL)
+    proc = subprocess.Popen(
+        [EXE, "run", "--stage", "sim", "--matrix", str(tmp_path / "m.yaml"),
+         "--out", str(tmp_path / "out"), "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_as_a_terminal_leaves_it,
+    )  # fmt: skip
+    try:
+        time.sleep(after_s)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "Traceback" not in err, f"{LAUNCHER_HINT}\n{err}"
+    assert proc.returncode == INTERRUPTED, f"{LAUNCHER_HINT}\n{out}{err}"
+
+
+def test_ctrl_c_while_python_imports_site_is_an_interruption(tmp_path: Path) -> None:
+    """The moment the timed test can only hope to hit, every time: SIGINT while Python
+    imports `site` (a sitecustomize sends it), before the console script's first line.
+    pip's own script ended there in "Fatal Python error" and a traceback."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
+    )
+    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    proc = subprocess.run(
+        [EXE, "--help"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        preexec_fn=_sigint_as_a_terminal_leaves_it,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, f"{LAUNCHER_HINT}\n{proc.stderr}"
+    assert proc.returncode == INTERRUPTED, f"{LAUNCHER_HINT}\n{proc.stdout}{proc.stderr}"
+    assert proc.stderr == "interrupted\n"
 
 
 def _build_a_class_interrupted_by_ctrl_c(*args: Any) -> int:
