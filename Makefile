@@ -159,6 +159,10 @@ demo: $(STAMP) ## The whole matrix on the embedded simulator, print the decision
 memory: $(STAMP) ## The mcp-host's memory, the 1 MiB budget and N executions at once on the simulator (results/memory)
 	$(BIN)/spillover-harness run --stage sim --matrix harness/matrices/memory-budget.yaml --out $(RESULTS)/memory --resume
 
+.PHONY: faults
+faults: $(STAMP) ## Prove every check can fail: each simulator fault planted in a stage of its own, `caught` or `MISSED` per switch (exit 6 on a miss)
+	$(BIN)/spillover-harness faults
+
 .PHONY: compare
 compare: $(STAMP) ## off vs spillover vs the handoff cache on the simulator (harness/matrices/strategies.yaml; results/strategies)
 	$(BIN)/spillover-harness run --stage sim --matrix harness/matrices/strategies.yaml --out $(RESULTS)/strategies --resume

@@ -71,6 +71,14 @@ def tool_result_sizes(fixture: Fixture) -> list[tuple[int, int]]:
     ]
 
 
+def may_fill_budget(fixture: Fixture, threshold: int, budget: int) -> bool:
+    """Whether a step on this input could find its store's budget full: the tool results
+    that could reach the threshold, at their largest, add up to more than the budget.
+    Only then can a missing budget warning mean that it was worded otherwise (the run's
+    `budget_inline` then reads "not measured" rather than 0)."""
+    return sum(most for _, most in tool_result_sizes(fixture) if most >= threshold) > budget
+
+
 def check_run(
     env: Mapping[str, str | None],
     fixture: Fixture,

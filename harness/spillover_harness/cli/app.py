@@ -19,6 +19,7 @@ from spillover_operator.interrupts import caused_by_interrupt
 from spillover_harness.cli import (
     apply_decision,
     evaluate,
+    faults,
     fixtures,
     plan,
     preflight,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         fixtures,
         sweep,
         sensitivity,
+        faults,
         apply_decision,
     ):
         command.add_parser(sub)

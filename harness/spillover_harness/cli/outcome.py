@@ -40,6 +40,7 @@ def judge(
     if records_dir is None:
         return verdict
     from spillover_harness.report.memory_check import check_memory
+    from spillover_harness.report.status_report_check import check_status_report
     from spillover_harness.results.results_dir import LaneFileError, StageDir
 
     try:
@@ -47,7 +48,8 @@ def judge(
     except LaneFileError as exc:
         lane, problem = None, str(exc)
     memory = check_memory(records, matrix, verdict.stage, lane, problem)
-    return verdict.model_copy(update={"memory": memory})
+    reports = check_status_report(records, matrix, verdict.stage)
+    return verdict.model_copy(update={"memory": memory, "status_report": reports})
 
 
 def decided(verdict: Verdict, matrix: Matrix) -> bool:
@@ -180,13 +182,15 @@ def print_outcome(
     lines: Sequence[str] = (),
     report_md: Path | None = None,
 ) -> int:
-    """Print the outcome on stdout (`lines` first, the memory check, then the decision
-    and the report) and return its exit code."""
+    """Print the outcome on stdout (`lines` first, the memory and status report checks,
+    then the decision and the report) and return its exit code."""
     from spillover_harness.report.report import matrix_scope
+    from spillover_harness.report.status_report_check import status_report_lines
 
     for line in lines:
         print(line)
-    for line in memory_lines(verdict):  # before the decision, which stays at the end
+    # the checks beside the criteria, before the decision, which stays at the end
+    for line in [*memory_lines(verdict), *status_report_lines(verdict.status_report)]:
         print(line)
     scope = matrix_scope(matrix)
     if scope is not None:
@@ -214,14 +218,13 @@ def _mib(value: int | None) -> str:
 def memory_lines(verdict: Verdict) -> list[str]:
     """`memory (measured, against off): 128KiB peak 171.0 MiB = 1.07 x off, ...`: one
     line per configuration of the verdict's memory check (none without one)."""
-    from spillover_harness.report.memory_check import headroom_text
+    from spillover_harness.report.memory_check import claim_text, headroom_text
 
     check = verdict.memory
     if check is None:
         return []
     lines = [
-        f"memory ({check.source}, against {check.baseline}; {check.comparison}; "
-        f"{check.claim}: x{float(check.claim_ratio):.2f}):"
+        f"memory ({check.source}, against {check.baseline}; {check.comparison}; {check.claim}):"
     ]
     if check.lane_problem:
         lines.append(f"  memory-lane.json cannot be read: {check.lane_problem}")
@@ -231,6 +234,7 @@ def memory_lines(verdict: Verdict) -> list[str]:
         leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / 2**20:+,.1f} MiB"
         lines.append(
             f"  {name}: peak {_mib(m.peak_bytes)} ({ratio} {check.baseline}), limit "
-            f"{_mib(m.limit_bytes)}, headroom {room}, leak {leaked}"
+            f"{_mib(m.limit_bytes)}, headroom {room}, claim: {claim_text(m)}, "
+            f"leak: {m.leak} ({leaked})"
         )
     return lines

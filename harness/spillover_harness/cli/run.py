@@ -33,25 +33,11 @@ from spillover_harness.cli.common import (
 )
 from spillover_harness.cli.outcome import judge, print_outcome, write_report
 from spillover_harness.plan.matrix import REPETITIONS_MAX, Matrix
-from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD
+from spillover_harness.sim.faults import FAULT_SWITCHES, fault_help
 
 STAGES = ("sim", "minikube", "dev")
 CLUSTER = ("minikube", "dev")
 DEFAULT_APPLY_TIMEOUT_S = 600.0
-
-# The simulator's fault switches (sim.steprun.SimFaults), by the name --fault takes. Each
-# makes the simulated mcp-host misbehave the way a broken one would, so a reader can
-# see the checks catch it: a faulted stage is a test of the harness, never a decision
-# to apply (apply-decision refuses it).
-FAULTS = {
-    "spill-to-disk": "write spilled results under <run output dir>/.spill (no_leak fails)",
-    "log-results": "log tool-result content (no_leak fails)",
-    "ignore-env": "run with the defaults whatever the environment says (consistency fails)",
-    "default-threshold": f"the default threshold drifted to {DRIFTED_DEFAULT_THRESHOLD} "
-    "(consistency fails)",
-    "first-party": "feed the first-party spillover counters too (consistency fails)",
-}
-
 
 CODES = (
     exit_codes.OK,
@@ -257,11 +243,11 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--fault",
         action="append",
-        choices=sorted(FAULTS),
+        choices=sorted(f.name for f in FAULT_SWITCHES),
         default=[],
         help="sim only, repeatable: make the simulated mcp-host misbehave so the checks "
         "can be seen to work (the decision changes or a check fails; apply-decision refuses "
-        "the verdict). " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()),
+        "the verdict; `make faults` runs every switch). " + fault_help(),
     )
     run.add_argument(
         "--until-stable",

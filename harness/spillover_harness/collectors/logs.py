@@ -13,7 +13,11 @@ records and reports must never carry tool-result content.
   when it does not but the step's LLM calls were seen (the logs are the
   step's); None when neither was seen (these were not the step's logs);
 - status_report_bytes: the largest `bodyBytes` of the coordinator's lines (the
-  biggest status report the run sent).
+  biggest status report the run sent);
+- budget_inline: 1 when the budget warning appears (the mcp-host logs it once per step
+  execution), 0 when it does not and the input could not fill the budget, else None
+  with the reason (`budget_reached`): a warning worded otherwise reads "not measured",
+  never "budget never reached".
 """
 
 from __future__ import annotations
@@ -148,6 +152,29 @@ def attribute(lines: Iterable[str], ours: Iterable[str], run_id_pattern: str) ->
             foreign |= ids
             foreign_lines += 1
     return Attributed(mine, loose, frozenset(foreign), foreign_lines)
+
+
+def budget_reached(
+    lines: Iterable[str] | None, pattern: str | None, may_fill: bool
+) -> tuple[int | None, str | None]:
+    """The record's `budget_inline` from the step's log lines, and the note that says
+    why it is null (docs/reference.md §3.1). `may_fill`: whether the run's input could
+    fill the configuration's budget (`Fixture.may_fill_budget`; False when spillover is
+    off): only then can a missing warning mean that it was worded otherwise."""
+    what = "budget_inline"
+    if pattern is None:
+        return None, f"{what}: the profile reads no budget warning (logs.budget_inline null)"
+    if lines is None:
+        return None, f"{what}: the step's own log lines were not seen (not measured)"
+    if count_matching(lines, pattern):
+        return 1, None
+    if not may_fill:
+        return 0, None
+    return None, (
+        f"{what}: no line matched the budget warning's pattern though this input could fill "
+        "the budget: the mcp-host may word it otherwise (not measured; check the profile's "
+        "logs.budget_inline against one real run)"
+    )
 
 
 def count_matching(lines: Iterable[str], pattern: str) -> int:

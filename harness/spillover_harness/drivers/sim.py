@@ -36,11 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from spillover_harness.checks import find_spill_entries, judge_output, scan_logs_for_canaries
-from spillover_harness.checks.consistency import FIRST_PARTY, check_run, first_party_moved
+from spillover_harness.checks.consistency import (
+    FIRST_PARTY,
+    check_run,
+    first_party_moved,
+    may_fill_budget,
+)
+from spillover_harness.collectors.logs import budget_reached
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import Fixture, FixtureSet, fixtures_for
+from spillover_harness.plan.matrix import effective_budget, effective_threshold
 from spillover_harness.plan.memory_model import MemoryModel
 from spillover_harness.plan.sim_model import SimModel
+from spillover_harness.profile import LogPatterns
 from spillover_harness.results.records import (
     FAULTS_NOTE,
     McpHostMemory,
@@ -190,24 +198,16 @@ class SimDriver:
             )
         consistency = _consistency(job, fixture, run, metrics)
         notes += [f"consistency: {c}" for c in consistency or []]
-        killed = int(run.oom_killed)
-        memory = McpHostMemory(
-            peak_bytes=run.peak_bytes,
-            limit_bytes=self.memory.limit_bytes,
-            restarts=killed,
-            oom_kills=killed,
-            # the model frees what an execution holds when it ends (plan/memory_model.py): the
-            # leak figure is 0 by construction, a modelled figure like the others
-            start_bytes=self.memory.baseline_bytes,
-            end_bytes=self.memory.baseline_bytes,
-        )
+        budget_inline = None
+        if _handoff(job) is None:  # the handoff cache has no byte budget: nothing to count
+            budget_inline, why = _budget_inline(job, fixture, logs_path)
+            notes += [why] if why else []
         return self._record(
             job,
             started,
             consistency_ok=None if consistency is None else not consistency,
-            mcp_host_memory=memory,
-            # the handoff cache has no byte budget: nothing to count there
-            budget_inline=None if _handoff(job) is not None else run.budget_fallbacks,
+            mcp_host_memory=self._memory(run),
+            budget_inline=budget_inline,
             cache_evictions=run.cache_evictions,
             cache_ref_misses=run.cache_ref_misses,
             outcome=run.outcome,
@@ -224,6 +224,31 @@ class SimDriver:
             logs_clean=not leaks,
             notes=notes,
         )
+
+    def _memory(self, run: StepRun) -> McpHostMemory:
+        """The execution's memory, modelled (plan/memory_model.py): alone on its mcp-host,
+        the working set back to the baseline at its end unless its store leaked."""
+        killed = int(run.oom_killed)
+        stored = run.store_peak_bytes > 0
+        return McpHostMemory(
+            peak_bytes=run.peak_bytes,
+            limit_bytes=self.memory.limit_bytes,
+            restarts=killed,
+            oom_kills=killed,
+            start_bytes=self.memory.baseline_bytes,
+            end_bytes=self.memory.baseline_bytes + run.leaked_bytes,
+            store_bytes=run.store_peak_cost if stored else None,
+            store_results_bytes=run.store_peak_bytes if stored else None,
+        )
+
+
+def _budget_inline(job: RunJob, fixture: Fixture, logs_path: Path) -> tuple[int | None, str | None]:
+    """The record's `budget_inline` read as on a cluster: the budget warning among the
+    run's log lines, with the shipped profiles' pattern (collectors/logs.py)."""
+    threshold, budget = effective_threshold(job.config), effective_budget(job.config)
+    may_fill = budget is not None and may_fill_budget(fixture, threshold or 0, budget)
+    lines = logs_path.read_text(encoding="utf-8").splitlines()
+    return budget_reached(lines, LogPatterns().budget_inline, may_fill)
 
 
 def _consistency(

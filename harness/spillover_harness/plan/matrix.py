@@ -32,6 +32,7 @@ from pydantic import (
 # The platform's variables, and how the mcp-host reads each, have one home: the
 # operator's policy model.
 from spillover_operator.domain.model import (
+    BUDGET,
     ENABLED,
     FIELD_OF_VAR,
     SPILLOVER_VARS,
@@ -485,6 +486,13 @@ def effective_threshold(config: Configuration) -> int | None:
     return int(THRESHOLD.read(config.env.get(THRESHOLD.var)).value)
 
 
+def effective_budget(config: Configuration) -> int | None:
+    """The store's budget the mcp-host runs `config` with; None when spillover is off."""
+    if effective_threshold(config) is None:
+        return None
+    return int(BUDGET.read(config.env.get(BUDGET.var)).value)
+
+
 def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str]:
     """Every value of `matrix` the platform or the harness cannot use, one line each,
     naming the key and what is allowed. Empty when the matrix can run.
@@ -610,6 +618,12 @@ def _parse_yaml(text: str, source: str) -> Matrix:
     except StrictLoadError as exc:
         raise MatrixError(str(exc)) from None
     return parse_matrix(data, source=source)
+
+
+def shipped_matrix(name: str) -> Path:
+    """The path of a matrix shipped with the harness (`faults.yaml`, `memory-budget.yaml`):
+    the defaults of a command that must not depend on the directory it is run from."""
+    return Path(str(resources.files("spillover_harness.plan.matrices").joinpath(name)))
 
 
 def load_matrix(path: Path | None = None) -> Matrix:

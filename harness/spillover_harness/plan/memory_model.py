@@ -22,8 +22,10 @@ depending on thread timing.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 __all__ = ["MIB", "MemoryModel", "Trace", "peak_at_once"]
 
@@ -41,9 +43,14 @@ class MemoryModel:
     limit_bytes: int = 2048 * MIB  # the seed: the mcp-host pod's limit is 2Gi
     store_overhead: float = 1.075
 
+    def store_cost(self, store_bytes: int) -> int:
+        """The memory the store takes for `store_bytes` of results: rounded down, exactly
+        (a float product could round a ratio a byte past the overhead it models)."""
+        return math.floor(store_bytes * Fraction(str(self.store_overhead)))
+
     def held(self, prompt_bytes: int, store_bytes: int) -> int:
         """What one execution holds beyond the baseline."""
-        return prompt_bytes + round(store_bytes * self.store_overhead)
+        return prompt_bytes + self.store_cost(store_bytes)
 
     def working_set(self, held: int) -> int:
         return self.baseline_bytes + held

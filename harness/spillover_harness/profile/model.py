@@ -272,8 +272,9 @@ class LogPatterns(_Strict):
     spill_persisted: str | None = r"spillover result persisted"
     spill_read: str | None = r"spillover read\b"
     # The warning the mcp-host logs once per step execution when the step's budget is
-    # full (the record's `budget_inline`: 1 when the step reached it, else 0). None: the
-    # logs are not read for it. The platform's message is not documented: the default
+    # full (the record's `budget_inline`: 1 when seen; 0 only when the input could not
+    # fill the budget, else null: collectors/logs.budget_reached). None: the logs are
+    # not read for it. The platform's message is not documented: the default
     # matches the simulator's "spillover budget reached" (check it on one real run).
     budget_inline: str | None = r"spillover budget reached"
     # The run id a line carries (group `run_id`): lines of other runs are told apart

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from spillover_harness.plan.matrix import Matrix
-from spillover_harness.report.memory_check import headroom_text
+from spillover_harness.report.memory_check import claim_text, headroom_text
 from spillover_harness.results.records import RunRecord
 from spillover_harness.results.results_dir import LANE_FILE, MemoryLane
 from spillover_harness.results.verdict import MemoryCheck
@@ -132,7 +132,7 @@ def _row(*cells: object) -> str:
 def _check_lines(check: MemoryCheck, sources: Sequence[tuple[str, str]]) -> list[str]:
     """Memory as a check: each configuration against the baseline, headroom and leak."""
     base = check.baseline
-    claim = f"x{float(check.claim_ratio):.2f}"
+    claim = f"x{float(check.claim_limit):.3f}"
     label = (
         "**modelled** (plan/memory_model.py: the baseline, the limit and the store's overhead per "
         "byte are the model's inputs, so the ratio restates the model)"
@@ -140,14 +140,15 @@ def _check_lines(check: MemoryCheck, sources: Sequence[tuple[str, str]]) -> list
         else "measured"
     )
     lines = [
-        f"**Memory against `{base}`** ({label}; {check.comparison}). The PR's claim, "
-        f"{claim} at a full 16 MiB budget, is a reference line, not an input.",
+        f"**Memory against `{base}`** ({label}; {check.comparison}). The memory claim "
+        f"checks {check.claim}: the store's own bytes over the bytes of the results it "
+        f"holds, at a run that filled the budget; `above` past {claim}.",
         "",
         _row(
             "configuration",
             "peak working set",
             f"ratio to `{base}`",
-            f"PR's claim ({claim})",
+            f"memory claim (store, <= {claim})",
             "headroom (executions at once)",
             "leak (end - start)",
             "runs compared / ended early",
@@ -156,18 +157,15 @@ def _check_lines(check: MemoryCheck, sources: Sequence[tuple[str, str]]) -> list
     ]
     for name, m in check.configs.items():
         ratio = "n/a" if m.ratio_to_baseline is None else f"x{float(m.ratio_to_baseline):.3f}"
-        if m.ratio_to_baseline is None or name == base:
-            versus = "—"
-        else:
-            versus = "above" if m.ratio_to_baseline > check.claim_ratio else "within"
         room = headroom_text(m, unit=False)
         leaked = "not measured" if m.leak_bytes is None else f"{m.leak_bytes / MIB:+,.1f} MiB"
+        leaked = leaked if m.leak == "not measured" else f"{m.leak} ({leaked})"
         lines.append(
             _row(
                 name,
                 _mib(m.peak_bytes),
                 ratio,
-                versus,
+                claim_text(m),
                 room,
                 leaked,
                 f"{m.runs_compared} / {m.runs_left_out}",
@@ -180,7 +178,7 @@ def _check_lines(check: MemoryCheck, sources: Sequence[tuple[str, str]]) -> list
             lines.append(f"  - `{name}`: {how}.")
     lines.append(f"- Leak: {check.leak_method}.")
     for name, m in check.configs.items():
-        for figure in ("peak_bytes", "leak_bytes"):
+        for figure in ("peak_bytes", "leak_bytes", "claim"):
             if figure in m.reasons:
                 lines.append(f"- `{name}` {figure} not measured: {m.reasons[figure]}.")
     if check.source == "measured":

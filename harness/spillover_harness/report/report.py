@@ -36,6 +36,7 @@ from spillover_harness.plan.matrix import Matrix, load_matrix
 from spillover_harness.report.cache import cache_section
 from spillover_harness.report.memory import memory_section
 from spillover_harness.report.plots import write_plots
+from spillover_harness.report.status_report_check import status_report_section
 from spillover_harness.results.records import RunRecord
 from spillover_harness.results.results_dir import (
     AdaptiveRound,
@@ -977,6 +978,7 @@ def render_markdown(
     if memory and stage == "sim":  # the simulator's model of memory: say so at the heading
         memory = [f"{memory[0]} ({MODELLED})", "", MODELLED_MEMORY, *memory[1:]]
     lines.extend(memory)
+    lines.extend(status_report_section(verdict.status_report, simulated=simulated))
     lines.extend(_cells_section(verdict, simulated=simulated))
     lines.extend(cache_section(records, matrix))
     if verdict.configs:

@@ -96,7 +96,10 @@ class McpHostMemory(BaseModel):
     start and end, whose difference is the leak figure of the report's memory check.
     `peak_source` (cluster stages): where the peak came from and at what step
     (`prometheus@30s`, `kubelet-summary@1s`): a peak is the highest sample at that step.
-    `None` in a field: not measured."""
+    `store_bytes` and `store_results_bytes`: the spillover store at its fullest, the
+    memory it took and the bytes of the results it held then (the simulator's model; a
+    cluster stage has no first-party figure of them yet): the memory claim compares the
+    two. `None` in a field: not measured."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -108,9 +111,18 @@ class McpHostMemory(BaseModel):
     start_bytes: int | None = None
     end_bytes: int | None = None
     peak_source: str | None = Field(default=None, min_length=1, max_length=64)
+    store_bytes: int | None = None
+    store_results_bytes: int | None = None
 
     @field_validator(
-        "peak_bytes", "limit_bytes", "restarts", "oom_kills", "start_bytes", "end_bytes"
+        "peak_bytes",
+        "limit_bytes",
+        "restarts",
+        "oom_kills",
+        "start_bytes",
+        "end_bytes",
+        "store_bytes",
+        "store_results_bytes",
     )
     @classmethod
     def _not_negative(cls, value: int | None) -> int | None:

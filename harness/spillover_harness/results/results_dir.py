@@ -1038,6 +1038,7 @@ LANE_FILE = "memory-lane.json"
 LANE_MAX_BYTES = 1_000_000
 UNLIMITED = 1 << 62
 _POINT_KEYS = {"config", "executions", "peak_bytes", "limit_bytes"}
+_OPTIONAL = ("peak_source", "ended_early")  # written only when set
 
 
 class LaneFileError(ValueError):
@@ -1068,6 +1069,9 @@ class LanePoint:
     peak_bytes: int
     limit_bytes: int
     peak_source: str | None = None
+    # how many of the N executions ended early (failed, aborted, timed out): such a
+    # point never feeds a headroom, since a run cut short holds less than one that ends
+    ended_early: int = 0
 
     @property
     def oom(self) -> bool:
@@ -1085,8 +1089,7 @@ class MemoryLane:
             "recipe": self.recipe,
             "input": self.input,
             "points": [
-                {k: v for k, v in asdict(p).items() if k != "peak_source" or v is not None}
-                for p in self.points
+                {k: v for k, v in asdict(p).items() if k not in _OPTIONAL or v} for p in self.points
             ],
         }
 
@@ -1099,12 +1102,13 @@ class MemoryLane:
             raise ValueError("a lane's points must be a list")
         points: list[LanePoint] = []
         for p in data["points"]:
-            if not isinstance(p, dict) or set(p) - {"peak_source"} != _POINT_KEYS:
+            if not isinstance(p, dict) or set(p) - set(_OPTIONAL) != _POINT_KEYS:
                 raise ValueError(
                     "a lane point needs config, executions, peak_bytes, limit_bytes "
-                    "(and may have peak_source)"
+                    "(and may have peak_source and ended_early)"
                 )
             numbers = [p["executions"], p["peak_bytes"], p["limit_bytes"]]
+            numbers.append(p.get("ended_early", 0))
             if not isinstance(p["config"], str) or not all(
                 type(n) is int and 0 <= n <= UNLIMITED for n in numbers
             ):
@@ -1113,8 +1117,18 @@ class MemoryLane:
             if source is not None and not (isinstance(source, str) and 0 < len(source) <= 64):
                 raise ValueError("a lane point's peak_source must be a short string or null")
             point = LanePoint(
-                p["config"], p["executions"], p["peak_bytes"], p["limit_bytes"], source
+                p["config"],
+                p["executions"],
+                p["peak_bytes"],
+                p["limit_bytes"],
+                source,
+                p.get("ended_early", 0),
             )
+            if point.ended_early > point.executions:
+                raise ValueError(
+                    f"the point {point.config} x{point.executions} has more executions "
+                    f"ended early ({point.ended_early}) than it ran"
+                )
             if any((q.config, q.executions) == (point.config, point.executions) for q in points):
                 raise ValueError(f"the point {point.config} x{point.executions} is listed twice")
             points.append(point)

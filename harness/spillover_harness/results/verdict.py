@@ -342,8 +342,12 @@ class Incomplete(_Schema):
     cells: tuple[IncompleteCell, ...]  # only the cells with runs missing, in matrix order
 
 
+ClaimReading = Literal["within", "above", "not measured"]
+LeakReading = Literal["none", "leak", "not measured"]
+
+
 class MemoryConfig(_Schema):
-    """One configuration's memory against the baseline's (docs/reference.md §3.5).
+    """One configuration's memory against the baseline's (docs/reference.md §3.6).
     A figure is null when it is not measured; `reasons` then says why, by figure."""
 
     peak_bytes: int | None
@@ -357,12 +361,18 @@ class MemoryConfig(_Schema):
     lane_max_executions: int | None = None
     runs_compared: int = 0  # its completed runs in the cells both sides completed
     runs_left_out: int = 0  # its runs that ended failed, aborted or timed_out
+    # the store's own bytes over the bytes of the results it held, at its fullest run
+    # that filled the budget, and that against the PR's claim; the leak against its
+    # tolerance (docs/reference.md §3.6)
+    store_ratio: ExactNumber | None = None
+    claim: ClaimReading = "not measured"
+    leak: LeakReading = "not measured"
     reasons: dict[str, str] = {}
 
 
 class MemoryCheck(_Schema):
     """Memory as a check, per configuration against the baseline on the same cells
-    (docs/reference.md §3.5). `source` says whether the figures were measured (a cluster
+    (docs/reference.md §3.6). `source` says whether the figures were measured (a cluster
     stage) or modelled (the simulator: its baseline, limit and store overhead are the
     model's inputs). `claim_ratio` is the PR's claim, a reference line only."""
 
@@ -375,6 +385,31 @@ class MemoryCheck(_Schema):
     leak_method: str
     lane_problem: str | None = None
     configs: dict[str, MemoryConfig]
+    # `claim` reads `above` past this store ratio ("about +7%": up to +7.5%); `leak`
+    # reads `leak` past this many bytes (0 modelled; a measured working set moves by a
+    # few MiB between samples without leaking)
+    claim_limit: ExactNumber = Fraction(1075, 1000)
+    leak_tolerance_bytes: int = 0
+
+
+class StatusReportConfig(_Schema):
+    """One configuration's status report against the baseline's (docs/reference.md
+    §3.7): its largest growth per stored result over the cells, and where."""
+
+    reading: Literal["flat", "grows", "not measured"]
+    bytes_per_stored_result: ExactNumber | None = None
+    cell: str | None = None
+    reason: str | None = None  # why not measured
+
+
+class StatusReportCheck(_Schema):
+    """Whether the status report grows with the results stored (report/
+    status_report_check.py); it changes no criterion and not the decision."""
+
+    baseline: str
+    limit_bytes_per_stored_result: int
+    method: str
+    configs: dict[str, StatusReportConfig]
 
 
 class Verdict(_Schema):
@@ -417,6 +452,9 @@ class Verdict(_Schema):
     # Memory as a check (`memory_check`): None when no record carries memory figures
     # and no lane ran. Absent from an older verdict.json.
     memory: MemoryCheck | None = None
+    # The status report as a check (`status_report_check`): None when no record carries
+    # its size. Absent from an older verdict.json.
+    status_report: StatusReportCheck | None = None
 
     @property
     def ignored_total(self) -> int:

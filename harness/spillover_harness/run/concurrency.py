@@ -48,12 +48,13 @@ def _handoff(config: Configuration) -> HandoffSettings | None:
 
 def _traces(
     matrix: Matrix, fixtures: FixtureSet, config: Configuration, n: int, work: Path
-) -> list[Trace]:
+) -> list[tuple[Trace, bool]]:
+    """Each execution's memory trace, and whether it ended early (not `succeeded`)."""
     recipe, input_name = matrix.memory_lane_cell()
     fixture = fixtures.get(recipe, input_name)
     model = matrix.simulator_model()
     unlimited = replace(matrix.simulator_memory(), limit_bytes=UNLIMITED)
-    traces: list[Trace] = []
+    traces: list[tuple[Trace, bool]] = []
     for rep in range(1, n + 1):
         run = run_step(
             fixture=fixture,
@@ -67,16 +68,23 @@ def _traces(
             handoff=_handoff(config),
             memory=unlimited,
         )
-        traces.append(run.memory_trace)
+        traces.append((run.memory_trace, run.outcome != "succeeded"))
     return traces
 
 
 def lane_points(
-    config: str, traces: list[Trace], counts: list[int], memory: MemoryModel
+    config: str, traces: list[tuple[Trace, bool]], counts: list[int], memory: MemoryModel
 ) -> list[LanePoint]:
-    """The peak for each N in `counts`, the first N traces started at once."""
+    """The peak for each N in `counts`, the first N traces started at once, and how
+    many of those N ended early."""
     return [
-        LanePoint(config, n, peak_at_once(traces[:n], memory), memory.limit_bytes)
+        LanePoint(
+            config,
+            n,
+            peak_at_once([trace for trace, _ in traces[:n]], memory),
+            memory.limit_bytes,
+            ended_early=sum(early for _, early in traces[:n]),
+        )
         for n in counts
         if n <= len(traces)
     ]

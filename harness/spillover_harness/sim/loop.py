@@ -89,6 +89,7 @@ class StepLoop:
         self.prompt.append({"role": "user", "content": TASKS[recipe]})
         self.agent = make_agent(recipe, seed, controls.model)
         self.call_log: list[dict[str, Any]] = []  # the status report's `toolCalls`
+        self.spilled: list[str] = []  # the summaries the model got for stored results
         self.pending: list[str] | None = None  # the tool messages the agent has not seen yet
         run.memory_trace.append((0.0, self._held()))
 
@@ -112,8 +113,12 @@ class StepLoop:
         finally:
             self.agent.close()
             self.store.drop(run.outcome)
-            run.memory_trace.append((self.clock.elapsed, 0))  # freed with the execution
             memory = self.controls.memory
+            run.store_peak_bytes = int(getattr(self.store, "peak_held_bytes", 0))
+            run.store_peak_cost = memory.store_cost(run.store_peak_bytes)
+            # freed with the execution, but for what a leaking store still holds
+            run.leaked_bytes = memory.store_cost(int(getattr(self.store, "held_bytes", 0)))
+            run.memory_trace.append((self.clock.elapsed, run.leaked_bytes))
             peak = memory.working_set(max(held for _, held in run.memory_trace))
             run.peak_bytes = min(peak, memory.limit_bytes)
             run.persisted = self.store.persisted
@@ -214,6 +219,8 @@ class StepLoop:
                 "spilled": result.spilled,
             }
         )
+        if result.spilled:
+            self.spilled.append(result.content)
         self.prompt.append(
             {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result.content}
         )

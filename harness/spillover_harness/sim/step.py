@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,6 +101,8 @@ def run_step(
     `pace` > 0 makes the call really take `pace` x its simulated time (for the HTTP
     server, so that a run can be watched while it runs).
     """
+    if faults.store_overhead is not None:  # FAULT: the store costs more per byte
+        memory = replace(memory, store_overhead=faults.store_overhead)
     step_id = STEP_IDS.get(fixture.recipe, fixture.recipe)
     execution_id = execution_id_for(run_id)
     clock = clock or SimClock()
@@ -134,6 +137,9 @@ def run_step(
             fault_spill_dir=(output_dir / ".spill") if faults.write_spill_to_disk else None,
             fault_log_results=faults.log_tool_results,
             fault_first_party=faults.feed_first_party,
+            fault_leak=faults.store_leak,
+            fault_budget_unreported=faults.budget_unreported,
+            fault_read_denied=faults.read_tool_denied,
             head_bytes=model.head_bytes,
             tail_bytes=model.tail_bytes,
             hint_depth=model.structure_hint_depth,
@@ -149,7 +155,8 @@ def run_step(
     )
     loop.run_to_end()
     _finish(run, log, clock)
-    _write_outputs(run, fixture, output_dir, loop.call_log, log)
+    spilled = loop.spilled if faults.status_report_grows else None
+    _write_outputs(run, fixture, output_dir, loop.call_log, log, spilled)
     return run
 
 
@@ -198,9 +205,12 @@ def _write_outputs(
     output_dir: Path,
     call_log: list[dict[str, Any]],
     log: StepLog,
+    spilled: list[str] | None = None,
 ) -> None:
     """What the recipe writes to its output directory, and the status report it sends
-    to the coordinator (its size is the record's `status_report_bytes`)."""
+    to the coordinator (its size is the record's `status_report_bytes`). `spilled`: the
+    summaries of the stored results, copied into the report by a faulty mcp-host only
+    (`status_report_grows`: the report then grows with every spill)."""
     if run.output_text is not None:
         (output_dir / OUTPUT_FILES.get(fixture.recipe, "output.md")).write_text(
             run.output_text, encoding="utf-8"
@@ -217,7 +227,7 @@ def _write_outputs(
         "durationSeconds": run.duration_s,
     }
     (output_dir / "result.json").write_text(dumps(result) + "\n", encoding="utf-8")
-    report = {
+    report: dict[str, Any] = {
         **result,
         "executionId": run.execution_id,
         "recipe": fixture.recipe,
@@ -225,6 +235,8 @@ def _write_outputs(
         "toolCalls": call_log,
         "output": run.output_text,
     }
+    if spilled:  # FAULT: the report carries every stored result's summary
+        report["spillover"] = spilled
     run.status_report = dumps(report).encode("utf-8")
     log.info(
         "coordinator",

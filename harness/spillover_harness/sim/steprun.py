@@ -50,6 +50,16 @@ class SimFaults:
     `default_threshold` is a drifted default (e.g. 32768) used when THRESHOLD is
     unset; `feed_first_party` also counts each stored result and read-back on the
     first-party counters (`clerum_spillover_*_total`).
+
+    The memory check (report/memory_check.py) must catch two: `store_overhead` makes
+    the store take that many bytes of memory per byte it stores (its claim reads
+    `above`); `store_leak` never frees a store when its execution ends (its leak reads
+    `leak`). `budget_unreported` words the budget warning differently, so no pattern
+    finds it (a run that filled its budget reads "not measured", never 0).
+    `status_report_grows` copies every stored result's summary into the status report
+    (the status report check reads `grows`). `read_tool_denied` applies a recipe's
+    `allowedTools.include` to the read tool too, though the owners excepted it: the read
+    tool is never offered (the quality judges and criterion 4 fail).
     """
 
     write_spill_to_disk: bool = False
@@ -57,6 +67,11 @@ class SimFaults:
     ignore_env: bool = False
     default_threshold: int | None = None
     feed_first_party: bool = False
+    store_overhead: float | None = None
+    store_leak: bool = False
+    budget_unreported: bool = False
+    status_report_grows: bool = False
+    read_tool_denied: bool = False
 
 
 @dataclass
@@ -83,6 +98,11 @@ class StepRun:
     memory_trace: list[tuple[float, int]] = field(default_factory=list)
     peak_bytes: int = 0
     oom_killed: bool = False
+    # the store at its fullest: the results' bytes it held and the memory they took
+    # (plan/memory_model.py's store_cost); what it still held after the end (a leak)
+    store_peak_bytes: int = 0
+    store_peak_cost: int = 0
+    leaked_bytes: int = 0
     cache_evictions: int | None = None  # the handoff cache only (None: spillover)
     cache_ref_misses: int | None = None
     output_text: str | None = None

@@ -134,6 +134,9 @@ class SpilloverStore:
         fault_spill_dir: Path | None = None,
         fault_log_results: bool = False,
         fault_first_party: bool = False,
+        fault_leak: bool = False,
+        fault_budget_unreported: bool = False,
+        fault_read_denied: bool = False,
         head_bytes: int = HEAD_BYTES,
         tail_bytes: int = TAIL_BYTES,
         hint_depth: int = HINT_DEPTH,
@@ -149,19 +152,24 @@ class SpilloverStore:
         self.fault_spill_dir = fault_spill_dir
         self.fault_log_results = fault_log_results
         self.fault_first_party = fault_first_party
+        self.fault_leak = fault_leak
+        self.fault_budget_unreported = fault_budget_unreported
+        self.fault_read_denied = fault_read_denied
         self._entries: dict[str, _Entry] = {}
         self.held_bytes = 0
         self.persisted = 0
         self.reads = 0
         self.budget_fallbacks = 0
+        self.peak_held_bytes = 0  # the store at its fullest
         self.closed = False
 
     # -- results ---------------------------------------------------------------------
 
     @property
     def read_tool_offered(self) -> bool:
-        """The read tool is offered from the first stored result on."""
-        return self.persisted > 0
+        """The read tool is offered from the first stored result on (the owners' exception
+        to a recipe's `allowedTools.include`; the `fault_read_denied` mcp-host refuses it)."""
+        return self.persisted > 0 and not self.fault_read_denied
 
     @property
     def entries(self) -> int:
@@ -196,7 +204,10 @@ class SpilloverStore:
             if self.log is not None and self.budget_fallbacks == 1:
                 self.log.warn(
                     "mcp-host",
-                    "spillover budget reached; result kept inline",
+                    # FAULT: a warning worded so that no documented pattern finds it
+                    "spill cap hit, inlining"
+                    if self.fault_budget_unreported
+                    else "spillover budget reached; result kept inline",
                     tool=tool,
                     callId=call_id,
                     sizeBytes=size,
@@ -207,6 +218,7 @@ class SpilloverStore:
         ref = make_ref(self.step_id, call_id)
         self._entries[call_id] = _Entry(tool, data)
         self.held_bytes += size
+        self.peak_held_bytes = max(self.peak_held_bytes, self.held_bytes)
         self.persisted += 1
         if self.metrics is not None:
             self.metrics.persisted(tool)
@@ -320,6 +332,8 @@ class SpilloverStore:
                 entries=len(self._entries),
                 heldBytes=self.held_bytes,
             )
+        self.closed = True
+        if self.fault_leak:  # FAULT: the results stay in memory after the execution
+            return
         self._entries.clear()
         self.held_bytes = 0
-        self.closed = True

@@ -147,5 +147,6 @@ def _point(
     if peak.peak_bytes is None or memory.limit_bytes is None:
         problems += memory.notes or ["memory: the peak or the limit was not measured"]
         return None, "; ".join([*problems, "point left out"])
-    point = LanePoint(config, n, peak.peak_bytes, memory.limit_bytes, peak.source)
+    early = sum(r.outcome != "succeeded" for r in records)
+    point = LanePoint(config, n, peak.peak_bytes, memory.limit_bytes, peak.source, early)
     return point, "; ".join(problems)

@@ -23,22 +23,11 @@ from spillover_harness.plan.matrix import Matrix
 from spillover_harness.results.results_dir import DEFAULT_MATRIX_SOURCE, Provenance, StageDir
 from spillover_harness.run.concurrency import run_lane
 from spillover_harness.run.runner import StageOptions, StageResult, run_stage
-from spillover_harness.sim.steprun import DRIFTED_DEFAULT_THRESHOLD, SimFaults
+from spillover_harness.sim.faults import sim_faults
 
-__all__ = ["SIM_STAGE", "SimStage", "SimStageSpec", "sim_faults", "sim_stage"]
+__all__ = ["SIM_STAGE", "SimStage", "SimStageSpec", "sim_stage"]
 
 SIM_STAGE = "sim"
-
-
-def sim_faults(names: Sequence[str]) -> SimFaults:
-    """The simulator's fault switches for the `--fault` names given."""
-    return SimFaults(
-        write_spill_to_disk="spill-to-disk" in names,
-        log_tool_results="log-results" in names,
-        ignore_env="ignore-env" in names,
-        default_threshold=DRIFTED_DEFAULT_THRESHOLD if "default-threshold" in names else None,
-        feed_first_party="first-party" in names,
-    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,7 @@ from spillover_harness.checks.consistency import (
     FIRST_PARTY_PERSISTED,
     check_run,
     first_party_moved,
+    may_fill_budget,
     tool_result_sizes,
 )
 from spillover_harness.fixtures import Fixture, build_fixtures
@@ -69,3 +70,14 @@ def test_the_first_party_output_histogram_must_not_move() -> None:
     assert len(moved) == 2
     assert moved[0].startswith("clerum_tool_output_bytes_count moved by 3")
     assert moved[1].startswith("clerum_tool_output_bytes_sum moved by 409600")
+
+
+def test_which_inputs_may_fill_a_budget() -> None:
+    """`budget` (~1.5 MB over 128 KiB) fills the smallest budget, 1 MiB, not the default
+    16 MiB; the default matrix's large review fills neither; nothing fills a budget at a
+    threshold no result reaches."""
+    budget, large = fx("code-review", "budget"), fx("code-review", "large")
+    assert may_fill_budget(budget, 131072, 1048576)
+    assert not may_fill_budget(budget, 131072, 16777216)
+    assert not may_fill_budget(large, 131072, 1048576)
+    assert not may_fill_budget(budget, 1048576, 1048576)

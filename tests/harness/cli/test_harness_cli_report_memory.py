@@ -26,7 +26,10 @@ def good(_config: str) -> dict[str, Any]:
     return {"input_tokens": 1000}
 
 
-def _records(tmp_path: Path) -> Path:
+def _records(tmp_path: Path, filled: int | None = 1) -> Path:
+    """off's and 128KiB's runs of the lane's cell; `filled`: 128KiB's `budget_inline`
+    there (1: its budget filled, the worst cell a headroom is computed at)."""
+
     def memory(
         peak: int, block: int, start: int, end: int, source: str | None = None
     ) -> McpHostMemory:
@@ -47,7 +50,7 @@ def _records(tmp_path: Path) -> Path:
         make_record(good, "off", "code-review", "large", stage="minikube", repetition=2,
                     outcome="failed", mcp_host_memory=memory(400, 1, 160, 161)),
         make_record(good, "128KiB", "code-review", "large", stage="minikube", repetition=1,
-                    mcp_host_memory=memory(428, 2, 161, 173)),
+                    mcp_host_memory=memory(428, 2, 161, 173), budget_inline=filled),
     ]  # fmt: skip
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in records), encoding="utf-8")
@@ -83,13 +86,55 @@ def test_verdict_carries_memory_against_off_headroom_and_leak(cli: Run, tmp_path
     assert spill["leak_bytes"] == 12 * MIB and memory["configs"]["off"]["leak_bytes"] == MIB
     assert memory["configs"]["off"]["runs_left_out"] == 1
     assert "1 run(s) of off ended early" in memory["comparison"]
-    assert memory["claim_ratio"] == 1.07
+    assert memory["claim_ratio"] == 1.07 and memory["leak_tolerance_bytes"] == 4 * MIB
     assert (
-        "| 128KiB | 428.0 MiB | x1.070 | within | 8 (extrapolated past the N = 4 measured) "
-        "| +12.0 MiB | 1 / 0 |"
+        spill["claim"] == "not measured" and "no figure of the store" in spill["reasons"]["claim"]
+    )
+    assert spill["leak"] == "leak" and memory["configs"]["off"]["leak"] == "none"
+    assert (
+        "| 128KiB | 428.0 MiB | x1.070 | not measured | 8 (extrapolated past the N = 4 measured) "
+        "| leak (+12.0 MiB) | 1 / 0 |"
     ) in report
     assert "A peak read from Prometheus is a lower bound" in report
     assert "  128KiB: peak 428.0 MiB (x1.070 off), limit 2,048.0 MiB, headroom 8" in out
+
+
+@pytest.mark.parametrize(
+    ("filled", "said"), [(0, "never filled the budget"), (None, "was not measured")]
+)
+def test_no_headroom_from_a_lane_cell_that_did_not_fill_the_budget(
+    cli: Run, tmp_path: Path, filled: int | None, said: str
+) -> None:
+    """A step holds the most with a full store: a line through a cell that never filled
+    it (or where that was not measured) would promise room a full budget does not leave."""
+    records = _records(tmp_path, filled)
+    lane = _lane(
+        [POINT.format(n=n, peak=p * MIB, limit=LIMIT) for n, p in {1: 600, 2: 800}.items()]
+    )
+    (tmp_path / "memory-lane.json").write_text(lane, encoding="utf-8")
+    _, out, _, _, verdict = _report(cli, records)
+    spill = verdict["memory"]["configs"]["128KiB"]
+    assert spill["headroom_executions"] is None and spill["per_execution_bytes"] is None
+    assert said in spill["reasons"]["headroom_executions"]
+    assert "memory.lane" in spill["reasons"]["headroom_executions"] or filled is None
+    assert "128KiB: peak 428.0 MiB (x1.070 off), limit 2,048.0 MiB, headroom not measured" in out
+
+
+def test_lane_points_with_executions_that_ended_early_feed_no_headroom(
+    cli: Run, tmp_path: Path
+) -> None:
+    """`make memory` once printed "off: headroom 6013" from lane runs that died of a
+    context overflow at iteration 3: such points are left out of the line."""
+    records = _records(tmp_path)
+    early = '{{"config": "128KiB", "executions": {n}, "peak_bytes": {p}, "limit_bytes": {l}, '
+    early += '"ended_early": {n}}}'
+    points = [early.format(n=n, p=(200 + n) * MIB, l=LIMIT) for n in (1, 2, 4)]
+    (tmp_path / "memory-lane.json").write_text(_lane(points), encoding="utf-8")
+    _, _, _, _, verdict = _report(cli, records)
+    spill = verdict["memory"]["configs"]["128KiB"]
+    assert spill["headroom_executions"] is None
+    assert "ended early (N = 1: 1, N = 2: 2, N = 4: 4)" in spill["reasons"]["headroom_executions"]
+    assert verdict["memory"]["lane_problem"] is None
 
 
 def test_a_lane_file_with_a_key_twice_is_refused_and_said(cli: Run, tmp_path: Path) -> None:
@@ -113,6 +158,15 @@ def test_a_lane_file_with_a_key_twice_is_refused_and_said(cli: Run, tmp_path: Pa
         ('{"recipe": "code-review"}', "not a memory lane: expected recipe, input and points"),
         (_lane([POINT.format(n=2, peak=1, limit=2)] * 2), "the point 128KiB x2 is listed twice"),
         (_lane([POINT.format(n=2, peak=-1, limit=2)]), "must be non-negative integers"),
+        (
+            _lane(
+                [
+                    '{"config": "x", "executions": 1, "peak_bytes": 1, "limit_bytes": 2, '
+                    '"ended_early": 2}'
+                ]
+            ),
+            "more executions ended early (2) than it ran",
+        ),
     ],
 )
 def test_a_broken_lane_file_is_named_in_the_memory_section(

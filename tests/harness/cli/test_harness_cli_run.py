@@ -240,14 +240,22 @@ def test_a_memory_hungry_matrix_shows_its_peak_and_the_warning(
     )
     out = tmp_path / "sim"
     code, _, err = run_cli([*sim_args(matrix, out), "--no-progress"], capsys)
-    # off never completes code-review/budget: criterion 3 holds 128KiB against off's runs
-    # that ended early (lower bounds) and says so, so the demo still decides (exit 0)
+    # off never completes code-review/budget-16MiB (18 MB inline, past even a 1M-token
+    # window): criterion 3 holds 128KiB against off's runs that ended early (lower
+    # bounds) and says so, so the demo still decides (exit 0)
     verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
     assert (code, verdict["decision"]) == (OK, "false"), err
     tokens = verdict["configs"]["128KiB"]["criteria"]["input_tokens"]["cells"]
-    budget = next(c for c in tokens if c["input"] == "budget")
+    budget = next(c for c in tokens if c["input"] == "budget-16MiB")
     assert budget["baseline_counts"]["completed"] == 0
     assert "off completed no run: its median is over its 2 run(s)" in budget["reason"]
+    # issue 38: the claim on the store's own bytes at the full budget, the headroom from
+    # that cell (128KiB completes it), none for off, whose lane runs there end early
+    memory = verdict["memory"]["configs"]
+    assert (memory["128KiB"]["claim"], memory["128KiB"]["leak"]) == ("within", "none")
+    assert memory["128KiB"]["headroom_executions"] == 1
+    assert memory["off"]["headroom_executions"] is None
+    assert "ended early" in memory["off"]["reasons"]["headroom_executions"]
     report = (out / "report.md").read_text(encoding="utf-8")
     section = report.split("## mcp-host memory", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in section.splitlines() if line.startswith("| 128KiB |"))

@@ -209,8 +209,9 @@ def test_to_json_shape() -> None:
         "rules",
         "literal_decision",
         "memory",  # memory as a check (report time, beside the records): null here
+        "status_report",  # the status report as a check (report time too): null here
     ]
-    assert data["memory"] is None
+    assert data["memory"] is None and data["status_report"] is None
     assert data["config_env"] == {
         "off": {"CLERUM_WORKFLOW_TOOL_SPILLOVER_ENABLED": "false"},
         "128KiB": {},

@@ -119,7 +119,7 @@ def test_the_lane_gives_headroom_and_sim_figures_are_modelled() -> None:
     )
     records = [
         rec("off", 100, stage="sim", block=None),
-        rec("128KiB", 130, stage="sim", block=None),
+        rec("128KiB", 130, stage="sim", block=None, budget_inline=1),  # the worst cell
     ]
     check = check_memory(records, MATRIX, "sim", lane)
     assert check is not None and check.source == "modelled"
@@ -144,3 +144,65 @@ def test_nothing_measured_gives_no_check(stage: str) -> None:
     check = check_memory(plain, MATRIX, stage, None, "not JSON")
     assert check is not None and check.lane_problem == "not JSON"
     assert "memory-lane.json: not JSON" in check.configs["off"].reasons["headroom_executions"]
+
+
+def stored(config: str, store: int, results: int, *, filled: int | None = 1) -> RunRecord:
+    """A simulated run whose store held `results` bytes and took `store` bytes."""
+    memory = McpHostMemory(
+        peak_bytes=200 * MIB,
+        limit_bytes=2048 * MIB,
+        restarts=0,
+        oom_kills=0,
+        start_bytes=160 * MIB,
+        end_bytes=160 * MIB,
+        store_bytes=store,
+        store_results_bytes=results,
+    )
+    return make_record(
+        good, config, *CELL, stage="sim", mcp_host_memory=memory, budget_inline=filled
+    )
+
+
+def test_the_claim_compares_the_stores_own_bytes_at_a_full_budget() -> None:
+    """The PR's +7% is about the store's bytes at a full budget: x1.075 is within (about
+    +7%), x1.15 is above, whatever the whole process's peak says."""
+    full = 16 * MIB
+    within = [rec("off", 200, stage="sim", block=None), stored("128KiB", full * 1075 // 1000, full)]
+    check = check_memory(within, MATRIX, "sim", None)
+    assert check is not None
+    assert check.configs["128KiB"].claim == "within"
+    assert check.configs["128KiB"].store_ratio == Fraction(full * 1075 // 1000, full)
+    above = [within[0], stored("128KiB", full * 115 // 100, full)]
+    check = check_memory(above, MATRIX, "sim", None)
+    assert check is not None and check.configs["128KiB"].claim == "above"
+    assert check.configs["off"].claim == "not measured"
+    assert check.configs["off"].reasons["claim"] == "spillover is off: there is no store"
+
+
+@pytest.mark.parametrize(
+    ("filled", "said"),
+    [(0, "no run filled the budget"), (None, "was not measured")],
+)
+def test_a_store_that_never_filled_its_budget_says_nothing_of_the_claim(
+    filled: int | None, said: str
+) -> None:
+    records = [rec("off", 200, stage="sim", block=None), stored("128KiB", 999, 100, filled=filled)]
+    check = check_memory(records, MATRIX, "sim", None)
+    assert check is not None
+    got = check.configs["128KiB"]
+    assert got.claim == "not measured" and said in got.reasons["claim"]
+    assert got.store_ratio is None
+
+
+def test_leak_reads_against_the_tolerance_of_its_source() -> None:
+    """Modelled: any byte left is a leak; measured: 4 MiB of sampling drift is not."""
+    leaked = [rec("off", 200, stage="sim", block=None, start_mib=160, end_mib=161)]
+    check = check_memory(leaked, MATRIX, "sim", None)
+    assert check is not None and check.configs["off"].leak == "leak"
+    drift = [rec("off", 200, start_mib=160, end_mib=163)]
+    check = check_memory(drift, MATRIX, "minikube", None)
+    assert check is not None and check.configs["off"].leak == "none"
+    assert check.leak_tolerance_bytes == 4 * MIB
+    unknown = [rec("off", 200)]
+    check = check_memory(unknown, MATRIX, "minikube", None)
+    assert check is not None and check.configs["off"].leak == "not measured"

@@ -200,14 +200,20 @@ def test_memory_and_budget_fields_are_optional_and_checked() -> None:
     memory = {"peak_bytes": 5, "limit_bytes": 10, "restarts": 0, "oom_kills": 0, "block": 2}
     new = RunRecord.from_json(record_dict(mcp_host_memory=memory, budget_inline=3))
     # start_bytes and end_bytes (the leak figure) and peak_source (where the peak came
-    # from, at what step) came later still: null when absent
-    unmeasured = {"start_bytes": None, "end_bytes": None, "peak_source": None}
+    # from, at what step) came later still, and the store's own figures after them:
+    # null when absent
+    store = {"store_bytes": None, "store_results_bytes": None}
+    unmeasured = {"start_bytes": None, "end_bytes": None, "peak_source": None, **store}
     assert new.to_json()["mcp_host_memory"] == {**memory, **unmeasured}
     assert new.to_json()["budget_inline"] == 3
     both = {**memory, "start_bytes": 7, "end_bytes": 9, "peak_source": "kubelet-summary@1s"}
-    assert (
-        RunRecord.from_json(record_dict(mcp_host_memory=both)).to_json()["mcp_host_memory"] == both
-    )
+    assert RunRecord.from_json(record_dict(mcp_host_memory=both)).to_json()["mcp_host_memory"] == {
+        **both,
+        **store,
+    }
+    full = {**both, "store_bytes": 1075, "store_results_bytes": 1000}
+    back = RunRecord.from_json(record_dict(mcp_host_memory=full)).to_json()
+    assert back["mcp_host_memory"] == full
     for bad in (
         {"mcp_host_memory": {**memory, "peak_bytes": -1}},
         {"mcp_host_memory": {**memory, "end_bytes": -1}},

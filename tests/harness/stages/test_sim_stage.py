@@ -10,7 +10,8 @@ import yaml
 from matrix_builders import small_matrix
 from spillover_harness.plan.matrix import parse_matrix
 from spillover_harness.results.results_dir import StageDir
-from spillover_harness.stages.sim_stage import SimStageSpec, sim_faults, sim_stage
+from spillover_harness.sim.faults import sim_faults
+from spillover_harness.stages.sim_stage import SimStageSpec, sim_stage
 
 MATRIX = parse_matrix(yaml.safe_load(small_matrix("sim-stage")), source="small")
 

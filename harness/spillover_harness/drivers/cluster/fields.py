@@ -13,13 +13,21 @@ from typing import Any
 from spillover_operator.client import Connection
 
 from spillover_harness.checks import scan_logs_for_canaries
+from spillover_harness.checks.consistency import may_fill_budget
 from spillover_harness.cluster.observe import pod_logs
 from spillover_harness.cluster.starters import RunHandle, Starter, StartError
-from spillover_harness.collectors.logs import Attributed, attribute, count_matching, parse_logs
+from spillover_harness.collectors.logs import (
+    Attributed,
+    attribute,
+    budget_reached,
+    count_matching,
+    parse_logs,
+)
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.cluster.output import MAX_NOTES_PER_CHECK
 from spillover_harness.drivers.cluster.status import as_float, as_int, first, parse_time
 from spillover_harness.fixtures import FixtureSet
+from spillover_harness.plan.matrix import effective_budget, effective_threshold
 from spillover_harness.profile import Profile
 
 # A coordinator log line that is late: looked for again this many times, this far apart.
@@ -181,13 +189,15 @@ class RunFields:
                 "spillover_persisted, spillover_reads: the step's own log lines were not "
                 "seen (not measured)"
             )
-        if logs.budget_inline is not None and step_lines and parsed.llm_calls:
-            # the step reached its budget: the mcp-host warns once per step execution
-            out["budget_inline"] = count_matching(step_lines, logs.budget_inline)
-
         # Criterion 5, logs: the run's lines and the lines that carry no run id at all
         # (a leak there cannot be put on another run); other runs' lines are excluded.
         fixture = self.fixtures.get(job.recipe, job.input.name)
+        threshold, budget = effective_threshold(job.config), effective_budget(job.config)
+        may_fill = budget is not None and may_fill_budget(fixture, threshold or 0, budget)
+        seen = step_lines if step_lines and parsed.llm_calls else None
+        out["budget_inline"], why = budget_reached(seen, logs.budget_inline, may_fill)
+        if why is not None:
+            notes.append(why)
         if mcp.ok or coord.ok or step_lines:
             scanned = [
                 *mcp_split.mine,
