@@ -190,10 +190,20 @@ def test_validate_local_prints_a_decision_from_records_of_the_pods_that_served_t
         assert figures["peak_bytes"] is not None, (name, figures)
         assert figures["ratio_to_baseline"] is not None, (name, figures)
         assert figures["leak_bytes"] is not None, (name, figures)
-        # a headroom where the peak grew with N; else null with the reason
-        assert figures["headroom_executions"] is not None or (
-            "does not grow" in figures["reasons"]["headroom_executions"]
-        ), (name, figures)
+        # off: a headroom where the peak grew with N, else null with the reason (its
+        # lane runs of the large input fail at times: such points feed no line). The
+        # spillover configurations: none, since the lane's cell never filled their 16 MiB
+        # budget (budget_inline 0 above) and a headroom there would overstate a full one.
+        why = figures["reasons"]["headroom_executions"]
+        if name == "off":
+            assert figures["headroom_executions"] is not None or (
+                "does not grow" in why or "ended early" in why
+            ), (name, figures)
+        else:
+            assert figures["headroom_executions"] is None and "never filled the budget" in why, (
+                name,
+                figures,
+            )
         assert f"  {name}: peak " in run.stdout, run.stdout[-3000:]
     assert "**Memory against `off`** (measured" in report, report[-6000:]
     warned = [line for line in report.splitlines() if line.startswith("- **Warning:** `")]

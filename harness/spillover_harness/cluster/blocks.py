@@ -82,6 +82,9 @@ class Block:
     # (collectors/memory.py), read at its end like `end_series`; None: not read yet
     pods: set[str] = field(default_factory=set)
     memory: BlockMemory | None = None
+    # its memory completed after the stage (BlockBook.finish_memory): Prometheus' later
+    # samples where it had none by the end, and the kubelet Summary's beside them
+    memory_finished: bool = False
     # memory.restarts_from pod-status: the mcp-host containers' restart counts at the
     # block's start (None: not read; the block's restarts are then not measured)
     restarts_before: dict[str, ContainerRestarts] | None = None

@@ -4,17 +4,26 @@ the profile's PromQL (`profile.memory`, docs/cluster-profile.md "memory").
 The cluster driver calls `read_block_memory` at each block's end, before the next
 configuration is applied (the switch may replace the pods whose series these are).
 Each query is evaluated at the block's end over a range as long as the block (the
-`working_set` query at the block's start and at its end: the leak figure), and where
-it has no sample by then, one scrape interval later; its one number is the figure,
-an empty answer is None ("not measured", with a note), and a Prometheus that cannot
-be reached leaves every figure None: a metrics source never stops a stage.
+`working_set` query at the block's start and at its end: the leak figure); its one
+number is the figure, an empty answer is None ("not measured", with a note), and a
+Prometheus that cannot be reached leaves every figure None: a metrics source never
+stops a stage.
+
+A figure with no sample by the block's end (a short block of pods the switch made,
+over before their first scrape) is left `pending`, and nobody waits for that scrape
+at the switch: `read_later` evaluates it on Prometheus' later samples once the stage
+has moved on, at most one scrape interval after the block's end and never past the
+instant something else began on its pods (`until`), so that the figure is still the
+idle pods that served the block. A reader that cannot move on first (the concurrency
+lane: its next point runs on the same pods at once) waits for that scrape instead
+(`wait_for_later_scrape`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from string import Template
@@ -26,11 +35,15 @@ from spillover_harness.profile import MemoryQueries
 __all__ = [
     "BlockMemory",
     "ContainerRestarts",
+    "MemoryWindow",
     "container_restarts",
+    "later_instant",
     "read_block_memory",
+    "read_later",
     "render_query",
     "restarts_between",
     "single_value",
+    "wait_for_later_scrape",
 ]
 
 FIGURES = ("peak_working_set", "limit", "restarts", "oom_kills")
@@ -53,6 +66,21 @@ class BlockMemory:
     # where the peak came from, at what step (`prometheus@30s`, `kubelet-summary@1s`)
     peak_source: str | None = None
     notes: list[str] = field(default_factory=list)
+    # the figures (query names, `end_bytes`) Prometheus had no sample of by the block's
+    # end, for `read_later`; never the start (a sample after the runs is not the start)
+    pending: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MemoryWindow:
+    """What a block's queries are about: the mcp-host pods that served it, their
+    namespace and container, and the block's first start and last end (epoch s)."""
+
+    namespace: str
+    pods: tuple[str, ...]
+    container: str
+    start: float
+    end: float
 
 
 def render_query(
@@ -86,97 +114,142 @@ def single_value(result: Any) -> float | None:
     return number if math.isfinite(number) and number >= 0 else None
 
 
-def read_block_memory(
-    collector: PrometheusCollector,
+def _evaluate(
+    prom: Any,
     queries: MemoryQueries,
-    *,
-    namespace: str,
-    pods: Sequence[str],
-    container: str,
-    start: float,
-    end: float,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
+    window: MemoryWindow,
+    interval: float,
+    names: Sequence[str],
+    at: float,
+) -> dict[str, float | None]:
+    """Each named figure evaluated at `at` over the block so far (the start one scrape
+    into the block: its pods may be new, and an instant query takes the latest sample)."""
+    first = min(window.start + interval, window.end)
+    got: dict[str, float | None] = {}
+    for name in names:
+        query = getattr(queries, "working_set" if name in EDGES else name)
+        text = render_query(
+            query,
+            namespace=window.namespace,
+            pods=window.pods,
+            container=window.container,
+            window_s=at - window.start + interval,
+        )
+        when = first if name == "start_bytes" else at
+        got[name] = single_value(prom.custom_query(text, params={"time": f"{when:.3f}"}))
+    return got
+
+
+def _set(out: BlockMemory, values: Mapping[str, float | None], interval: float) -> None:
+    """The figures in `values` (whole bytes or counts) on `out`; `peak_source` with the peak."""
+    fields = {"peak_working_set": "peak_bytes", "limit": "limit_bytes"}
+    for name, value in values.items():
+        setattr(out, fields.get(name, name), None if value is None else round(value))
+    if values.get("peak_working_set") is not None:
+        out.peak_source = f"prometheus@{interval:g}s"
+
+
+def _unmeasured(names: Iterable[str]) -> list[str]:
+    """The notes of figures that gave no number: each is null, and says so."""
+    return [
+        f"memory: working_set at the block's {name[:-6]} gave no single number"
+        if name in EDGES
+        else f"memory: {name} query gave no single number"
+        for name in names
+    ]
+
+
+def read_block_memory(
+    collector: PrometheusCollector, queries: MemoryQueries, window: MemoryWindow
 ) -> BlockMemory:
-    """The block's figures, each query evaluated at `end` over `[start, end]`. A figure
-    with no sample by `end` (a short block of pods the switch made: Prometheus' first
-    scrape of them came after it) is evaluated again one scrape interval later, after
-    waiting for that scrape when it is still to come: the caller reads before anything
-    else runs on the pods, so what it adds is the idle pods after the block. The start
-    is never read later (a sample after the runs is not the start). Never raises."""
+    """The block's figures, each query evaluated at its end over the block. A figure
+    with no sample by the end is left None and `pending` for `read_later`: the caller
+    moves on instead of waiting up to a scrape interval for it. Never raises, never
+    waits."""
     out = BlockMemory()
     if queries.source == "none":
         out.notes.append("memory: not read (profile memory.source: none)")
         return out
-    if not pods:
+    if not window.pods:
         out.notes.append("memory: no mcp-host pod is known to have served the block")
         return out
-    interval = collector.scrape_interval_s
-    # the block's pods may be new at its start: read the working set one scrape into it,
-    # the first sample they can have (an instant query takes the latest sample)
-    first = min(start + interval, end)
-
-    def read(prom: Any, at: float, names: Sequence[str]) -> dict[str, float | None]:
-        got: dict[str, float | None] = {}
-        for name in names:
-            query = getattr(queries, "working_set" if name in EDGES else name)
-            text = render_query(
-                query,
-                namespace=namespace,
-                pods=pods,
-                container=container,
-                window_s=at - start + interval,
-            )
-            when = first if name == "start_bytes" else at
-            got[name] = single_value(prom.custom_query(text, params={"time": f"{when:.3f}"}))
-        return got
-
     names = [n for n in FIGURES if getattr(queries, n) is not None]
     if queries.working_set is not None:
         names += EDGES
-    later: list[str] = []
     try:
         with collector.connect() as prom:
-            values = read(prom, end, names)
-            missing = [n for n in names if values[n] is None and n != "start_bytes"]
-            if missing:
-                at = end + interval + SCRAPE_MARGIN_S
-                wait = at + SCRAPE_MARGIN_S - clock()
-                if wait > 0:
-                    sleep(min(wait, interval + 2 * SCRAPE_MARGIN_S))
-                for name, value in read(prom, at, missing).items():
-                    if value is not None:
-                        values[name] = value
-                        later.append(name)
+            values = _evaluate(
+                prom, queries, window, collector.scrape_interval_s, names, window.end
+            )
     except Exception as exc:  # never stop a stage over a metrics source
         out.notes.append(f"memory: not read ({collector._unreachable(exc)})")
         return out
-    for name in names:
-        if values[name] is None:
-            out.notes.append(
-                f"memory: working_set at the block's {name[:-6]} gave no single number"
-                if name in EDGES
-                else f"memory: {name} query gave no single number"
-            )
-    if later:
-        out.notes.append(
-            f"memory: {', '.join(later)} read one scrape interval after the block's end "
-            "(Prometheus had no sample of its pods by then; the pods were idle since)"
+    _set(out, values, collector.scrape_interval_s)
+    out.pending = [n for n in names if values[n] is None and n != "start_bytes"]
+    out.notes += _unmeasured(n for n in names if values[n] is None and n not in out.pending)
+    return out
+
+
+def later_instant(end: float, interval: float, until: float) -> float:
+    """Where the pending figures are evaluated: one scrape interval (and the margin of a
+    scrape's samples) after the block's end, when Prometheus has scraped its pods since,
+    or `until` when that is sooner."""
+    return min(end + interval + SCRAPE_MARGIN_S, until)
+
+
+def read_later(
+    collector: PrometheusCollector,
+    queries: MemoryQueries,
+    memory: BlockMemory,
+    window: MemoryWindow,
+    *,
+    until: float,
+) -> None:
+    """The figures `read_block_memory` left pending, from Prometheus' samples after the
+    block's end (`later_instant`). `until`: the instant something else began on the
+    block's pods (a later block they served), else now (no later instant has samples
+    yet); past it a sample is not the block's. A figure still without a sample stays
+    None, with a note. Never waits, never raises."""
+    names, memory.pending = memory.pending, []
+    if not names:
+        return
+    interval = collector.scrape_interval_s
+    at = later_instant(window.end, interval, until)
+    try:
+        with collector.connect() as prom:
+            values = _evaluate(prom, queries, window, interval, names, at)
+    except Exception as exc:  # never stop a stage over a metrics source
+        memory.notes.append(
+            f"memory: {', '.join(names)} not read after the block's end "
+            f"({collector._unreachable(exc)})"
+        )
+        return
+    found = {n: v for n, v in values.items() if v is not None}
+    _set(memory, found, interval)
+    memory.notes += _unmeasured(n for n in names if n not in found)
+    if found:
+        memory.notes.append(
+            f"memory: {', '.join(found)} read from Prometheus' samples after the block's "
+            "end (it had none of its pods by then), at most one scrape interval later and "
+            "before anything else ran on them"
         )
 
-    def whole(name: str) -> int | None:
-        value = values.get(name)
-        return None if value is None else round(value)
 
-    out.peak_bytes = whole("peak_working_set")
-    if out.peak_bytes is not None:
-        out.peak_source = f"prometheus@{interval:g}s"
-    out.limit_bytes = whole("limit")
-    out.restarts = whole("restarts")
-    out.oom_kills = whole("oom_kills")
-    out.start_bytes = whole("start_bytes")
-    out.end_bytes = whole("end_bytes")
-    return out
+def wait_for_later_scrape(
+    collector: PrometheusCollector,
+    end: float,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """For a reader that cannot move on before reading (the concurrency lane, whose next
+    point runs on the same pods at once): wait until Prometheus' samples one scrape
+    interval after `end` are queryable, and return the time then, `read_later`'s `until`."""
+    interval = collector.scrape_interval_s
+    wait = end + interval + 2 * SCRAPE_MARGIN_S - clock()
+    if wait > 0:
+        sleep(min(wait, interval + 2 * SCRAPE_MARGIN_S))
+    return clock()
 
 
 # ---- restarts and OOM kills from the pods' own status (memory.restarts_from: pod-status)

@@ -319,12 +319,15 @@ def run_cluster(
 
 def block_memory(driver: ClusterDriver) -> tuple[dict[str, McpHostMemory], list[str]]:
     """Per run id, its configuration block's mcp-host memory (the last block's read now,
-    the others' at their switch), and the stage notes on how they were read."""
+    the others' at their switch, each completed now from what Prometheus scraped after
+    its end: no switch waited for a scrape), and the stage notes on how they were read."""
     out: dict[str, McpHostMemory] = {}
     seen: dict[str, list[int]] = {}  # note -> the blocks it is about
     blocks = [b for b in driver.blocks if b.runs]
-    for number, block in enumerate(blocks, start=1):
+    for block in blocks:
         driver.capture_block_memory(block)
+    driver.finish_block_memory()
+    for number, block in enumerate(blocks, start=1):
         mem = block.memory
         if mem is None:
             continue

@@ -28,7 +28,13 @@ from datetime import datetime
 from pathlib import Path
 
 from spillover_harness.cluster.kubelet_summary import SummarySampler, combine_peak
-from spillover_harness.collectors.memory import read_block_memory
+from spillover_harness.collectors.memory import (
+    BlockMemory,
+    MemoryWindow,
+    read_block_memory,
+    read_later,
+    wait_for_later_scrape,
+)
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.cluster import ClusterDriver
 from spillover_harness.plan.matrix import Configuration, Matrix
@@ -132,15 +138,14 @@ def _point(
     pods = sorted({p.name for r in records for p in r.mcp_host_pods or ()})
     start = min(_epoch(r.started_at) for r in records)
     end = max(_epoch(r.finished_at) for r in records)
-    memory = read_block_memory(
-        driver.prometheus,
-        driver.profile.memory,
-        namespace=driver.profile.namespace,
-        pods=pods,
-        container=driver.profile.pods.mcp_host.container or "mcp-host",
-        start=start,
-        end=end,
+    window = MemoryWindow(
+        driver.profile.namespace,
+        tuple(pods),
+        driver.profile.pods.mcp_host.container or "mcp-host",
+        start,
+        end,
     )
+    memory = read_point_memory(driver, window)
     peak = combine_peak(
         memory.peak_bytes, driver.prometheus.scrape_interval_s, sampler.peaks, pods, sampler.step_s
     )
@@ -150,3 +155,16 @@ def _point(
     early = sum(r.outcome != "succeeded" for r in records)
     point = LanePoint(config, n, peak.peak_bytes, memory.limit_bytes, peak.source, early)
     return point, "; ".join(problems)
+
+
+def read_point_memory(driver: ClusterDriver, window: MemoryWindow) -> BlockMemory:
+    """A point's figures at its end; those Prometheus had no sample of by then (a point
+    on pods the switch made, over before their first scrape) after waiting for its next
+    scrape: the next point runs on the same pods at once, so they cannot be read later
+    as a block's are (collectors/memory.py)."""
+    queries = driver.profile.memory
+    memory = read_block_memory(driver.prometheus, queries, window)
+    if memory.pending:
+        until = wait_for_later_scrape(driver.prometheus, window.end)
+        read_later(driver.prometheus, queries, memory, window, until=until)
+    return memory

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from spillover_harness.collectors.memory import (
     ContainerRestarts,
     container_restarts,
+    later_instant,
     render_query,
     restarts_between,
     single_value,
@@ -43,6 +44,13 @@ def test_single_value_takes_one_sample_or_a_scalar() -> None:
     assert single_value([{"value": [0, "1"]}, {"value": [0, "2"]}]) is None
     assert single_value([{"value": [0, "NaN"]}]) is None
     assert single_value([{"value": [0, "-1"]}]) is None
+
+
+def test_a_figure_missing_at_the_end_is_read_one_scrape_later_or_before_the_pods_move_on() -> None:
+    """The later read looks one scrape interval (and a second's margin) past the block's
+    end, never past the instant something else began on its pods, nor past now."""
+    assert later_instant(100.0, 30.0, until=1000.0) == 131.0
+    assert later_instant(100.0, 30.0, until=112.5) == 112.5
 
 
 def test_the_profile_refuses_unknown_placeholders_and_empty_queries() -> None:

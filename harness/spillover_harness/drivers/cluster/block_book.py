@@ -1,6 +1,12 @@
 """The configuration blocks a cluster stage has run (cluster/blocks.py: their counters are
 read after the stage): each block's runs, the pods that served them, its Prometheus
-counters at its end, its mcp-host memory and its kubelet sampler."""
+counters at its end, its mcp-host memory and its kubelet sampler.
+
+A block's memory is read in two steps, so that no switch waits for a scrape: at its end
+(`capture_memory`) what must be read while its pods exist (Prometheus' samples by then,
+the pods' restart counts), and after the stage (`finish_memory`) what Prometheus
+scraped of its pods after its end, where it had nothing by then, and the kubelet
+Summary's samples beside Prometheus' figures."""
 
 from __future__ import annotations
 
@@ -15,13 +21,15 @@ from spillover_harness.cluster.kubelet_summary import SummarySampler, block_edge
 from spillover_harness.collectors.memory import (
     BlockMemory,
     ContainerRestarts,
+    MemoryWindow,
     container_restarts,
     read_block_memory,
+    read_later,
     restarts_between,
 )
 from spillover_harness.collectors.prometheus import PrometheusCollector
 from spillover_harness.drivers.base import RunJob
-from spillover_harness.profile import Profile
+from spillover_harness.profile import MemoryQueries, Profile
 
 # How long a block waits, before its runs, for the kubelet's first figure of new mcp-host
 # pods (its first housekeeping of a container comes about 10 s after the start).
@@ -94,39 +102,71 @@ class BlockBook:
 
     def capture_memory(self, block: Block) -> None:
         """The block's mcp-host memory, restarts and OOM kills (collectors/memory.py),
-        once, at its end: before the switch, or after the stage for the last block."""
+        once, at its end: before the switch, or after the stage for the last block.
+        Prometheus is read as it stands (a figure it has no sample of yet is left for
+        `finish_memory`), the kubelet sampler stops, and the restarts are read from the
+        pods' status while the pods that served the block still exist."""
         if block.memory is not None or not block.runs:
             return
-        queries = self.profile.memory
-        from_status = queries.restarts_from == "pod-status"
-        if from_status:
-            queries = queries.model_copy(update={"restarts": None, "oom_kills": None})
-        memory = read_block_memory(
-            self.prometheus,
-            queries,
-            namespace=self.profile.namespace,
-            pods=sorted(block.pods),
-            container=self._mcp_host_container(),
-            start=block.first_start,
-            end=block.last_end,
-        )
+        queries = self._queries()
+        memory = read_block_memory(self.prometheus, queries, self._window(block))
         if block.sampler is not None:
             block.sampler.stop()
-            self._finer_peak(memory, block)
-            self._kubelet_edges(memory, block)
-        if from_status and queries.source != "none":
-            after = self._container_restarts()
-            if block.restarts_before is None or after is None:
-                memory.notes.append("memory: restarts not read (the mcp-host pods' status)")
-            else:
-                memory.restarts, memory.oom_kills = restarts_between(
-                    block.restarts_before,
-                    after,
-                    sorted(block.pods),
-                    block.first_start,
-                    block.last_end,
-                )
+        if queries.restarts_from == "pod-status" and queries.source != "none":
+            self._status_restarts(memory, block)
         block.memory = memory
+
+    def finish_memory(self) -> None:
+        """After the stage, before the records get their figures: each captured block's
+        figures Prometheus had no sample of at its end, from its samples after it
+        (collectors/memory.read_later, bounded by `idle_until`), then the kubelet
+        Summary's peak and edges beside Prometheus' (once per block)."""
+        with self._lock:
+            blocks = list(self.blocks)
+        now = time.time()
+        for index, block in enumerate(blocks):
+            memory = block.memory
+            if memory is None or block.memory_finished:
+                continue
+            until = idle_until(blocks, index, now)
+            read_later(self.prometheus, self._queries(), memory, self._window(block), until=until)
+            if block.sampler is not None:
+                self._finer_peak(memory, block)
+                self._kubelet_edges(memory, block)
+            block.memory_finished = True
+
+    def _status_restarts(self, memory: BlockMemory, block: Block) -> None:
+        """memory.restarts_from pod-status: the block's restarts and OOM kills from the
+        mcp-host containers' status at its start and now."""
+        after = self._container_restarts()
+        if block.restarts_before is None or after is None:
+            memory.notes.append("memory: restarts not read (the mcp-host pods' status)")
+            return
+        memory.restarts, memory.oom_kills = restarts_between(
+            block.restarts_before,
+            after,
+            sorted(block.pods),
+            block.first_start,
+            block.last_end,
+        )
+
+    def _queries(self) -> MemoryQueries:
+        """The profile's memory queries; without restarts and OOM kills when the pods'
+        status gives them (memory.restarts_from: pod-status)."""
+        queries = self.profile.memory
+        if queries.restarts_from == "pod-status":
+            queries = queries.model_copy(update={"restarts": None, "oom_kills": None})
+        return queries
+
+    def _window(self, block: Block) -> MemoryWindow:
+        """What the block's memory queries are about: the pods that served its runs."""
+        return MemoryWindow(
+            self.profile.namespace,
+            tuple(sorted(block.pods)),
+            self._mcp_host_container(),
+            block.first_start,
+            block.last_end,
+        )
 
     def _finer_peak(self, memory: BlockMemory, block: Block) -> None:
         """The block's peak: the higher of Prometheus' (a lower bound at its scrape
@@ -192,3 +232,13 @@ class BlockBook:
         except ClientError:
             return None
         return container_restarts(pods, self._mcp_host_container())
+
+
+def idle_until(blocks: Sequence[Block], index: int, now: float) -> float:
+    """Until when only block `index`'s runs are known to have run on the pods that served
+    it: the first start of a later block one of those pods served too (a pod kept across
+    a switch), else `now` (the stage has ended; a later instant has no samples yet).
+    Prometheus' samples of the pods past it are not the block's."""
+    pods = blocks[index].pods
+    later = [b.first_start for b in blocks[index + 1 :] if b.pods & pods]
+    return min([*later, now])

@@ -99,6 +99,10 @@ class ClusterDriver:
         """The block's memory, once (BlockBook.capture_memory)."""
         self.book.capture_memory(block)
 
+    def finish_block_memory(self) -> None:
+        """After the stage: the blocks' memory completed (BlockBook.finish_memory)."""
+        self.book.finish_memory()
+
     def close(self) -> None:
         """Stop every block's kubelet sampler still running (a stage that ended early)."""
         self.book.close()
