@@ -8,8 +8,11 @@ PYTHON := $(VENV)/bin/python
 BIN := $(VENV)/bin
 # Renamed when the install recipe changes in a way an existing .venv should get too
 # (-2: plain path entries instead of setuptools' editable import hook; -3: the console
-# scripts' launchers).
-STAMP := $(VENV)/.installed-3
+# scripts' launchers; -4: exactly requirements.lock).
+STAMP := $(VENV)/.installed-4
+# Every Python package make install installs, pinned with hashes (make lock writes it and
+# operator/requirements.lock, the image's; docs/install.md).
+LOCK := requirements.lock
 
 # Kill switch / deploy knobs (override on the command line).
 NAMESPACE ?= clerum
@@ -43,10 +46,17 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | sort | \
 	  awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
+	@# The lock was resolved from pyproject.toml as it is now, else: run make lock (offline,
+	@# the standard library only).
+	$(PYTHON_BOOTSTRAP) tools/lock.py check --quick
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@# Exactly the lock: every package pinned, every distribution's hash checked, wheels only
+	@# (nothing built by a build backend the lock does not pin). Then the project itself with
+	@# the lock's setuptools, and nothing the lock does not list (a .venv made before).
+	$(BIN)/pip install --quiet --require-hashes --only-binary :all: -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(PYTHON) tools/lock.py prune
 	@# The editable install of a tree with two source roots (operator/, harness/) is an
 	@# import hook that every Python start pays for (pathlib and importlib.util, some
 	@# ms of spilloverctl's start-up): two plain path entries do the same for this tree.
@@ -127,7 +137,15 @@ endef
 export CONSOLE_LAUNCHERS
 
 .PHONY: install
-install: $(STAMP) ## Create the virtualenv in .venv and install the project (+dev tools)
+install: $(STAMP) ## Create the virtualenv in .venv and install the project (+dev tools) from requirements.lock
+
+.PHONY: lock
+lock: ## Resolve the Python packages again into requirements.lock and operator/requirements.lock, with hashes (uv pinned in tools/uv.txt; locked versions stay where they fit, UPGRADE=1 takes the newest)
+	$(PYTHON_BOOTSTRAP) tools/lock.py compile $(if $(UPGRADE),--upgrade)
+
+.PHONY: lock-check
+lock-check: $(STAMP) ## The Python locks agree with pyproject.toml and operator/pyproject.toml (offline; .ci/run runs it before the tests; else run make lock)
+	$(PYTHON) tools/lock.py check
 
 .PHONY: lint
 lint: $(STAMP) ## ruff + mypy + the layer contracts (import-linter, pyproject [tool.importlinter])
@@ -253,8 +271,8 @@ host-deps: ## Install what a real node and image builds need from Debian's packa
 	bash tests/controlplane/setup-host.sh
 
 .PHONY: image
-image: ## Build the operator image with podman or docker (IMAGE=tag; BASE_IMAGE=..., else python:3.11-slim or a Debian base made here)
-	bash operator/image.sh $(IMAGE)
+image: $(STAMP) ## Build the operator image with podman or docker from operator/requirements.lock, and its SBOM in ~/.cache/spillover-ops/image/ (IMAGE=tag; BASE_IMAGE=..., else python:3.11-slim or a Debian base made here)
+	SBOM_PYTHON=$(PYTHON) bash operator/image.sh $(IMAGE)
 
 .PHONY: deploy
 deploy: $(KUBECTL_DEP) ## Apply CRD, RBAC and the operator to the current kube context (OVERLAY=dev|minikube)

@@ -8,13 +8,21 @@
 # imported as DEBIAN_BASE (default localhost/spillover-debian-base:bookworm) and reused
 # after that; the script says so.
 #
+# The image installs operator/requirements.lock (the repository's pins, `make lock`). Its
+# SBOM (CycloneDX 1.5 JSON: the base's Debian packages, the locked Python packages, the
+# operator) is written beside the image, in
+# ${SPILLOVER_IMAGE_CACHE:-~/.cache/spillover-ops/image}/<tag, / and : made _>.cdx.json,
+# by tools/image_sbom.py with .venv's Python (cyclonedx-python-lib; `make install`).
+#
 # Usage: image.sh [TAG]      (default localhost/spillover-operator:dev)
 # Env:   IMAGE_TOOL, BASE_IMAGE, DEBIAN_BASE, DEBIAN_SUITE (bookworm), PIP_CERT (a CA
-#        bundle for pip inside the build; default: the host's, where it has one)
-# Prints the image's tag (last line) and how much it adds above its base.
+#        bundle for pip inside the build; default: the host's, where it has one),
+#        SBOM_PYTHON (default: the repository's .venv/bin/python)
+# Prints the image's tag (last line), how much it adds above its base and the SBOM's path.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(dirname "$HERE")"
 TAG="${1:-localhost/spillover-operator:dev}"
 BASE_IMAGE="${BASE_IMAGE:-docker.io/library/python:3.11-slim}"
 DEBIAN_BASE="${DEBIAN_BASE:-localhost/spillover-debian-base:bookworm}"
@@ -30,6 +38,8 @@ if [[ -z "$tool" ]]; then
     fi
 fi
 command -v "$tool" >/dev/null 2>&1 || die "IMAGE_TOOL=$tool is not on PATH"
+SBOM_PYTHON="${SBOM_PYTHON:-$REPO/.venv/bin/python}"
+[[ -x "$SBOM_PYTHON" ]] || die "no $SBOM_PYTHON to write the image's SBOM with: run 'make install' (or set SBOM_PYTHON)"
 
 build_flags=()
 if [[ "$tool" == podman ]]; then
@@ -86,4 +96,6 @@ start=$(date +%s)
 size_of() { "$tool" image inspect --format '{{.Size}}' "$1"; }
 added=$(( $(size_of "$TAG") - $(size_of "$base") ))
 echo "built $TAG in $(( $(date +%s) - start ))s: $(( added / 1000000 )) MB above $base" >&2
+"$SBOM_PYTHON" "$REPO/tools/image_sbom.py" --tool "$tool" --image "$TAG" \
+    --lock "$HERE/requirements.lock" >&2 || die "the SBOM of $TAG failed (see above)"
 echo "$TAG"
