@@ -214,7 +214,7 @@ bench-killswitch: bytecode controlplane ## Benchmark: kill switch latency (opera
 	$(PYTHON) bench/killswitch.py
 
 .PHONY: bench-fleet
-bench-fleet: bytecode controlplane ## Benchmark: kill --wait on three local control planes at once vs the slowest single-cluster kill --wait
+bench-fleet: bytecode controlplane ## Benchmark: kill --wait on three local control planes at once vs three direct rollouts at once (ratio fleet_vs_direct_3)
 	$(PYTHON) bench/fleet.py
 
 .PHONY: bench-realnode

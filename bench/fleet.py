@@ -10,7 +10,7 @@ each cluster alone (`--context X`, restored after), then `kill --wait` with the 
 clusters cost in parallel on this host without the fleet), then restore. Prints one
 `name=value` per line (medians over the rounds); every measured change starts after
 `SETTLE_S` of quiet.
-`ratio fleet_kill_wait_3` = fleet / slowest single (goal <= 1.3). Asserts nothing.
+`ratio fleet_kill_wait_3` = fleet / slowest single. Asserts nothing.
 Needs the control plane binaries: `make controlplane`.
 
 It also charges each single-cluster kill the CPU time its cluster's processes (etcd,
@@ -40,6 +40,10 @@ thread each), against the slowest of the round's single direct rollouts:
 `ratio direct_rollout_3`. That is what three clusters' bare rollouts cost each other on
 this host, with no `spilloverctl` and no policy change: a `kill --wait` that adds no
 idle time to its rollout cannot do better than it.
+
+The fleet's goal is against that floor, measured in the same round: `ratio
+fleet_vs_direct_3` = the fleet's `kill --wait` on the three clusters against the three
+direct rollouts at once (goal <= 1.1; median over the rounds, and its range).
 """
 
 from __future__ import annotations
@@ -386,6 +390,9 @@ def main() -> int:
     direct_ratios = [t / slow for t, slow in zip(direct_three, direct_slowest, strict=True)]
     print(f"ratio direct_rollout_3={statistics.median(direct_ratios):.2f}")
     print(f"ratio_range direct_rollout_3={min(direct_ratios):.2f}-{max(direct_ratios):.2f}")
+    against_direct = [f / t for f, t in zip(fleet, direct_three, strict=True)]
+    print(f"ratio fleet_vs_direct_3={statistics.median(against_direct):.2f}")
+    print(f"ratio_range fleet_vs_direct_3={min(against_direct):.2f}-{max(against_direct):.2f}")
     print(f"load_average_1m={os.getloadavg()[0]:.1f}")
     return 0
 

@@ -58,14 +58,16 @@ TABLE: Final[tuple[ExitCode, ...]] = (
         TIMEOUT,
         "timeout",
         "spilloverctl --wait timed out (the change itself was "
-        "made; what was still pending is printed)",
+        "made; what was still pending is printed); a fleet cluster past its "
+        "--context-timeout after its change was made",
     ),
     ExitCode(NOT_FOUND, "not-found", "the SpilloverPolicy or its target Deployment does not exist"),
     ExitCode(
         API,
         "api",
         "the cluster could not be used: kubeconfig/context, unreachable, "
-        "forbidden, rejected; a harness cluster stage stopped before or between runs",
+        "forbidden, rejected, or (a fleet cluster) not within its --context-timeout; a "
+        "harness cluster stage stopped before or between runs",
     ),
     ExitCode(
         MISMATCH,

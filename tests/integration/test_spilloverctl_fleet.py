@@ -1,7 +1,8 @@
 """spilloverctl on a fleet (issue 28, item 4): three local control planes, each with the
 CRD, a WRC Deployment, its policy and the real operator (`kopf run`), one kubeconfig
 naming each by its context; `kill`, `restore` and `status` with `--context` given more
-than once and with `--all-contexts`, a context whose API server is down, and Ctrl-C in
+than once and with `--all-contexts`, a context whose API server is down, a context whose
+exec credential plugin never returns (given up at `--context-timeout`), and Ctrl-C in
 the middle of a fleet `kill --wait` (a subprocess, as the console script runs): during
 the waits, and with every cluster's write held in flight by an admission webhook."""
 
@@ -298,6 +299,91 @@ def test_ctrl_c_leaves_every_cluster_changed_or_untouched(fleet: Fleet, tmp_path
         "fleet kill: 0 of 4 clusters done; not done: east (exit 130), west (exit 130), "
         "north (exit 130), slow (exit 130); interrupted; exit 130"
     )
+
+
+HUNG = "hung"  # a context whose exec credential plugin never returns
+
+
+def _with_a_hung_login(fleet: Fleet, directory: Path) -> Path:
+    """The three contexts and HUNG (north's API server), whose exec credential plugin
+    notes its PID, starts a child that sleeps for ever, notes its PID and waits for it:
+    that cluster never gets its credentials."""
+    plugin = directory / "plugin.sh"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        f"echo $$ > {directory}/plugin.pid\n"
+        "sleep 100000 &\n"
+        f"echo $! > {directory}/helper.pid\n"
+        "wait\n"
+    )
+    plugin.chmod(0o755)
+    doc = json.loads(fleet.kubeconfig.read_text())
+    north = next(c for c in doc["clusters"] if c["name"] == "north")
+    doc["clusters"].append({"name": HUNG, "cluster": dict(north["cluster"])})
+    doc["users"].append({"name": HUNG, "user": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+        "interactiveMode": "Never"}}})  # fmt: skip
+    doc["contexts"].append(
+        {"name": HUNG, "context": {"cluster": HUNG, "user": HUNG, "namespace": WATCHED}}
+    )
+    path = directory / "kubeconfig"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _still_running(directory: Path, name: str) -> bool:
+    """Whether the process whose PID the plugin noted in `name`.pid still runs (a
+    zombie has ended)."""
+    try:
+        pid = int((directory / f"{name}.pid").read_text())
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_login_that_never_returns_is_timed_out_and_the_others_are_killed(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Issue 39, item 4: `kill --context east --context hung --context west` with HUNG's
+    exec plugin never returning. The command ends (at HUNG's bound), names HUNG `timed
+    out`, exits 5 (a cluster not changed), has killed east and west, printed their
+    lines before HUNG's, sent nothing to HUNG's cluster and stopped its plugin."""
+    _enable(fleet, WATCHED, True)
+    kubeconfig = _with_a_hung_login(fleet, tmp_path)
+    bound = 20  # seconds; a kill without --wait takes about one here
+    script = Path(sys.executable).parent / "spilloverctl"
+    proc = subprocess.Popen(
+        [str(script), "--kubeconfig", str(kubeconfig), "-n", WATCHED, "kill",
+         "--context", "east", "--context", HUNG, "--context", "west",
+         "--context-timeout", str(bound)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_default_sigint,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=bound + 120)  # it ends: not how fast
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == exit_codes.API, out + err
+    assert "Traceback" not in err
+    table = rows(out)
+    assert sorted(table) == sorted(["east", HUNG, "west"])
+    assert table[HUNG][0] == "5" and table[HUNG][1].startswith("timed out"), table[HUNG]
+    assert f"gave no credentials within {bound} s" in table[HUNG][1]
+    assert table[HUNG][1].endswith("nothing was sent"), table[HUNG]
+    for name in ("east", "west"):
+        assert table[name][0] == "0" and table[name][1].startswith("done"), table[name]
+        assert read_policy(fleet.apis[name], WATCHED)["spec"]["enabled"] is False, name
+    # The lines came as they were known: HUNG's, at its bound, after the other two.
+    assert [line.split()[0] for line in out.splitlines()[1:-1]][-1] == HUNG, out
+    assert out.splitlines()[-1] == (
+        f"fleet kill: 2 of 3 clusters done; not done: {HUNG} (exit 5); exit 5"
+    )
+    assert read_policy(fleet.apis["north"], WATCHED)["spec"]["enabled"] is True
+    wait_for("the plugin stopped", lambda: not _still_running(tmp_path, "plugin"))
+    wait_for("the plugin's child stopped", lambda: not _still_running(tmp_path, "helper"))
 
 
 class HeldWrites:

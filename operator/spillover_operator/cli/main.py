@@ -70,9 +70,12 @@ namespace, else 'clerum'.
 
 kill, restore and status take --context more than once, or --all-contexts: every
 cluster in parallel, its lines on stderr prefixed [context], one line each on stdout
-and a summary; exit 0 only when every cluster is done, else the first cluster code in
-the order 130, 1, 5, 4, 2, 6, 3, 11. Ctrl-C finishes the writes in flight (each
-cluster all or nothing), starts no other, and the table says which is which."""
+as soon as it is known, and a summary; exit 0 only when every cluster is done, else
+the first cluster code in the order 130, 1, 5, 4, 2, 6, 3, 11. A cluster that is not
+done within --context-timeout SECONDS (default 60; --wait adds its --timeout once the
+change is made) is reported 'timed out' and the command ends without it. Ctrl-C
+finishes the writes in flight (each cluster all or nothing), starts no other, and the
+table says which is which."""
 
 _EPILOG = f"""\
 {EXIT_CODES_HELP}
@@ -126,6 +129,7 @@ def _human(n: int) -> str:
 REASON_MAX = 256
 MAX_AS_GROUPS = 64  # client.kubeconfig.MAX_GROUPS
 MAX_CONTEXTS = 64  # cli.fleet.MAX_CONTEXTS
+DEFAULT_CONTEXT_TIMEOUT = 60.0  # cli.fleet.DEFAULT_CONTEXT_TIMEOUT
 
 
 def _reason(text: str) -> str:
@@ -157,14 +161,22 @@ def _identity(flag: str) -> Any:
     return parse
 
 
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--timeout takes seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--timeout must be more than 0 seconds, got {text}")
-    return value
+def _seconds(flag: str) -> Any:
+    """An argparse type: a number of seconds, more than 0."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} takes seconds, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be more than 0 seconds, got {text}")
+        return value
+
+    return parse
+
+
+_timeout = _seconds("--timeout")
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -364,6 +376,17 @@ def _fleet_flags(parser: argparse.ArgumentParser) -> None:
         help="every context of the kubeconfig, each cluster in parallel (as --context given "
         "once per context)",
     )
+    parser.add_argument(
+        "--context-timeout",
+        type=_seconds("--context-timeout"),
+        default=None,
+        metavar="SECONDS",
+        help="with several contexts: each cluster's bound on its credentials (an exec "
+        "plugin included), its connection and its change; --wait's --timeout comes on top "
+        "once the change is made. A cluster past it is reported 'timed out' (exit 5, or 3 "
+        f"when its change was made) and the others are not held; default "
+        f"{DEFAULT_CONTEXT_TIMEOUT:g}",
+    )
 
 
 def _cluster_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -490,6 +513,11 @@ def _dispatch(
     contexts = _fleet_contexts(parser, args)
     if contexts is not None:
         return _fleet(args, contexts, change, out, err)
+    if getattr(args, "context_timeout", None) is not None:
+        parser.error(
+            "--context-timeout applies to several clusters (--context more than once, or "
+            "--all-contexts)"
+        )
     cluster = connect(
         args.kubeconfig,
         args.context,
@@ -559,6 +587,7 @@ def _fleet(
     from . import fleet
 
     acting = impersonation_from_flags(args.as_user, args.as_group, args.as_uid)
+    bound = args.context_timeout if args.context_timeout is not None else DEFAULT_CONTEXT_TIMEOUT
 
     def connect_to(context: str) -> Connection:
         return connect(
@@ -578,7 +607,7 @@ def _fleet(
             return code
 
         plan = fleet.Plan("status", connect_to, status, writes=False,
-                          json_output=args.output == "json")  # fmt: skip
+                          json_output=args.output == "json", context_timeout=bound)  # fmt: skip
         return fleet.run_fleet(contexts, plan, out, err)
     assert change is not None
     # What the threads would import on their own, imported once here first.
@@ -601,7 +630,9 @@ def _fleet(
             out=o, err=e, options=options, on_made=on_made,
         )  # fmt: skip
 
-    plan = fleet.Plan(args.command, connect_to, command, writes=True)
+    waits = args.wait or (args.direct and args.refresh_recipe_pods)
+    plan = fleet.Plan(args.command, connect_to, command, writes=True, context_timeout=bound,
+                      wait_timeout=timeout if waits else 0.0)  # fmt: skip
     return fleet.run_fleet(contexts, plan, out, err)
 
 

@@ -228,6 +228,9 @@ def _full_load(
     from kubernetes import client
     from kubernetes.config import kube_config
 
+    from spillover_operator.client import exec_plugins
+
+    exec_plugins.install()  # a plugin that never returns can then be stopped (the fleet)
     configuration = client.Configuration()
     # `shown`, not None: the kubernetes package reads $KUBECONFIG once, when imported.
     # The kubernetes package ships py.typed but leaves its config loaders unannotated.
