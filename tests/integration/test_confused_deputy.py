@@ -3,10 +3,12 @@ plane: someone allowed to create SpilloverPolicies but not to patch Deployments 
 `spec.target.deployment` at `payments-api`. It is refused three ways, each shown on its
 own:
 
-- RBAC: the manifests' Role lets the operator patch only the WRC Deployment, so even an
-  operator told to allow payments-api gets 403 and changes nothing; with refresh opted
-  in (patch on every Deployment), the admission policy spillover-operator-writes still
-  refuses the operator's write to anything the ConfigMap does not list;
+- RBAC: the manifests' Role lets the operator patch only the WRC Deployment, and with
+  refresh opted in the refresh Role only the recipe workloads the ConfigMap lists, so
+  even an operator told to allow payments-api gets RBAC's 403 and changes nothing;
+  with those names taken away (a Role widened by mistake), the admission policy
+  spillover-operator-writes still refuses the operator's write to anything the
+  ConfigMap does not list;
 - admission: the manifests' ValidatingAdmissionPolicy refuses the policy, naming the field;
 - operator: configured as the manifests configure it, it reports TargetNotAllowed and
   never touches payments-api.
@@ -15,11 +17,12 @@ The refresh of recipe pods (issue 19): a user "alice" who may only create and pa
 SpilloverPolicies sets `spec.recipePods.selector` to someone else's pods (`app=ledger`,
 `app=payments-db`) or asks for a refresh by annotation. Refused three ways too:
 
-- RBAC and admission: refresh permissions are an opt-in component whose Role may patch
-  Deployments and StatefulSets, never delete pods (SubjectAccessReviews as the
-  operator's ServiceAccount), and the admission policy spillover-operator-writes admits
-  the operator's patches only to the recipe workloads the allow-list names, however
-  many (real requests as that ServiceAccount);
+- RBAC and admission, each shown alone: refresh permissions are an opt-in component
+  whose Role may patch only the recipe workloads the allow-list names and never delete
+  pods (`kubectl auth can-i`, SubjectAccessReviews and real requests as the operator's
+  ServiceAccount, no admission policy installed), and the admission policy
+  spillover-operator-writes admits the operator's patches only to those workloads,
+  however many, when the Role's names are taken away (real requests);
 - admission: alice (impersonated) cannot store a selector, a refresh mode or a refresh
   request the platform team did not allow, and the CRD refuses malformed selectors;
 - operator: with RBAC widened by mistake, it restarts and deletes nothing outside its
@@ -38,12 +41,14 @@ import copy
 import io
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+import yaml
 from controlplane.localcluster import LocalCluster
 from k8s_helpers import (
     condition,
@@ -61,7 +66,7 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess
 from kubernetes import client, config
 from kubernetes.client import ApiException
-from kustomize_build import OVERLAYS, build, container_env, find
+from kustomize_build import OVERLAYS, build, container_env, find, kubectl
 from spillover_operator.cli.main import run
 from spillover_operator.client import selector_string
 from spillover_operator.domain.allowlist import ALLOWED_TARGETS_VAR
@@ -86,6 +91,7 @@ WRITES_VAP = "spillover-operator-writes"
 SHIPPED_OPERATOR = "system:serviceaccount:spillover-system:spillover-operator"
 REFRESH_ROLE = "spillover-operator-refresh"
 REFRESHER = "spillover-recipe-pods-refresher"
+REFRESH_COMPONENT = OVERLAYS.parent / "components" / "recipe-pods-refresh"
 STRATEGIC = "application/strategic-merge-patch+json"
 
 
@@ -132,6 +138,20 @@ WIDE_REFRESH_ROLE: dict[str, Any] = {
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
     ],
 }
+
+
+# What the operator's refresh RBAC is in a test: none, the component's build, the
+# component's Role without names, the old wide Role.
+Refresh = Literal["none", "opted-in", "unnamed", "wide"]
+
+
+def unnamed_refresh_role() -> dict[str, Any]:
+    """The component's refresh Role with its names taken away (RBAC widened by mistake:
+    a rule without resourceNames names every Deployment, every StatefulSet)."""
+    role: dict[str, Any] = yaml.safe_load((REFRESH_COMPONENT / "role-refresh.yaml").read_text())
+    for rule in role["rules"]:
+        del rule["resourceNames"]
+    return role
 
 
 def victim_body() -> dict[str, Any]:
@@ -207,13 +227,12 @@ class Deputy:
         rbac.create_namespaced_role_binding(self.namespace, model(client.V1RoleBinding, binding))
         return self.user("author")
 
-    def operator_rbac(
-        self, refresh: Literal["none", "opted-in", "wide"] = "none", *, opted_in: Any = None
-    ) -> Path:
+    def operator_rbac(self, refresh: Refresh = "none", *, opted_in: Any = None) -> Path:
         """The shipped ServiceAccount, Role and RoleBinding, moved into this namespace;
         with `refresh` "opted-in" also the refresh Role and binding of the opted-in
-        build (`opted_in`), "wide" that binding to WIDE_REFRESH_ROLE. A kubeconfig with
-        the ServiceAccount's token."""
+        build (`opted_in`), "unnamed" that binding to the component's Role with its
+        names taken away (unnamed_refresh_role), "wide" to WIDE_REFRESH_ROLE. A
+        kubeconfig with the ServiceAccount's token."""
         sa = copy.deepcopy(find(self.shipped, "ServiceAccount", "spillover-operator"))
         role = copy.deepcopy(find(self.shipped, "Role", "spillover-operator"))
         binding = copy.deepcopy(find(self.shipped, "RoleBinding", "spillover-operator"))
@@ -221,11 +240,11 @@ class Deputy:
         if refresh != "none":
             source = opted_in if opted_in is not None else self.shipped
             refresh_binding = copy.deepcopy(find(source, "RoleBinding", REFRESH_ROLE))
-            refresh_role = (
-                copy.deepcopy(find(source, "Role", REFRESH_ROLE))
-                if refresh == "opted-in"
-                else copy.deepcopy(WIDE_REFRESH_ROLE)
-            )
+            refresh_role = {
+                "opted-in": lambda: copy.deepcopy(find(source, "Role", REFRESH_ROLE)),
+                "unnamed": unnamed_refresh_role,
+                "wide": lambda: copy.deepcopy(WIDE_REFRESH_ROLE),
+            }[refresh]()
             roles.append(refresh_role)
             bindings.append(refresh_binding)
         for obj in (sa, *roles, *bindings):
@@ -320,7 +339,7 @@ class Deputy:
         self,
         *,
         allowed_targets: str | None = None,
-        refresh: Literal["none", "opted-in", "wide"] = "none",
+        refresh: Refresh = "none",
         opted_in: list[dict[str, Any]] | None = None,
         kubeconfig: Path | None = None,
     ) -> OperatorProcess:
@@ -570,22 +589,44 @@ def writes_policy_refusal(
     return exc if WRITES_VAP in said and "the spillover operator may not change" in said else None
 
 
-def test_admission_stops_an_operator_with_refresh_opted_in_told_to_allow_payments_api(
+def test_rbac_alone_stops_an_operator_with_refresh_opted_in_told_to_allow_payments_api(
     deputy: Deputy, opted_in: list[dict[str, Any]]
 ) -> None:
-    """Refresh opted in, its Role lets the operator patch every Deployment of the
-    namespace (RBAC cannot take the ConfigMap's list); the operator's allow-list wrongly
-    widened too: the admission policy spillover-operator-writes, holding the same
-    ConfigMap's list, refuses its patch of payments-api (ApplyFailed naming the policy), and
-    payments-api is untouched."""
+    """Refresh opted in (its Role names the three recipe Deployments), no admission
+    policy, the operator's allow-list wrongly widened: RBAC refuses its patch of
+    payments-api (ApplyFailed with RBAC's 403, not admission's), payments-api is
+    untouched."""
+    before = deputy.create_deployment(victim_body())
+    kubeconfig = deputy.operator_rbac("opted-in", opted_in=opted_in)
+    authorizer_knows_the_refresh_role(deputy)
+    assert not deputy.operator_may("patch", "deployments", VICTIM, "apps")
+    deputy.start_operator(
+        allowed_targets=f"{WRC},{VICTIM}", opted_in=opted_in, kubeconfig=kubeconfig
+    )
+    deputy.create_policy(deputy.author(), "sneaky", VICTIM)
+    policy = deputy.wait_reason("sneaky", "ApplyFailed")
+    message = condition(policy, "Ready")["message"]
+    assert "403" in message and 'cannot patch resource "deployments"' in message, message
+    assert WRITES_VAP not in message, message
+    untouched(before, deputy.deployment(VICTIM))
+
+
+def test_admission_alone_stops_an_operator_with_refresh_opted_in_told_to_allow_payments_api(
+    deputy: Deputy, opted_in: list[dict[str, Any]]
+) -> None:
+    """Refresh opted in with its Role's names taken away (a rule without resourceNames
+    lets the operator patch every Deployment of the namespace), the operator's
+    allow-list wrongly widened too: the admission policy spillover-operator-writes,
+    holding the same ConfigMap's list, refuses its patch of payments-api (ApplyFailed
+    naming the policy), and payments-api is untouched."""
     before = deputy.create_deployment(victim_body())
     installed = [install_admission(deputy, WRITES_VAP, opted_in)]
     try:
         type_checked(deputy, installed[0][0])
-        kubeconfig = deputy.operator_rbac("opted-in", opted_in=opted_in)
+        kubeconfig = deputy.operator_rbac("unnamed", opted_in=opted_in)
         # The premise: RBAC alone lets the operator patch payments-api.
         wait_for(
-            "the opted-in Role to reach the authorizer",
+            "the unnamed refresh Role to reach the authorizer",
             lambda: deputy.operator_may("patch", "deployments", VICTIM, "apps"),
             timeout=10,
         )
@@ -606,15 +647,66 @@ def test_admission_stops_an_operator_with_refresh_opted_in_told_to_allow_payment
         remove_admission(deputy, installed)
 
 
-def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_lists(
+def authorizer_knows_the_refresh_role(deputy: Deputy) -> None:
+    """The RBAC authorizer learns of a new Role and binding from its informers a moment
+    later: wait until it grants what the built refresh Role grants (the restart of a
+    listed recipe Deployment), so that a refusal after this is RBAC's answer."""
+    wait_for(
+        "the opted-in Role to reach the authorizer",
+        lambda: deputy.operator_may("patch", "deployments", RECIPE, "apps"),
+        timeout=10,
+    )
+
+
+def can_i(deputy: Deputy, verb: str, resource: str) -> str:
+    """`kubectl auth can-i VERB RESOURCE --as=<the operator's ServiceAccount>` against the
+    API server, as an administrator checks it: "yes" or "no"."""
+    user = f"system:serviceaccount:{deputy.namespace}:spillover-operator"
+    proc = subprocess.run(
+        [kubectl(), "--kubeconfig", str(deputy.control_plane.kubeconfig), "auth", "can-i",
+         verb, resource, "-n", deputy.namespace, f"--as={user}"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    answer = proc.stdout.strip()
+    assert answer in ("yes", "no"), (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == (0 if answer == "yes" else 1), (proc.returncode, proc.stderr)
+    return answer
+
+
+def recipe_workloads(deputy: Deputy) -> client.AppsV1Api:
+    """The WRC, the three recipe Deployments, ledger, payments-api and the StatefulSet
+    payments-db, created by the admin; the API as the operator's ServiceAccount."""
+    admin_apps = client.AppsV1Api(deputy.admin)
+    for name in (WRC, *RECIPES, LEDGER, VICTIM):
+        body = deployment_manifest(name, [container_manifest("c", "example.invalid/c:1", {})])
+        admin_apps.create_namespaced_deployment(deputy.namespace, model(client.V1Deployment, body))
+    admin_apps.create_namespaced_stateful_set(
+        deputy.namespace, model(client.V1StatefulSet, stateful_set_body(PAYMENTS_DB))
+    )
+    return client.AppsV1Api(deputy.user("spillover-operator"))
+
+
+def restarted(deputy: Deputy, kind: str, name: str) -> bool:
+    if kind == "Deployment":
+        template = deputy.deployment(name)["spec"]["template"]["metadata"]
+    else:
+        raw: Any = client.AppsV1Api(deputy.admin).read_namespaced_stateful_set(
+            name, deputy.namespace, _preload_content=False
+        )
+        template = json.loads(raw.data)["spec"]["template"]["metadata"]
+    return "kubectl.kubernetes.io/restartedAt" in (template.get("annotations") or {})
+
+
+def test_refresh_is_opt_in_and_rbac_alone_names_only_the_recipe_workloads_listed(
     deputy: Deputy, opted_in: list[dict[str, Any]]
 ) -> None:
     """As shipped (dev overlay) the operator may restart nothing and delete no pod. With
-    refresh opted in (three recipe Deployments in one ConfigMap list, no StatefulSet),
-    RBAC lets it patch Deployments and StatefulSets and still delete no pod, and the
-    admission policy spillover-operator-writes admits its restarts of the three recipe
-    Deployments (and its patch of the WRC) and refuses ledger, payments-api and every
-    StatefulSet (an empty list names none). Real requests as its ServiceAccount."""
+    refresh opted in (three recipe Deployments in one ConfigMap list, no StatefulSet)
+    and no admission policy at all, the Role the component builds lets it restart the
+    three recipe Deployments and nothing else: `kubectl auth can-i` and
+    SubjectAccessReviews answer no for ledger, payments-api and payments-db, and its
+    real restarts of them are refused by RBAC (403, `cannot patch resource`). It still
+    deletes no pod."""
     deputy.operator_rbac()
     apps = "apps"
     for verb, resource, name in [
@@ -629,21 +721,28 @@ def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_l
         assert not deputy.operator_may(verb, resource, name, group), (verb, resource, name)
     assert deputy.operator_may("patch", "deployments", WRC, apps)  # the premise
 
+    # The refresh Role and binding exactly as the component builds them.
     refresh_role = copy.deepcopy(find(opted_in, "Role", REFRESH_ROLE))
+    assert [rule["resourceNames"] for rule in refresh_role["rules"]] == [list(RECIPES)]
     refresh_role["metadata"]["namespace"] = deputy.namespace
     binding = copy.deepcopy(find(opted_in, "RoleBinding", REFRESH_ROLE))
     binding["metadata"]["namespace"] = binding["subjects"][0]["namespace"] = deputy.namespace
     rbac = client.RbacAuthorizationV1Api(deputy.admin)
     rbac.create_namespaced_role(deputy.namespace, model(client.V1Role, refresh_role))
     rbac.create_namespaced_role_binding(deputy.namespace, model(client.V1RoleBinding, binding))
+    authorizer_knows_the_refresh_role(deputy)
 
-    # The RBAC authorizer learns of a new binding from its informers a moment later.
-    wait_for(
-        "the opted-in Role to reach the authorizer",
-        lambda: deputy.operator_may("patch", "deployments", RECIPE, apps),
-        timeout=10,
-    )
+    assert can_i(deputy, "patch", f"deployments/{VICTIM}") == "no"
+    assert can_i(deputy, "patch", f"deployments/{LEDGER}") == "no"
+    assert can_i(deputy, "patch", f"statefulsets/{PAYMENTS_DB}") == "no"
+    assert can_i(deputy, "patch", "deployments") == "no"  # no name: not every one
+    for name in RECIPES:
+        assert can_i(deputy, "patch", f"deployments/{name}") == "yes", name
     for verb, resource, name in [
+        ("patch", "deployments", VICTIM),
+        ("patch", "deployments", LEDGER),
+        ("patch", "statefulsets", PAYMENTS_DB),
+        ("get", "statefulsets", PAYMENTS_DB),
         ("update", "deployments", RECIPE),
         ("delete", "deployments", RECIPE),
         ("create", "deployments", None),
@@ -654,17 +753,52 @@ def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_l
         group = apps if resource != "pods" else ""
         assert not deputy.operator_may(verb, resource, name, group), (verb, resource, name)
 
-    admin_apps = client.AppsV1Api(deputy.admin)
-    for name in (WRC, *RECIPES, LEDGER, VICTIM):
-        body = deployment_manifest(name, [container_manifest("c", "example.invalid/c:1", {})])
-        admin_apps.create_namespaced_deployment(deputy.namespace, model(client.V1Deployment, body))
-    admin_apps.create_namespaced_stateful_set(
-        deputy.namespace, model(client.V1StatefulSet, stateful_set_body(PAYMENTS_DB))
+    operator = recipe_workloads(deputy)
+    ns = deputy.namespace
+    for name in (WRC, *RECIPES):
+        exc = write_refusal(operator, ns, "Deployment", name, dry_run=False)
+        assert exc is None, (name, exc and exc.body)
+        assert restarted(deputy, "Deployment", name), name
+    user = f"system:serviceaccount:{ns}:spillover-operator"
+    for kind, resource, name in [
+        ("Deployment", "deployments", LEDGER),
+        ("Deployment", "deployments", VICTIM),
+        ("StatefulSet", "statefulsets", PAYMENTS_DB),
+    ]:
+        exc = write_refusal(operator, ns, kind, name, dry_run=False)
+        assert exc is not None and exc.status == 403, (kind, name, exc)
+        answer = json.loads(exc.body)
+        assert answer["reason"] == "Forbidden", answer
+        assert answer["message"] == (
+            f'{resource}.apps "{name}" is forbidden: User "{user}" cannot patch resource '
+            f'"{resource}" in API group "apps" in the namespace "{ns}"'
+        ), answer
+        assert not restarted(deputy, kind, name), name
+
+
+def test_admission_alone_narrows_a_refresh_role_without_names_to_the_recipe_workloads(
+    deputy: Deputy, opted_in: list[dict[str, Any]]
+) -> None:
+    """The refresh Role with its names taken away (RBAC lets the operator patch every
+    Deployment and StatefulSet of the namespace): the admission policy
+    spillover-operator-writes, with the ConfigMap's lists written into it by the same
+    build, admits its restarts of the three recipe Deployments (and its patch of the
+    WRC) and refuses ledger, payments-api and every StatefulSet (an empty list names
+    none). Real requests as its ServiceAccount."""
+    deputy.operator_rbac("unnamed", opted_in=opted_in)
+    wait_for(
+        "the unnamed refresh Role to reach the authorizer",
+        lambda: deputy.operator_may("patch", "deployments", LEDGER, "apps"),
+        timeout=10,
     )
+    # The premise: RBAC alone would let every one of these through.
+    for resource, name in [("deployments", VICTIM), ("statefulsets", PAYMENTS_DB)]:
+        assert deputy.operator_may("patch", resource, name, "apps"), (resource, name)
+
+    operator = recipe_workloads(deputy)
     installed = [install_admission(deputy, WRITES_VAP, opted_in)]
     try:
         type_checked(deputy, installed[0][0])
-        operator = client.AppsV1Api(deputy.user("spillover-operator"))
         ns = deputy.namespace
         wait_for(
             "the admission policy to refuse the operator's restart of ledger",
@@ -673,8 +807,7 @@ def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_l
         for name in (WRC, *RECIPES):
             exc = write_refusal(operator, ns, "Deployment", name, dry_run=False)
             assert exc is None, (name, exc and exc.body)
-            annotations = deputy.deployment(name)["spec"]["template"]["metadata"]["annotations"]
-            assert "kubectl.kubernetes.io/restartedAt" in annotations, name
+            assert restarted(deputy, "Deployment", name), name
         allowed_deployments = ", ".join((WRC, *RECIPES))
         for kind, name, allowed in [
             ("Deployment", LEDGER, allowed_deployments),
@@ -685,6 +818,7 @@ def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_l
             assert exc is not None and exc.status == 403, (kind, name, exc)
             message = json.loads(exc.body)["message"]
             assert WRITES_VAP in message, message
+            assert "cannot patch resource" not in message, message  # not RBAC's
             assert f"the spillover operator may not change {kind} {ns}/{name}: not named in" in (
                 message
             )
@@ -692,12 +826,7 @@ def test_refresh_is_opt_in_and_reaches_only_the_recipe_workloads_the_configmap_l
                 f"of ConfigMap spillover-system/spillover-allowed-targets; allowed: {allowed}."
                 in (message)
             )
-        for name in (LEDGER, VICTIM):
-            template = deputy.deployment(name)["spec"]["template"]["metadata"]
-            assert "kubectl.kubernetes.io/restartedAt" not in (template.get("annotations") or {})
-        db: Any = admin_apps.read_namespaced_stateful_set(PAYMENTS_DB, ns, _preload_content=False)
-        template = json.loads(db.data)["spec"]["template"]["metadata"]
-        assert "kubectl.kubernetes.io/restartedAt" not in (template.get("annotations") or {})
+            assert not restarted(deputy, kind, name), name
     finally:
         remove_admission(deputy, installed)
 

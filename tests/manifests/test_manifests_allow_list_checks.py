@@ -81,6 +81,10 @@ MALFORMED = [
     ("recipeDeployments", "mcp-host-r1\\,x"),
     ("recipeStatefulSets", "mcp-host-s1' + 'x"),
     ("recipeStatefulSets", "mcp_host"),
+    # The recipe lists go into the refresh Role name by name: no spaces, at most 16.
+    ("recipeDeployments", "mcp-host-r1, mcp-host-r2"),
+    ("recipeStatefulSets", "mcp-host-s1 ,mcp-host-s2"),
+    ("recipeDeployments", ",".join(f"mcp-host-r{i}" for i in range(17))),
     ("recipeSelectors", "app.kubernetes.io/name=mcp-host'"),
     ("recipeSelectors", "app=mcp-host\\"),
     ("recipeSelectors", "app.kubernetes.io/name"),
@@ -110,7 +114,7 @@ WELL_FORMED: list[dict[str, str]] = [
     {},
     {
         "deployments": "wrc-a, wrc-b",
-        "recipeDeployments": "mcp-host-r1, mcp-host-r2,mcp-host-r3",
+        "recipeDeployments": "mcp-host-r1,mcp-host-r2,mcp-host-r3",
         "recipeStatefulSets": "mcp-host-s1,mcp-host-s2",
         "recipeSelectors": "app.kubernetes.io/name=mcp-host,recipe=r1; team = ml , tier=",
         "recipeRefresh": "OnKillSwitch, Always,Never",
@@ -121,6 +125,10 @@ WELL_FORMED: list[dict[str, str]] = [
         "recipeStatefulSets": "",
         "recipeSelectors": "",
         "recipeRefresh": "",
+    },
+    {
+        "recipeDeployments": ",".join(f"mcp-host-r{i}" for i in range(16)),
+        "recipeStatefulSets": ",".join(f"db.s{i}" for i in range(16)),
     },
 ]
 

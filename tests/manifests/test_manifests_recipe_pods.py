@@ -1,18 +1,20 @@
 """The recipe-pod RBAC of the shipped manifests (`kubectl kustomize`): the operator's
 Role reads pods, their ReplicaSets and ConfigMaps (never Secrets) and restarts nothing;
-restarting recipe workloads is an opt-in component whose Role the admission policy
-spillover-operator-writes narrows to the workloads the allow-list ConfigMap names,
-however many, the same names the operator is given. An empty list renders no empty
-name anywhere. (The policy itself, on the API server: tests/integration/
-test_confused_deputy.py.)"""
+restarting recipe workloads is an opt-in component whose Role names exactly the
+workloads the allow-list ConfigMap lists (resourceNames, one name per entry, however
+many up to 16 of each kind; no rule for an empty list), the same names the admission
+policy spillover-operator-writes and the operator are given. No Role names "" or a
+comma-joined list. (On the API server: tests/integration/test_confused_deputy.py.)"""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kustomize_build import build, container_env, find, overlay_names
 from repo_paths import MANIFESTS
 from spillover_operator.domain.allowlist import (
@@ -23,16 +25,66 @@ from spillover_operator.domain.allowlist import (
 )
 from spillover_operator.domain.recipe_pods import Owner
 
+# A Deployment's or StatefulSet's name (DNS-1123 subdomain).
+DNS_1123 = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+
 REFRESH = "spillover-operator-refresh"
 ALLOWED_CM = "spillover-allowed-targets"
 REFRESHER = "spillover-recipe-pods-refresher"
 WRITES = "spillover-operator-writes"
-# The refresh Role exactly: patch (and get a StatefulSet: its refresh is judged by its
-# status), never pods, never a name (the names are admission's, from the ConfigMap).
-REFRESH_RULES = [
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]},
-    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "patch"]},
-]
+REFRESH_COMPONENT = MANIFESTS / "components" / "recipe-pods-refresh"
+# How many names of each kind the refresh Role takes (components/recipe-pods-refresh/
+# names/slots.yaml; the allow-list checks refuse more).
+SLOTS = 16
+
+
+def refresh_rules(deployments: list[str], statefulsets: list[str]) -> list[dict[str, Any]]:
+    """The refresh Role exactly: patch on the listed Deployments, get and patch on the
+    listed StatefulSets (a StatefulSet's refresh is judged by its status), never pods;
+    no rule for an empty list (a rule without resourceNames would name every one)."""
+    rules = []
+    if deployments:
+        rules.append(
+            {
+                "apiGroups": ["apps"],
+                "resources": ["deployments"],
+                "verbs": ["patch"],
+                "resourceNames": deployments,
+            }
+        )
+    if statefulsets:
+        rules.append(
+            {
+                "apiGroups": ["apps"],
+                "resources": ["statefulsets"],
+                "verbs": ["get", "patch"],
+                "resourceNames": statefulsets,
+            }
+        )
+    return rules
+
+
+def names(value: str) -> list[str]:
+    return [n for n in value.split(",") if n]
+
+
+def check_refresh_role_names_the_configmap_lists(docs: list[dict[str, Any]]) -> None:
+    """The refresh Role, the admission policy and the operator hold the same lists, the
+    ConfigMap's: the Role name by name."""
+    data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
+    deployments, statefulsets = names(data["recipeDeployments"]), names(data["recipeStatefulSets"])
+    role = find(docs, "Role", REFRESH)
+    assert role["rules"] == refresh_rules(deployments, statefulsets)
+    main = find(docs, "Role", "spillover-operator")
+    assert role["metadata"]["namespace"] == main["metadata"]["namespace"]
+    lists = policy_lists(find(docs, "ValidatingAdmissionPolicy", WRITES))
+    assert names(lists["recipeDeployments"]) == deployments
+    assert names(lists["recipeStatefulSets"]) == statefulsets
+    env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
+    assert refresh_allow_list(env).owners == frozenset(
+        {Owner("Deployment", n) for n in deployments}
+        | {Owner("StatefulSet", n) for n in statefulsets}
+    )
 
 
 def _grants(role: dict[str, Any], *, named: bool = False) -> set[tuple[str, str, str]]:
@@ -169,10 +221,10 @@ def test_the_opt_in_grants_the_refresh_and_admission_narrows_it_to_the_allowed_w
     check_recipe_rbac(docs)
     no_empty_or_joined_names(docs)
     check_operator_writes_policy(docs)
+    check_refresh_role_names_the_configmap_lists(docs)
     role = find(docs, "Role", REFRESH)
     main = find(docs, "Role", "spillover-operator")
-    assert role["metadata"]["namespace"] == main["metadata"]["namespace"]
-    assert role["rules"] == REFRESH_RULES
+    assert role["rules"] == refresh_rules(["mcp-host-r1"], ["mcp-host-s1"])
     binding = find(docs, "RoleBinding", REFRESH)
     assert binding["roleRef"]["name"] == REFRESH
     assert binding["metadata"]["namespace"] == main["metadata"]["namespace"]
@@ -188,22 +240,25 @@ def test_the_opt_in_grants_the_refresh_and_admission_narrows_it_to_the_allowed_w
 
 
 def test_several_recipe_deployments_are_one_list_in_the_configmap(tmp_path: Path) -> None:
-    """Three recipe Deployments and two StatefulSets, listed once each in the ConfigMap
-    (spaces allowed): no Role to patch by hand, the operator and the admission policy
-    get every name."""
+    """Three recipe Deployments and two StatefulSets, listed once each in the ConfigMap:
+    no Role to patch by hand; the Role, the operator and the admission policy get every
+    name."""
     docs = opted_in(
         tmp_path,
         [
-            "recipeDeployments=mcp-host-r1, mcp-host-r2,mcp-host-r3",
+            "recipeDeployments=mcp-host-r1,mcp-host-r2,mcp-host-r3",
             "recipeStatefulSets=mcp-host-s1,mcp-host-s2",
             "recipeRefresh=OnKillSwitch",
         ],
     )
     no_empty_or_joined_names(docs)
     check_operator_writes_policy(docs)
-    assert find(docs, "Role", REFRESH)["rules"] == REFRESH_RULES
+    check_refresh_role_names_the_configmap_lists(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == refresh_rules(
+        ["mcp-host-r1", "mcp-host-r2", "mcp-host-r3"], ["mcp-host-s1", "mcp-host-s2"]
+    )
     data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
-    assert data["recipeDeployments"] == "mcp-host-r1, mcp-host-r2,mcp-host-r3"
+    assert data["recipeDeployments"] == "mcp-host-r1,mcp-host-r2,mcp-host-r3"
     assert data["recipeStatefulSets"] == "mcp-host-s1,mcp-host-s2"
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert refresh_allow_list(env).owners == frozenset(
@@ -218,11 +273,78 @@ def test_the_opt_in_without_names_renders_no_empty_name_and_names_nothing(
     docs = opted_in(tmp_path, [])
     no_empty_or_joined_names(docs)
     check_operator_writes_policy(docs)
-    assert find(docs, "Role", REFRESH)["rules"] == REFRESH_RULES
+    check_refresh_role_names_the_configmap_lists(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == []  # names nothing, grants nothing
     data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
     assert data["recipeDeployments"] == data["recipeStatefulSets"] == ""
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")
     assert refresh_allow_list(env).owners == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("deployments", "statefulsets"),
+    [
+        ([f"mcp-host-r{i}" for i in range(1, SLOTS + 1)], [f"db-{i}.x" for i in range(SLOTS)]),
+        ([], ["mcp-host-s1"]),
+        (["mcp-host-r1", "mcp-host-r1"], []),
+        ([f"d{i}" for i in range(SLOTS - 1, -1, -1)], [f"s{i}" for i in range(SLOTS // 2)]),
+    ],
+)
+def test_the_refresh_role_names_every_listed_workload_up_to_sixteen_of_each_kind(
+    tmp_path: Path, deployments: list[str], statefulsets: list[str]
+) -> None:
+    """However many names a list has (every slot of names/slots.yaml filled, in order),
+    and whichever list is empty (its rule left out)."""
+    literals = [
+        f"recipeDeployments={','.join(deployments)}",
+        f"recipeStatefulSets={','.join(statefulsets)}",
+    ]
+    docs = opted_in(tmp_path, literals)
+    no_empty_or_joined_names(docs)
+    check_operator_writes_policy(docs)
+    check_refresh_role_names_the_configmap_lists(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == refresh_rules(deployments, statefulsets)
+    # Nothing of the splitting is rendered.
+    assert not [d for d in docs if d["kind"] == "RecipeWorkloadNames"]
+
+
+def test_the_refresh_role_file_as_it_is_names_no_workload() -> None:
+    """Applied without kustomize (`kubectl apply -f`), the component's Role grants
+    nothing: its rules name placeholders no Deployment or StatefulSet can have (not a
+    DNS-1123 name), never no name at all (every workload)."""
+    role = yaml.safe_load((REFRESH_COMPONENT / "role-refresh.yaml").read_text())
+    assert [r["resources"] for r in role["rules"]] == [["deployments"], ["statefulsets"]]
+    for rule in role["rules"]:
+        (placeholder,) = rule["resourceNames"]
+        assert not DNS_1123.fullmatch(placeholder), placeholder
+
+
+def test_the_slots_are_one_per_name_and_kind() -> None:
+    """names/slots.yaml: for each kind, slot i takes element i of its list and writes it
+    to resourceNames[i] of its rule only when the list has more than i names, for
+    i < SLOTS (the bound the allow-list checks enforce)."""
+    slots = yaml.safe_load((REFRESH_COMPONENT / "names" / "slots.yaml").read_text())
+    assert len(slots) == 2 * SLOTS
+    for n, slot in enumerate(slots):
+        rule, i = divmod(n, SLOTS)
+        field = ("deployments", "statefulSets")[rule]
+        assert slot["source"] == {
+            "kind": "RecipeWorkloadNames",
+            "name": "recipe-workloads",
+            "fieldPath": field,
+            "options": {"delimiter": ",", "index": i},
+        }
+        (target,) = slot["targets"]
+        assert target["fieldPaths"] == [f"rules.{rule}.resourceNames.{i}"]
+        assert target["options"] == {"create": True}
+        pattern = re.compile(target["select"]["namespace"])
+        lists = [["a"] * SLOTS, ["b"] * SLOTS]
+        for count in range(SLOTS + 1):
+            lists[rule] = [f"n{k}" for k in range(count)]
+            namespace = "clerum`" + "`".join(",".join(x) for x in lists)
+            assert bool(pattern.fullmatch(namespace)) == (count > i), (field, i, count)
+    padded = yaml.safe_load((REFRESH_COMPONENT / "names" / "recipe-names.yaml").read_text())
+    assert padded["deployments"] == padded["statefulSets"] == "," * SLOTS
 
 
 def test_the_refresh_request_needs_the_refresh_verb() -> None:
@@ -248,7 +370,8 @@ def test_the_local_overlay_opts_in_to_refreshing_only_its_recipe_deployment() ->
     check_recipe_rbac(docs)
     no_empty_or_joined_names(docs)
     check_operator_writes_policy(docs)
-    assert find(docs, "Role", REFRESH)["rules"] == REFRESH_RULES
+    check_refresh_role_names_the_configmap_lists(docs)
+    assert find(docs, "Role", REFRESH)["rules"] == refresh_rules(["mcp-host-r1"], [])
     data = find(docs, "ConfigMap", ALLOWED_CM)["data"]
     assert (data["recipeDeployments"], data["recipeStatefulSets"]) == ("mcp-host-r1", "")
     env = container_env(find(docs, "Deployment", "spillover-operator"), "operator")

@@ -13,9 +13,9 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -214,6 +214,28 @@ class OperatorRuntime:
         return True
 
 
+class SpecDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's record of the last handled configuration (the annotation
+    `spillover.clerum.io/last-handled-configuration`, against which it finds what
+    changed), of the policy's spec alone.
+
+    kopf's own record also copies the policy's labels and annotations into that one
+    annotation, so its size was the policy author's to decide: 1800 labels (344 KB;
+    the API server bounds no label set as a whole) made every write of kopf's fail with
+    422 `metadata.annotations: Too long` (all annotations of an object share 256 KiB),
+    and the policy was never handled again. Nothing reads them there: the change
+    handler reacts to the spec only (`field="spec"`), and the refresh request is read
+    from the event's object. So the record leaves `metadata` out, and its size is the
+    spec's, which the CRD bounds (docs/operator.md, "What kopf keeps on a policy")."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        essence = dict(super().build(body=body, extra_fields=extra_fields))
+        essence.pop("metadata", None)
+        return cast(kopf.BodyEssence, essence)
+
+
 def configure(settings: kopf.OperatorSettings) -> None:
     """kopf settings for running with only a namespaced Role."""
     # No peering objects (cluster-wide CRD), no namespace/CRD scanning (cluster-wide
@@ -225,7 +247,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # entry needed); our status is ours alone.
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    # What changed is judged on the spec alone (SpecDiffBaseStorage).
+    settings.persistence.diffbase_storage = SpecDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
     # The operator posts its own Events (Applied, DriftCorrected, Removed); kopf only

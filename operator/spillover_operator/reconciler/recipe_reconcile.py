@@ -245,8 +245,9 @@ def reconcile_recipe_pods(
                 f"refresh of {step.owner} not permitted ({exc.message}); include "
                 "manifests/components/recipe-pods-refresh with this workload in "
                 "recipeDeployments/recipeStatefulSets of ConfigMap "
-                "spillover-system/spillover-allowed-targets (admission policy "
-                "spillover-operator-writes), or restart the pods by hand"
+                "spillover-system/spillover-allowed-targets (the refresh Role's "
+                "resourceNames and the admission policy spillover-operator-writes), or "
+                "restart the pods by hand"
             )
             events.append(("Warning", EVENT_RECIPE_PODS_REFRESH_FORBIDDEN, note))
         except ClientError as exc:

@@ -3,6 +3,7 @@ in kopf's memo, metrics (on a registry of the test's own)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -42,6 +43,49 @@ def test_configure_sets_namespaced_role_friendly_settings() -> None:
     assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
     assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
     assert settings.posting.level == logging.WARNING
+
+
+def test_kopf_records_the_spec_alone_whatever_labels_and_annotations_a_policy_carries() -> None:
+    """kopf's last-handled-configuration (the annotation it writes on every handled
+    change) holds the spec and nothing of the policy's metadata: 1800 labels (344 KB)
+    would not fit the API server's 256 KiB for all annotations."""
+    settings = kopf.OperatorSettings()
+    runtime.configure(settings)
+    storage = settings.persistence.diffbase_storage
+    spec = {"enabled": False, "target": {"deployment": "wrc"}}
+    labels = {f"team.example.com/label-{i:04d}": "v" * 63 for i in range(1800)}
+    body = kopf.Body(
+        {
+            "apiVersion": "spillover.clerum.io/v1alpha1",
+            "kind": "SpilloverPolicy",
+            "metadata": {
+                "name": "spillover",
+                "namespace": "clerum",
+                "uid": "u-1",
+                "labels": labels,
+                "annotations": {"example.com/notes": "x" * 60_000},
+            },
+            "spec": spec,
+            "status": {"observedGeneration": 1},
+        }
+    )
+    essence = storage.build(body=body)
+    assert essence == {"spec": spec}
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=essence)
+    (written,) = [
+        v
+        for k, v in patch["metadata"]["annotations"].items()
+        if k.endswith("last-handled-configuration")
+    ]
+    assert json.loads(written) == {"spec": spec}
+    assert len(written) < 200
+    # kopf reads back what it wrote; a change of the labels alone is no change to it.
+    meta = body["metadata"]
+    stored = kopf.Body({**body, "metadata": {**meta, **patch["metadata"]}})
+    assert storage.fetch(body=stored) == essence
+    relabelled = kopf.Body({**body, "metadata": {**meta, "labels": {"team": "other"}}})
+    assert storage.build(body=relabelled) == essence
 
 
 def test_the_runtime_defaults_to_the_default_settings() -> None:
