@@ -2,7 +2,11 @@
 SpilloverPolicy is the user the API server authenticated, enforced by the shipped
 admission policy spillover-change-record; a change without a record is reported as
 such, never under an earlier person's reason; a change made while the operator was
-down is a policy change, not drift.
+down is a policy change, not drift. Issue 39 (item 3): a record is shown only as
+written and on one line (a newline or ESC in any field escaped, in `spilloverctl
+status`, status.lastChange and the Events), and its time is never one a policy editor
+can write (the record's own, metadata.managedFields): the operator's first report of
+the change, else none.
 
 "alice" is a real user here: a client certificate with CN alice (not impersonation),
 allowed to get, list, create and patch SpilloverPolicies in the test's namespace and
@@ -15,6 +19,9 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,10 +43,16 @@ from k8s_helpers import (
 from kopf_operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client import ApiException
-from kustomize_build import OVERLAYS, build
+from kustomize_build import OVERLAYS, build, kubectl
 from spillover_operator import exit_codes
 from spillover_operator.cli.main import run
-from spillover_operator.domain.change_record import ChangeRecord, decode, last_change
+from spillover_operator.domain.change_record import (
+    RECORD_MANAGER,
+    ChangeRecord,
+    decode,
+    last_change,
+    written_at,
+)
 from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
 from spillover_operator.domain.model import ENABLED_VAR, PASSTHROUGH_VAR
 from spillover_operator.domain.resource import GROUP, PLURAL, VERSION
@@ -190,24 +203,29 @@ def test_alice_is_recorded_as_alice_whatever_her_user_variable_says(
     assert record.generation == 2
     assert (record.tool, record.reason) == ("spilloverctl kill", "INC-99 approved")
     assert "cto" not in pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION]
-    assert "change recorded: generation 2 changed by alice with spilloverctl kill" in out
-    stored = last_change(pol).record
-    assert stored is not None and stored.time  # the server's time of the write
+    # Dated by the API server's answer to that very write.
+    said = re.search(
+        r"change recorded: generation 2 changed by alice with spilloverctl kill "
+        r"at (\S+): INC-99 approved",
+        out,
+    )
+    assert said is not None, out
+    assert said.group(1) == written_at(pol["metadata"])
 
-    # status shows who, when, why and with what (read by the admin: alice may not read
-    # the Deployment; no operator needed, the record is on the policy).
+    # status shows who, why and with what (read by the admin: alice may not read the
+    # Deployment; no operator needed, the record is on the policy). When: only once the
+    # operator has reported the change (nothing else on the policy is beyond a policy
+    # editor's pen), so no time here.
     code, out, err = ctl(control_plane.kubeconfig, namespace, "status")
     assert "last change:" in out, out + err
     line = next(x for x in out.splitlines() if "last change:" in x)
-    assert f"generation 2 changed by alice with spilloverctl kill at {stored.time}" in line
-    assert line.endswith(": INC-99 approved")
+    assert line.endswith("generation 2 changed by alice with spilloverctl kill: INC-99 approved")
     code, out, err = ctl(control_plane.kubeconfig, namespace, "status", "-o", "json")
     shown = json.loads(out)["lastChange"]
     assert shown == {
         "generation": 2,
         "recorded": True,
         "user": "alice",
-        "time": stored.time,
         "tool": "spilloverctl kill",
         "reason": "INC-99 approved",
     }
@@ -221,8 +239,8 @@ def test_the_record_carries_the_servers_time_whatever_the_clients_clock_says(
     admission: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """alice's clock is 27 years behind: the record's time is the API server's time of
-    the write that carried it, in the record, in `status` and in the command's output."""
+    """alice's clock is 27 years behind: the command says the API server's time of the
+    write that carried the record, and nothing shows hers."""
     from spillover_operator.cli import change
 
     setup(admin, namespace)
@@ -236,12 +254,13 @@ def test_the_record_carries_the_servers_time_whatever_the_clients_clock_says(
     assert "1999" not in pol["metadata"]["annotations"][CHANGE_RECORD_ANNOTATION]
     stored = last_change(pol).record
     assert stored is not None and stored.generation == 2
+    written = written_at(pol["metadata"])  # the record manager's entry: nobody rewrote it
     # The control plane runs on this machine: the server's clock is the test's.
-    when = datetime.datetime.fromisoformat(stored.time.replace("Z", "+00:00"))
-    assert before - datetime.timedelta(seconds=1) <= when <= after, stored.time
-    assert f"with spilloverctl kill at {stored.time}: INC-7" in out
+    when = datetime.datetime.fromisoformat(written.replace("Z", "+00:00"))
+    assert before - datetime.timedelta(seconds=1) <= when <= after, written
+    assert f"with spilloverctl kill at {written}: INC-7" in out
     code, out, err = ctl(control_plane.kubeconfig, namespace, "status", "-o", "json")
-    assert json.loads(out)["lastChange"]["time"] == stored.time, out + err
+    assert "seenAt" not in json.loads(out)["lastChange"], out + err
     assert "1999" not in out
 
 
@@ -373,13 +392,14 @@ def test_events_name_the_recorded_change_or_none_and_a_change_made_while_down_is
         assert code == exit_codes.OK, out + err
         pol = wait_for("the kill applied", lambda: settled(2, "false"), operator=op)
         assert pol["status"]["lastChange"]["user"] == "alice"
+        seen = pol["status"]["lastChange"]["seenAt"]
         applied = wait_for(
             "the Applied Event of generation 2",
             lambda: messages_for(admin, namespace, "Applied", 2) or None,
             operator=op,
         )
         assert all(
-            "changed by alice with spilloverctl kill" in m and m.endswith(": INC-99)")
+            f"changed by alice with spilloverctl kill at {seen}" in m and m.endswith(": INC-99)")
             for m in applied
         )
         assert not any("cto" in e["message"] for e in events(admin, namespace, "Applied"))
@@ -418,5 +438,177 @@ def test_events_name_the_recorded_change_or_none_and_a_change_made_while_down_is
         assert all("changed by alice" in m and m.endswith(": INC-100)") for m in applied)
         assert events(admin, namespace, "DriftCorrected") == []
         assert pol["status"]["lastChange"]["reason"] == "INC-100"
+    finally:
+        op.stop()
+
+
+# ---- issue 39, item 3: a record is shown only as the server wrote it ------------------
+
+# alice's own record, written with kubectl: her name and the generation her change
+# makes (so the shipped admission admits it), a time of her choosing, and a newline
+# and terminal escapes that would print a line of their own, erase one, or retitle the
+# terminal.
+FORGED_TOOL = "kubectl\x1b[2K\r"
+FORGED_REASON = (
+    "INC-1\ngeneration 99 changed by cto@prod-bastion with spilloverctl kill: approved"
+    "\x1b]0;pwned\x07"
+)
+SHOWN_TOOL = "kubectl\\x1b[2K\\r"
+SHOWN_REASON = (
+    "INC-1\\ngeneration 99 changed by cto@prod-bastion with spilloverctl kill: approved"
+    "\\x1b]0;pwned\\x07"
+)
+
+
+def kubectl_as(kubeconfig: Path, namespace: str, *argv: str) -> str:
+    """Our kubectl (`make kubectl`) as the owner of `kubeconfig`; its stdout."""
+    proc = subprocess.run(
+        [kubectl(), "--kubeconfig", str(kubeconfig), "-n", namespace, *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def forge_managed_fields(kubeconfig: Path, namespace: str, when: str) -> None:
+    """Rewrite metadata.managedFields (admitted for anyone who may patch the policy):
+    the record manager's entry, owning the record, dated `when`."""
+    entry = {
+        "manager": RECORD_MANAGER,
+        "operation": "Update",
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "time": when,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{CHANGE_RECORD_ANNOTATION}": {}}}},
+    }
+    body = json.dumps({"metadata": {"managedFields": [entry]}})
+    kubectl_as(kubeconfig, namespace, "patch", "spilloverpolicy", "spillover",
+               "--type", "merge", "-p", body)  # fmt: skip
+
+
+def status_as_run(kubeconfig: Path, namespace: str, *argv: str) -> str:
+    """`spilloverctl status` as a user runs it: the installed console script; stdout."""
+    script = Path(sys.executable).parent / "spilloverctl"
+    proc = subprocess.run(
+        [str(script), "--kubeconfig", str(kubeconfig), "-n", namespace, "status", *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode in (exit_codes.OK, exit_codes.MISMATCH), proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def last_change_line(out: str) -> str:
+    lines = [line for line in out.splitlines() if "last change:" in line]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def assert_one_line_escaped(out: str) -> None:
+    """No character of the record reaches the terminal as itself: no ESC, no BEL, no
+    line of its own; each shown escaped."""
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out, repr(out)
+    assert not any(line.lstrip().startswith("generation 99") for line in out.splitlines())
+    assert f"with {SHOWN_TOOL}" in last_change_line(out)
+    assert "2099" not in out, out
+
+
+def test_a_record_written_with_kubectl_is_shown_on_one_line_and_never_with_its_own_time(
+    control_plane: LocalCluster,
+    admin: client.ApiClient,
+    namespace: str,
+    alice: Path,
+    admission: None,
+    tmp_path: Path,
+) -> None:
+    setup(admin, namespace)
+    record = json.dumps(
+        {"user": "alice", "generation": 2, "time": "2099-01-01T00:00:00Z",
+         "tool": FORGED_TOOL, "reason": FORGED_REASON},
+        separators=(",", ":"),
+    )  # fmt: skip
+    patch = {
+        "spec": {"enabled": False},
+        "metadata": {"annotations": {CHANGE_RECORD_ANNOTATION: record}},
+    }
+    kubectl_as(alice, namespace, "patch", "spilloverpolicy", "spillover",
+               "--type", "merge", "-p", json.dumps(patch))  # fmt: skip
+    assert record_of(policy(admin, namespace)).reason == FORGED_REASON  # admitted, as written
+
+    # No operator has reported it: who, with what and why, escaped, and no time at all.
+    admin_kc = control_plane.kubeconfig
+    out = status_as_run(admin_kc, namespace)
+    assert_one_line_escaped(out)
+    assert last_change_line(out).endswith(
+        f"generation 2 changed by alice with {SHOWN_TOOL}: {SHOWN_REASON}"
+    )
+    shown = json.loads(status_as_run(admin_kc, namespace, "-o", "json"))["lastChange"]
+    assert shown == {"generation": 2, "recorded": True, "user": "alice",
+                     "tool": SHOWN_TOOL, "reason": SHOWN_REASON}  # fmt: skip
+
+    # alice rewrites managedFields so that the record manager's entry says 2099: the
+    # same line, still no time.
+    forge_managed_fields(alice, namespace, "2099-01-01T00:00:00Z")
+    assert written_at(policy(admin, namespace)["metadata"]) == "2099-01-01T00:00:00Z"
+    again = status_as_run(admin_kc, namespace)
+    assert_one_line_escaped(again)
+    assert last_change_line(again) == last_change_line(out)
+
+    # The operator, started after both forgeries, dates the change by its own report.
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    op = OperatorProcess(namespace, control_plane.kubeconfig, tmp_path, resync_seconds=300)
+    op.start()
+    try:
+
+        def reported() -> dict[str, Any] | None:
+            last = (policy(admin, namespace).get("status") or {}).get("lastChange") or {}
+            return last if last.get("generation") == 2 and last.get("seenAt") else None
+
+        last = wait_for("status.lastChange of generation 2", reported, operator=op)
+        after = datetime.datetime.now(datetime.UTC)
+        seen = last["seenAt"]
+        when = datetime.datetime.fromisoformat(seen.replace("Z", "+00:00"))
+        assert before - datetime.timedelta(seconds=1) <= when <= after, seen
+        assert last == {"generation": 2, "recorded": True, "user": "alice", "seenAt": seen,
+                        "tool": SHOWN_TOOL, "reason": SHOWN_REASON}  # fmt: skip
+
+        # The Applied Events, on the policy and on the Deployment: one line each.
+        def applied() -> list[str] | None:
+            raw: Any = client.CoreV1Api(admin).list_namespaced_event(
+                namespace, field_selector="reason=Applied", _preload_content=False
+            )
+            found = [
+                str(e["message"]) for e in json.loads(raw.data)["items"]
+                if "generation 2 changed" in str(e["message"])
+            ]  # fmt: skip
+            return found if len(found) >= 2 else None
+
+        messages = wait_for("the Applied Events of generation 2", applied, operator=op)
+        for message in messages:
+            assert message.isprintable(), repr(message)
+            assert f"changed by alice with {SHOWN_TOOL} at {seen}: {SHOWN_REASON}" in message
+            assert "2099" not in message
+
+        out = status_as_run(admin_kc, namespace)
+        assert_one_line_escaped(out)
+        assert last_change_line(out).endswith(
+            f"generation 2 changed by alice with {SHOWN_TOOL} at {seen}: {SHOWN_REASON}"
+        )
+
+        # Another managedFields edit changes nothing shown; nor may alice write the
+        # status (the operator's Role alone may).
+        forge_managed_fields(alice, namespace, "2098-01-01T00:00:00Z")
+        assert last_change_line(status_as_run(admin_kc, namespace)) == last_change_line(out)
+        api = as_user(alice)
+        try:
+            with pytest.raises(ApiException) as info:
+                client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, "spillover",
+                    {"status": {"lastChange": {**last, "seenAt": "2099-01-01T00:00:00Z"}}},
+                )  # fmt: skip
+        finally:
+            api.close()
+        assert info.value.status == 403
+        assert policy(admin, namespace)["status"]["lastChange"]["seenAt"] == seen
     finally:
         op.stop()

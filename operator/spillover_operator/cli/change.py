@@ -26,6 +26,7 @@ from spillover_operator.domain.change_record import (
     RECORD_MANAGER,
     ChangeRecord,
     last_change,
+    written_at,
 )
 from spillover_operator.domain.constants import (
     CHANGE_RECORD_ANNOTATION,
@@ -184,8 +185,9 @@ def cmd_change(
     )
     policy, new_spec, spec_changes = written.policy, written.new_spec, written.spec_changes
     if written.record is not None:
-        described = last_change(policy).describe()
-        out.write(f"{ref}: change recorded: {described}\n")
+        # Dated by the API server: its time of this write, in its answer to it.
+        described = last_change(policy, seen_at=written_at(policy.get("metadata") or {}))
+        out.write(f"{ref}: change recorded: {described.describe()}\n")
     elif options.reason and not spec_changes:
         out.write(
             f"{ref}: reason not recorded: the spec did not change, and a change record only "
@@ -473,7 +475,7 @@ def _write_policy(
             record = ChangeRecord(
                 user=user,
                 generation=generation + 1,
-                time="",  # the server's: the time of this write (`RECORD_MANAGER`)
+                time="",  # never shown: the server's time of this write is (`RECORD_MANAGER`)
                 tool=f"spilloverctl {change.command}" + (" --direct" if direct else ""),
                 reason=(options.reason or "").strip() or None,
             )
@@ -487,7 +489,7 @@ def _write_policy(
             "metadata": {"annotations": annotations},
         }
         # The write that carries a record is made as RECORD_MANAGER: the server stamps
-        # its managedFields entry with the time of this write (the record's time).
+        # its managedFields entry with the time of this write, which its answer shows.
         writer = cluster if record is None else replace(cluster, field_manager=RECORD_MANAGER)
         try:
             patched = patch_policy(writer, name, body, resource_version=resource_version)

@@ -3,7 +3,7 @@
 `spilloverctl` writes it with every spec change it makes, as the annotation
 `spillover.clerum.io/change-record` (JSON, keys in this order):
 
-    {"user":"alice","generation":4,"time":"2026-12-02T10:00:00Z",
+    {"user":"alice","generation":4,"time":null,
      "tool":"spilloverctl kill","reason":"INC-123"}
 
 - `user` is the authenticated Kubernetes user, as the API server told spilloverctl
@@ -11,11 +11,18 @@
 - `generation` is the policy generation the change makes (the spec change and the
   record travel in one request, with a resourceVersion precondition);
 - `tool` and `reason` are what the client says (its name, your words);
-- `time` is the API server's: spilloverctl writes the record as the field manager
-  `RECORD_MANAGER`, whose managedFields entry the server stamps with the time of the
-  write that carried the record (only record-carrying writes use that manager), and
-  `last_change` reads it from there. The record's own `time` is null; an older record
-  that carries one is shown with it only when no such entry is found.
+- `time` is null: a writer's clock proves nothing, and neither does anything else on
+  the policy a policy editor can write (the record's own `time`, `metadata.managedFields`,
+  which an editor may rewrite at will). The time shown is `LastChange.seen_at`: when
+  the operator first reported this change, from its own status (`status.lastChange.seenAt`,
+  the status subresource, which only the operator's Role may write); `spilloverctl
+  kill/restore/set` show the time the API server stamped on their own write, in its
+  answer to that write. Otherwise no time is shown.
+
+What the record says is shown as written, but on one line: every character a terminal
+could act on (a newline, ESC, any other control or format character, and a backslash)
+is escaped as Python's repr escapes it (`quoting.escaped`), in `status`, `status.lastChange`
+and the Events alike, so a record cannot print a line of its own.
 
 The admission policy `spillover-change-record` (manifests/base/admission.yaml) admits a
 record only from the user it names, only for the generation the same request stores,
@@ -36,11 +43,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from spillover_operator.domain.constants import CHANGE_RECORD_ANNOTATION
+from spillover_operator.domain.quoting import escaped
 
 KEYS = ("user", "generation", "time", "tool", "reason")
-# The field manager of the writes that carry a record, and of no other write: its
-# managedFields entry's `time` (the server's clock) is when the record was written.
+# The field manager of the writes that carry a record, and of no other write: in the
+# answer to that write, its managedFields entry's `time` is the server's time of it.
+# Never read from a policy read later: a policy editor may rewrite managedFields.
 RECORD_MANAGER = "spilloverctl-change-record"
+# status.lastChange's key for when the operator first reported the change.
+SEEN_AT = "seenAt"
 
 
 class UnreadableRecord(ValueError):
@@ -76,7 +87,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, value in pairs:
         if key in seen:
             # The admission policy reads the first "user"; a second one must not win here.
-            raise UnreadableRecord(f"key {key!r} appears twice")
+            raise UnreadableRecord(f"key '{escaped(key)}' appears twice")
         seen[key] = value
     return seen
 
@@ -93,7 +104,8 @@ def decode(text: str) -> ChangeRecord:
         raise UnreadableRecord("not a change record: it must start with user, then generation")
     unknown = sorted(set(doc) - set(KEYS))
     if unknown:
-        raise UnreadableRecord(f"not a change record: unknown keys {', '.join(unknown)}")
+        keys = ", ".join(escaped(key) for key in unknown)
+        raise UnreadableRecord(f"not a change record: unknown keys {keys}")
     user, generation = doc.get("user"), doc.get("generation")
     if not isinstance(user, str) or not user:
         raise UnreadableRecord("not a change record: user is not a name")
@@ -111,33 +123,43 @@ def decode(text: str) -> ChangeRecord:
 class LastChange:
     """What is known about the change that made the policy's current generation:
     `record` when a record describes exactly that generation, else None and `why_none`
-    (no record, a record of an earlier generation, an unreadable one)."""
+    (no record, a record of an earlier generation, an unreadable one). `seen_at`: when
+    the change was made, from a source no policy editor can write ("" when there is
+    none; the record's own `time` is never shown)."""
 
     generation: int | None
     record: ChangeRecord | None
     why_none: str = ""
+    seen_at: str = ""
+
+    def shown(self) -> dict[str, str | None]:
+        """The record's user, tool and reason as shown: on one line, escaped."""
+        rec = self.record
+        if rec is None:
+            return {}
+        return {
+            "user": escaped(rec.user),
+            "tool": escaped(rec.tool) or None,
+            "reason": escaped(rec.reason) if rec.reason else None,
+        }
 
     def describe(self) -> str:
         """One line for Events and `spilloverctl status`."""
         gen = f"generation {self.generation}" if self.generation is not None else "the policy"
-        rec = self.record
-        if rec is None:
+        if self.record is None:
             return f"{gen} changed without a reason by an unknown user; {self.why_none}"
-        tool = f" with {rec.tool}" if rec.tool else ""
-        when = f" at {rec.time}" if rec.time else ""
-        reason = f": {rec.reason}" if rec.reason else " (no reason given)"
-        return f"{gen} changed by {rec.user}{tool}{when}{reason}"
+        shown = self.shown()
+        tool = f" with {shown['tool']}" if shown["tool"] else ""
+        when = f" at {self.seen_at}" if self.seen_at else ""
+        reason = f": {shown['reason']}" if shown["reason"] else " (no reason given)"
+        return f"{gen} changed by {shown['user']}{tool}{when}{reason}"
 
     def to_status(self) -> dict[str, Any]:
         """`status.lastChange`."""
         out: dict[str, Any] = {"generation": self.generation, "recorded": self.record is not None}
         if self.record is not None:
-            out.update(
-                user=self.record.user,
-                time=self.record.time or None,
-                tool=self.record.tool or None,
-                reason=self.record.reason,
-            )
+            out.update(self.shown())
+            out[SEEN_AT] = self.seen_at or None
         else:
             out["note"] = self.why_none
         return {k: v for k, v in out.items() if v is not None}
@@ -149,10 +171,11 @@ def _owns_record(fields: Any) -> bool:
     return isinstance(annotations, Mapping) and (f"f:{CHANGE_RECORD_ANNOTATION}" in annotations)
 
 
-def server_time(meta: Mapping[str, Any]) -> str:
-    """When the API server stored the record on the policy (`metadata` given): the time
-    of the managedFields entry of `RECORD_MANAGER` that owns the record annotation; ""
-    when there is none (a record written otherwise)."""
+def written_at(meta: Mapping[str, Any]) -> str:
+    """The server's time of the write that carried the record, from the `metadata` of
+    the API server's answer to that very write (`RECORD_MANAGER`'s managedFields entry
+    owning the record annotation); "" when there is none. Only for the answer to one's
+    own write: on a policy read later, a policy editor may have rewritten managedFields."""
     entries = meta.get("managedFields")
     times = [
         str(entry.get("time"))
@@ -165,8 +188,28 @@ def server_time(meta: Mapping[str, Any]) -> str:
     return max(times, default="")
 
 
-def last_change(policy: Mapping[str, Any]) -> LastChange:
-    """The change that made the policy's current `metadata.generation`."""
+def _seen_before(policy: Mapping[str, Any], change: LastChange) -> str:
+    """When the operator first reported `change` (status.lastChange.seenAt), if its
+    status describes this very change: the same generation, recorded, and the same
+    user, tool and reason. "" otherwise."""
+    status = policy.get("status")
+    seen = status.get("lastChange") if isinstance(status, Mapping) else None
+    if not isinstance(seen, Mapping) or seen.get("recorded") is not True:
+        return ""
+    if seen.get("generation") != change.generation:
+        return ""
+    if any(seen.get(key) != value for key, value in change.shown().items()):
+        return ""
+    when = seen.get(SEEN_AT)
+    return when if isinstance(when, str) else ""
+
+
+def last_change(policy: Mapping[str, Any], *, seen_at: str = "") -> LastChange:
+    """The change that made the policy's current `metadata.generation`.
+
+    Its time: when the operator's status says it first reported this change, else
+    `seen_at` (the operator passes its clock's now, spilloverctl the server's time of
+    its own write), else none."""
     meta = policy.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     raw_gen = meta.get("generation")
@@ -185,5 +228,5 @@ def last_change(policy: Mapping[str, Any]) -> LastChange:
             None,
             f"the change record describes generation {record.generation}, not this one",
         )
-    stored = server_time(meta)
-    return LastChange(generation, dataclasses.replace(record, time=stored) if stored else record)
+    change = LastChange(generation, record)
+    return dataclasses.replace(change, seen_at=_seen_before(policy, change) or seen_at)

@@ -301,6 +301,9 @@ REASON_ALL_CURRENT: Final = "AllCurrent"
 REASON_STALE: Final = "Stale"
 # Restarted, and the new pods still run old values: waiting cannot fix it.
 REASON_STALE_AFTER_REFRESH: Final = "StaleAfterRefresh"
+# spec.recipePods.container names a container some matched pod does not have: its
+# values cannot be read (the condition names the container and the pods' containers).
+REASON_CONTAINER_NOT_FOUND: Final = "ContainerNotFound"
 REASON_UNKNOWN: Final = "Unknown"
 REASON_NO_PODS: Final = "NoPods"
 

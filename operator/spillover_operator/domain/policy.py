@@ -268,7 +268,14 @@ def _recipe_pods(raw: Any, problems: list[str]) -> RecipePodsSpec:
         selector = _selector(raw["selector"], problems) or selector
     refresh: Refresh = "Never"
     raw_refresh = raw.get("refresh")
-    if raw_refresh is not None:
+    if "refresh" in raw and raw_refresh is None:
+        # Never taken as the default: a template's empty value meant some mode. The API
+        # server refuses it too (the CRD, and spillover-policy-fields for kubectl apply).
+        problems.append(
+            f"spec.recipePods.refresh: null is not a refresh mode; write one of "
+            f"{', '.join(REFRESH_VALUES)}, or remove the line (Never)"
+        )
+    elif raw_refresh is not None:
         if isinstance(raw_refresh, str) and raw_refresh in REFRESH_VALUES:
             refresh = raw_refresh
         else:

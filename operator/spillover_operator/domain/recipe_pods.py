@@ -33,6 +33,7 @@ from spillover_operator.domain.model import (
     COND_RECIPE_PODS,
     DEFAULT_RECIPE_CONTAINER,
     REASON_ALL_CURRENT,
+    REASON_CONTAINER_NOT_FOUND,
     REASON_NO_PODS,
     REASON_STALE,
     REASON_STALE_AFTER_REFRESH,
@@ -165,6 +166,10 @@ class PodVerdict:
     # The revision of its owner's template it runs (label pod-template-hash of a
     # Deployment's pod, controller-revision-hash of a StatefulSet's): see OwnerState.
     revision: str | None = None
+    # spec.recipePods.container when the pod has no such container, and the
+    # containers it has: its values cannot be read (ContainerNotFound).
+    missing_container: str | None = None
+    containers: tuple[str, ...] = ()
 
     def shown(self, var: str) -> str:
         found = self.values.get(var)
@@ -256,9 +261,13 @@ def classify(
             None,
         )
     if found is None:
+        names = tuple(str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or [])
         return PodVerdict(
-            name, owner, created, chosen, {}, "unknown", f"no container {container!r} in the pod"
-        )
+            name, owner, created, chosen, {}, "unknown",
+            f"no container {container!r} in the pod (its containers: "
+            f"{', '.join(names) or 'none'})",
+            missing_container=container, containers=names,
+        )  # fmt: skip
     read: list[str] = []
 
     def recording(name: str) -> Mapping[str, str] | None:
@@ -716,6 +725,25 @@ def restart_patch(at: str) -> dict[str, Any]:
 # ---- condition -------------------------------------------------------------------
 
 
+def container_not_found(pods: RecipePods) -> str:
+    """What to say when spec.recipePods.container names a container some matched pods
+    do not have ("" when every pod has it): the name, how many pods lack it, the
+    containers they have, and the fix."""
+    missing = [p for p in pods.pods if p.missing_container is not None]
+    if not missing:
+        return ""
+    wanted = missing[0].missing_container
+    have = sorted({name for p in missing for name in p.containers})
+    shown = ", ".join(have[:MAX_LISTED]) + (" ..." if len(have) > MAX_LISTED else "")
+    return (
+        f"spec.recipePods.container {wanted!r} is not a container of {len(missing)} of the "
+        f"{pods.matched} matched pods (they have: {shown or 'no containers'}), so their "
+        "values cannot be read; set spec.recipePods.container to the container that runs "
+        f"the mcp-host, or remove it ({DEFAULT_RECIPE_CONTAINER!r} when a pod has it, "
+        "else its first container)"
+    )
+
+
 def recipe_condition(
     pods: RecipePods,
     *,
@@ -723,8 +751,11 @@ def recipe_condition(
     note: str = "",
 ) -> Condition:
     """RecipePodsCurrent: True when no matched pod is stale or unknown; else False with
-    StaleAfterRefresh (naming the owners), Stale, Unknown or NoPods."""
-    tail = f"; {note}" if note else ""
+    StaleAfterRefresh (naming the owners), Stale, ContainerNotFound (naming
+    spec.recipePods.container), Unknown or NoPods. A missing container is named in
+    every message it applies to."""
+    missing = container_not_found(pods)
+    tail = "".join(f"; {part}" for part in (missing, note) if part)
     counts = (
         f"{pods.matched} matched ({pods.selector}): {pods.count('current')} current, "
         f"{pods.count('stale')} stale, {pods.count('unknown')} unknown"
@@ -755,6 +786,8 @@ def recipe_condition(
             REASON_STALE,
             f"{counts}; stale pods by owner: {pods.stale_owners_text()}{tail}",
         )
+    if missing:
+        return Condition(COND_RECIPE_PODS, False, REASON_CONTAINER_NOT_FOUND, f"{counts}{tail}")
     if pods.count("unknown"):
         return Condition(COND_RECIPE_PODS, False, REASON_UNKNOWN, f"{counts}{tail}")
     return Condition(COND_RECIPE_PODS, True, REASON_ALL_CURRENT, f"{counts}{tail}")

@@ -326,7 +326,8 @@ def failed_status(
         generation=_meta(policy).get("generation"),
         ready=Condition(COND_READY, False, reason, message),
         applied=Condition(COND_APPLIED, False, reason, message),
-        extra={"lastChange": last_change(policy).to_status()},
+        # Dated by the operator's clock when first reported (change_record.last_change).
+        extra={"lastChange": last_change(policy, seen_at=now_rfc3339()).to_status()},
         **extra,
     )
 
@@ -361,11 +362,12 @@ def settle(
     the patch caused, run before the change's own report) found the Deployment in sync
     and recorded the generation as applied.
 
-    An applied policy change is reported with its change record (who, with what, when,
-    why) when one describes the policy's current generation, else as changed without a
-    reason by an unknown user (`change_record.last_change`); drift is the Deployment's
-    change, not the policy's, and carries no record. Pure: reconcile_policy writes what
-    it returns."""
+    An applied policy change is reported with its change record (who, with what, why,
+    and when the operator first reported it: `now`, or the time its status already
+    gives that change) when one describes the policy's current generation, else as
+    changed without a reason by an unknown user (`change_record.last_change`); drift
+    is the Deployment's change, not the policy's, and carries no record. Pure:
+    reconcile_policy writes what it returns."""
     meta = _meta(policy)
     namespace, name = meta.get("namespace"), meta.get("name")
     container = str(select_container(after, spec.container).get("name"))
@@ -373,7 +375,7 @@ def settle(
     current_status = dict(policy.get("status") or {})
     events: list[Event] = []
     notes = shadow_notes(spec, envfrom_shadowed(after, container, config_maps))
-    change = last_change(policy)
+    change = last_change(policy, seen_at=now)
     if plan.patch is not None:
         drift = not policy_change and _was_applied(policy)
         outcome = Outcome.DRIFT_CORRECTED if drift else Outcome.APPLIED

@@ -79,6 +79,58 @@ def test_enums_and_names_agree() -> None:
     )
 
 
+def test_nothing_a_writer_sends_is_pruned_or_defaulted_without_a_word() -> None:
+    """Issue 39: the policy's own objects keep unknown fields (the admission policy
+    spillover-policy-fields refuses them, the operator too: InvalidSpec), an explicit
+    `refresh: null` is kept to be refused rather than defaulted to Never, and a size
+    sent with a fraction (65536.0) meets a rule that refuses it."""
+    crd = yaml.safe_load(CRD.read_text(encoding="utf-8"))
+    (version,) = crd["spec"]["versions"]
+    root = version["schema"]["openAPIV3Schema"]
+    spec = root["properties"]["spec"]
+    recipe = spec["properties"]["recipePods"]
+    selector = recipe["properties"]["selector"]
+    objects = {
+        "(root)": root,
+        "spec": spec,
+        "spec.target": spec["properties"]["target"],
+        "spec.recipePods": recipe,
+        "spec.recipePods.selector": selector,
+        "spec.recipePods.selector.matchExpressions[]": selector["properties"]["matchExpressions"][
+            "items"
+        ],
+    }
+    for path, schema in objects.items():
+        assert schema.get("x-kubernetes-preserve-unknown-fields") is True, path
+    # status is the operator's: pruned as usual.
+    assert "x-kubernetes-preserve-unknown-fields" not in root["properties"]["status"]
+    refresh = recipe["properties"]["refresh"]
+    assert refresh["nullable"] is True and None not in refresh["enum"]
+    for f in ENV_FIELDS:
+        if f.kind == "bytes":
+            rules = spec["properties"][f.key]["x-kubernetes-validations"]
+            assert [r["rule"] for r in rules] == ["type(self) == int"], f.key
+            assert "65536, not 65536.0" in rules[0]["message"]
+
+
+def test_status_last_change_dates_a_change_by_the_operators_report_only() -> None:
+    last = _schema()["status"]["properties"]["lastChange"]["properties"]
+    assert sorted(last) == ["generation", "note", "reason", "recorded", "seenAt", "tool", "user"]
+
+
+def test_every_recipe_pods_reason_is_listed_in_the_crd() -> None:
+    text = " ".join(_schema()["status"]["properties"]["conditions"]["description"].split())
+    for reason in (
+        model.REASON_ALL_CURRENT,
+        model.REASON_STALE,
+        model.REASON_STALE_AFTER_REFRESH,
+        model.REASON_CONTAINER_NOT_FOUND,
+        model.REASON_UNKNOWN,
+        model.REASON_NO_PODS,
+    ):
+        assert reason in text, reason
+
+
 def test_the_mapping_is_one_to_one() -> None:
     """Each field has its own variable, key and flag: the lookups cannot collide."""
     for attr in ("key", "attr", "var"):

@@ -255,6 +255,46 @@ def test_condition_reasons() -> None:
     assert ok.status and ok.reason == "AllCurrent"
 
 
+def test_a_recipe_container_no_matched_pod_has_is_named_with_the_fix() -> None:
+    """spec.recipePods.container that the pods do not have cannot be refused at
+    admission (pods come and go): RecipePodsCurrent says ContainerNotFound, naming it,
+    the containers the pods have and what to write."""
+    wrong = spec(recipePods={"container": "mcp"})
+    two = pod("b", {ENABLED_VAR: "false"})
+    two["spec"]["containers"].append({"name": "sidecar"})
+    result = assess_pods(
+        [pod("a", {ENABLED_VAR: "false"}), two], wrong, OFF, selector="s", replica_sets=RS
+    )
+    assert [p.state for p in result.pods] == ["unknown", "unknown"]
+    assert "no container 'mcp' in the pod (its containers: mcp-host, sidecar)" in (
+        result.pods[1].why
+    )
+    cond = recipe_condition(result)
+    assert (cond.status, cond.reason) == (False, "ContainerNotFound")
+    assert "spec.recipePods.container 'mcp' is not a container of 2 of the 2 matched pods" in (
+        cond.message
+    )
+    assert "(they have: mcp-host, sidecar)" in cond.message
+    assert "set spec.recipePods.container to the container that runs the mcp-host" in (cond.message)
+    # Stale pods elsewhere keep their reason; the missing container is still named.
+    stale = pod("c", {ENABLED_VAR: "true"}, container="mcp")
+    mixed = assess_pods(
+        [pod("a", {ENABLED_VAR: "false"}), stale], wrong, OFF, selector="s", replica_sets=RS
+    )
+    cond = recipe_condition(mixed)
+    assert cond.reason == "Stale"
+    assert "spec.recipePods.container 'mcp' is not a container of 1 of the 2" in cond.message
+    # The container every pod has: no word of it.
+    right = assess_pods(
+        [pod("a", {ENABLED_VAR: "false"})],
+        spec(enabled=False, recipePods={"container": "mcp-host"}),
+        OFF,
+        selector="s",
+    )
+    assert recipe_condition(right).reason == "AllCurrent"
+    assert "spec.recipePods.container" not in recipe_condition(right).message
+
+
 def test_spec_recipe_pods_defaults_and_validation() -> None:
     default = spec()
     assert default.recipe_pods.selector == {"matchLabels": LABELS}
@@ -276,6 +316,11 @@ def test_spec_recipe_pods_defaults_and_validation() -> None:
     assert "spec.recipePods.extra: unknown field" in text
     with pytest.raises(InvalidSpecError, match="empty selector would match every pod"):
         spec(recipePods={"selector": {}})
+    # refresh: null is no mode (a template's empty value): refused, never Never.
+    with pytest.raises(InvalidSpecError) as exc:
+        spec(recipePods={"refresh": None})
+    assert "spec.recipePods.refresh: null is not a refresh mode" in str(exc.value)
+    assert "Never, OnKillSwitch, Always, or remove the line (Never)" in str(exc.value)
 
 
 def test_budget_unset_and_enabled_default_meanings() -> None:
