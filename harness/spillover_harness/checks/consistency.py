@@ -71,11 +71,16 @@ def tool_result_sizes(fixture: Fixture) -> list[tuple[int, int]]:
     ]
 
 
-def may_fill_budget(fixture: Fixture, threshold: int, budget: int) -> bool:
-    """Whether a step on this input could find its store's budget full: the tool results
-    that could reach the threshold, at their largest, add up to more than the budget.
-    Only then can a missing budget warning mean that it was worded otherwise (the run's
-    `budget_inline` then reads "not measured" rather than 0)."""
+def may_fill_budget(env: Mapping[str, str | None], fixture: Fixture) -> bool:
+    """Whether a step on this input, under the configuration `env` (its three variables,
+    read as the mcp-host reads them), could find its store's budget full: spillover on,
+    and the tool results that could reach the threshold, at their largest, add up to
+    more than the budget. Only then can a missing budget warning mean that it was worded
+    otherwise (the run's `budget_inline` then reads "not measured" rather than 0)."""
+    if ENABLED.read(env.get(ENABLED.var)).value is False:
+        return False
+    threshold = int(THRESHOLD.read(env.get(THRESHOLD.var)).value)
+    budget = int(BUDGET.read(env.get(BUDGET.var)).value)
     return sum(most for _, most in tool_result_sizes(fixture) if most >= threshold) > budget
 
 

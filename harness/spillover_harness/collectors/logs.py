@@ -159,7 +159,7 @@ def budget_reached(
 ) -> tuple[int | None, str | None]:
     """The record's `budget_inline` from the step's log lines, and the note that says
     why it is null (docs/reference.md §3.1). `may_fill`: whether the run's input could
-    fill the configuration's budget (`Fixture.may_fill_budget`; False when spillover is
+    fill the configuration's budget (`checks.consistency.may_fill_budget`; False when spillover is
     off): only then can a missing warning mean that it was worded otherwise."""
     what = "budget_inline"
     if pattern is None:

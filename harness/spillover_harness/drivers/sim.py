@@ -45,7 +45,6 @@ from spillover_harness.checks.consistency import (
 from spillover_harness.collectors.logs import budget_reached
 from spillover_harness.drivers.base import RunJob
 from spillover_harness.fixtures import Fixture, FixtureSet, fixtures_for
-from spillover_harness.plan.matrix import effective_budget, effective_threshold
 from spillover_harness.plan.memory_model import MemoryModel
 from spillover_harness.plan.sim_model import SimModel
 from spillover_harness.profile import LogPatterns
@@ -245,8 +244,7 @@ class SimDriver:
 def _budget_inline(job: RunJob, fixture: Fixture, logs_path: Path) -> tuple[int | None, str | None]:
     """The record's `budget_inline` read as on a cluster: the budget warning among the
     run's log lines, with the shipped profiles' pattern (collectors/logs.py)."""
-    threshold, budget = effective_threshold(job.config), effective_budget(job.config)
-    may_fill = budget is not None and may_fill_budget(fixture, threshold or 0, budget)
+    may_fill = may_fill_budget(job.config.env, fixture)
     lines = logs_path.read_text(encoding="utf-8").splitlines()
     return budget_reached(lines, LogPatterns().budget_inline, may_fill)
 

@@ -32,7 +32,6 @@ from pydantic import (
 # The platform's variables, and how the mcp-host reads each, have one home: the
 # operator's policy model.
 from spillover_operator.domain.model import (
-    BUDGET,
     ENABLED,
     FIELD_OF_VAR,
     SPILLOVER_VARS,
@@ -484,13 +483,6 @@ def effective_threshold(config: Configuration) -> int | None:
     if ENABLED.read(config.env.get(ENABLED.var)).value is False:
         return None
     return int(THRESHOLD.read(config.env.get(THRESHOLD.var)).value)
-
-
-def effective_budget(config: Configuration) -> int | None:
-    """The store's budget the mcp-host runs `config` with; None when spillover is off."""
-    if effective_threshold(config) is None:
-        return None
-    return int(BUDGET.read(config.env.get(BUDGET.var)).value)
 
 
 def platform_problems(matrix: Matrix, *, skip_unknown: bool = False) -> list[str]:

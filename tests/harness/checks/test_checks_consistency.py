@@ -77,7 +77,9 @@ def test_which_inputs_may_fill_a_budget() -> None:
     16 MiB; the default matrix's large review fills neither; nothing fills a budget at a
     threshold no result reaches."""
     budget, large = fx("code-review", "budget"), fx("code-review", "large")
-    assert may_fill_budget(budget, 131072, 1048576)
-    assert not may_fill_budget(budget, 131072, 16777216)
-    assert not may_fill_budget(large, 131072, 1048576)
-    assert not may_fill_budget(budget, 1048576, 1048576)
+    mib1 = {ENABLED_VAR: None, THRESHOLD_VAR: None, BUDGET_VAR: "1048576"}
+    assert may_fill_budget(mib1, budget)
+    assert not may_fill_budget(env(), budget)  # the default 16 MiB
+    assert not may_fill_budget(mib1, large)
+    assert not may_fill_budget({**mib1, THRESHOLD_VAR: "1048576"}, budget)
+    assert not may_fill_budget({**mib1, ENABLED_VAR: "false"}, budget)  # no store at all

@@ -27,7 +27,6 @@ from spillover_harness.drivers.base import RunJob
 from spillover_harness.drivers.cluster.output import MAX_NOTES_PER_CHECK
 from spillover_harness.drivers.cluster.status import as_float, as_int, first, parse_time
 from spillover_harness.fixtures import FixtureSet
-from spillover_harness.plan.matrix import effective_budget, effective_threshold
 from spillover_harness.profile import Profile
 
 # A coordinator log line that is late: looked for again this many times, this far apart.
@@ -192,8 +191,7 @@ class RunFields:
         # Criterion 5, logs: the run's lines and the lines that carry no run id at all
         # (a leak there cannot be put on another run); other runs' lines are excluded.
         fixture = self.fixtures.get(job.recipe, job.input.name)
-        threshold, budget = effective_threshold(job.config), effective_budget(job.config)
-        may_fill = budget is not None and may_fill_budget(fixture, threshold or 0, budget)
+        may_fill = may_fill_budget(job.config.env, fixture)
         seen = step_lines if step_lines and parsed.llm_calls else None
         out["budget_inline"], why = budget_reached(seen, logs.budget_inline, may_fill)
         if why is not None:
