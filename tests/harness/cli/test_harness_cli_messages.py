@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from console_interrupts import interrupted_after, interrupted_in_site, launcher_hint
 from spillover_harness import evaluate as evaluate_module
 from spillover_harness.cli import main
 from spillover_harness.cli.app import build_parser
@@ -160,15 +161,7 @@ def test_ctrl_c_in_the_first_moments_prints_no_traceback(after_s: float, tmp_pat
     assert "interrupted" in err
 
 
-def _sigint_as_a_terminal_leaves_it() -> None:
-    """The child's SIGINT before exec: the default action, not blocked, whatever this
-    process has (a suite started as a background job ignores it). Ignored or blocked, a
-    Ctrl-C test would pass whatever the console script does."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-LAUNCHER_HINT = f"is {EXE} the launcher `make install` writes? (`make launchers`)"
+LAUNCHER_HINT = launcher_hint(EXE)
 
 
 @pytest.mark.parametrize("after_s", [0.02, 0.05, 0.1])
@@ -181,38 +174,30 @@ def test_ctrl_c_soon_after_the_command_starts_is_an_interruption(
     there every time). The launcher holds it back until `main`'s try: exit 130, no
     traceback."""
     (tmp_path / "m.yaml").write_text(SMALL)
-    proc = subprocess.Popen(
-        [EXE, "run", "--stage", "sim", "--matrix", str(tmp_path / "m.yaml"),
-         "--out", str(tmp_path / "out"), "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_sigint_as_a_terminal_leaves_it,
-    )  # fmt: skip
-    try:
-        time.sleep(after_s)
-        os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    code, out, err = interrupted_after(
+        [
+            EXE,
+            "run",
+            "--stage",
+            "sim",
+            "--matrix",
+            str(tmp_path / "m.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        after_s,
+        timeout=120,
+    )
     assert "Traceback" not in err, f"{LAUNCHER_HINT}\n{err}"
-    assert proc.returncode == INTERRUPTED, f"{LAUNCHER_HINT}\n{out}{err}"
+    assert code == INTERRUPTED, f"{LAUNCHER_HINT}\n{out}{err}"
 
 
 def test_ctrl_c_while_python_imports_site_is_an_interruption(tmp_path: Path) -> None:
     """The moment the timed test can only hope to hit, every time: SIGINT while Python
     imports `site` (a sitecustomize sends it), before the console script's first line.
     pip's own script ended there in "Fatal Python error" and a traceback."""
-    (tmp_path / "sitecustomize.py").write_text(
-        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
-    )
-    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
-    proc = subprocess.run(
-        [EXE, "--help"],
-        capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
-        preexec_fn=_sigint_as_a_terminal_leaves_it,
-    )  # fmt: skip
+    proc = interrupted_in_site([EXE, "--help"], tmp_path, timeout=120)
     assert "Traceback" not in proc.stderr, f"{LAUNCHER_HINT}\n{proc.stderr}"
     assert proc.returncode == INTERRUPTED, f"{LAUNCHER_HINT}\n{proc.stdout}{proc.stderr}"
     assert proc.stderr == "interrupted\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from console_interrupts import interrupted_after, interrupted_in_site, launcher_hint
 from spillover_operator.exit_codes import INTERRUPTED
 
 EXE = str(Path(sys.executable).parent / "spilloverctl")
@@ -86,15 +87,7 @@ def test_ctrl_c_at_any_moment_is_an_interruption_without_a_traceback(
     assert "interrupted" in err, err
 
 
-def _sigint_as_a_terminal_leaves_it() -> None:
-    """The child's SIGINT before exec: the default action, not blocked, whatever this
-    process has (a suite started as a background job ignores it). Ignored or blocked, a
-    Ctrl-C test would pass whatever the console script does."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-LAUNCHER_HINT = f"is {EXE} the launcher `make install` writes? (`make launchers`)"
+LAUNCHER_HINT = launcher_hint(EXE)
 
 
 @pytest.mark.parametrize("after_s", [0.02, 0.05, 0.1])
@@ -105,38 +98,21 @@ def test_ctrl_c_soon_after_the_command_starts_is_an_interruption(
     Ctrl-C lands: at 0.02 s Python may still be starting, before any of the project's
     code can catch it (pip's own script printed a traceback there about half the time).
     The launcher holds it back until `main`'s try: exit 130, no traceback."""
-    proc = subprocess.Popen(
+    code, out, err = interrupted_after(
         [EXE, "kill", "--reason", "test"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        after_s,
+        timeout=60,
         env={**os.environ, "KUBECONFIG": str(silent_api)},
-        preexec_fn=_sigint_as_a_terminal_leaves_it,
-    )  # fmt: skip
-    try:
-        time.sleep(after_s)
-        os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    )
     assert "Traceback" not in err, f"{LAUNCHER_HINT}\n{err}"
-    assert proc.returncode == INTERRUPTED, f"{LAUNCHER_HINT}\n{out}{err}"
+    assert code == INTERRUPTED, f"{LAUNCHER_HINT}\n{out}{err}"
 
 
 def test_ctrl_c_while_python_imports_site_is_an_interruption(tmp_path: Path) -> None:
     """The moment the timed test can only hope to hit, every time: SIGINT while Python
     imports `site` (a sitecustomize sends it), before the console script's first line.
     pip's own script ended there in "Fatal Python error" and a traceback."""
-    (tmp_path / "sitecustomize.py").write_text(
-        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n"
-    )
-    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
-    proc = subprocess.run(
-        [EXE, "--help"],
-        capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
-        preexec_fn=_sigint_as_a_terminal_leaves_it,
-    )  # fmt: skip
+    proc = interrupted_in_site([EXE, "--help"], tmp_path, timeout=60)
     assert "Traceback" not in proc.stderr, f"{LAUNCHER_HINT}\n{proc.stderr}"
     assert proc.returncode == INTERRUPTED, f"{LAUNCHER_HINT}\n{proc.stdout}{proc.stderr}"
     assert proc.stderr == "spilloverctl: interrupted while starting; nothing was sent\n"
